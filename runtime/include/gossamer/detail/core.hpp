@@ -1,0 +1,238 @@
+// What the header templates (trust.hpp, fiber.hpp, latch.hpp) need from the
+// compiled runtime. Not a user API: names here may change.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <gossamer/abi/slots.hpp>
+
+namespace gossamer::detail {
+
+using ThreadId = std::uint32_t;
+
+// Names a property on its trustee: a table index and the generation the entry
+// had when the property was entrusted (a stale handle fails the check).
+struct PropertyHandle {
+  std::uint64_t raw = 0;
+  static constexpr PropertyHandle make(std::uint32_t index, std::uint32_t gen) {
+    return {std::uint64_t(index) << 32 | gen};
+  }
+  constexpr std::uint32_t index() const { return std::uint32_t(raw >> 32); }
+  constexpr std::uint32_t generation() const { return std::uint32_t(raw); }
+};
+
+class Fiber;
+class Worker;
+
+// ---- contexts -------------------------------------------------------------
+// Where the calling code runs; blocking operations check it.
+Worker* current_worker() noexcept;          // nullptr outside gossamer::run
+ThreadId current_thread() noexcept;
+ThreadId thread_count_() noexcept;
+[[noreturn]] void fatal(std::string_view what);
+// Aborts with a message naming `op` unless the caller may block: it must be
+// inside run, in a fiber, and not in delegated context or a `then` callback.
+void require_blocking(const char* op);
+void require_runtime(const char* op);
+
+// RAII: marks delegated context (a closure running on behalf of a trustee).
+struct DelegatedScope {
+  DelegatedScope() noexcept;
+  ~DelegatedScope();
+  DelegatedScope(const DelegatedScope&) = delete;
+  DelegatedScope& operator=(const DelegatedScope&) = delete;
+};
+
+// ---- fibers ----------------------------------------------------------------
+Fiber* current_fiber() noexcept;
+void suspend_current();                 // the caller must arrange a later make_ready
+void make_ready(Fiber* f) noexcept;     // owner thread only
+void yield_current();
+
+// Type-erased callable with an inline buffer; moves are memcpy-safe because
+// anything that is not trivially copyable is kept on the heap.
+class Task {
+ public:
+  Task() = default;
+  template <class F>
+  explicit Task(F&& f) {
+    using Fn = std::decay_t<F>;
+    if constexpr (std::is_trivially_copyable_v<Fn> && sizeof(Fn) <= kInline &&
+                  alignof(Fn) <= alignof(std::max_align_t)) {
+      ::new (buf_) Fn(std::forward<F>(f));
+      call_ = [](void* p) { (*static_cast<Fn*>(p))(); };
+      drop_ = nullptr;
+    } else {
+      Fn* heap = new Fn(std::forward<F>(f));
+      std::memcpy(buf_, &heap, sizeof heap);
+      call_ = [](void* p) { Fn* h; std::memcpy(&h, p, sizeof h); (*h)(); };
+      drop_ = [](void* p) { Fn* h; std::memcpy(&h, p, sizeof h); delete h; };
+    }
+  }
+  Task(Task&& o) noexcept { steal(o); }
+  Task& operator=(Task&& o) noexcept {
+    if (this != &o) { reset(); steal(o); }
+    return *this;
+  }
+  ~Task() { reset(); }
+  explicit operator bool() const { return call_ != nullptr; }
+  void operator()() { call_(buf_); }
+  void reset() noexcept {
+    if (drop_) drop_(buf_);
+    call_ = nullptr;
+    drop_ = nullptr;
+  }
+
+ private:
+  static constexpr std::size_t kInline = 48;
+  void steal(Task& o) noexcept {
+    std::memcpy(buf_, o.buf_, kInline);
+    call_ = o.call_;
+    drop_ = o.drop_;
+    o.call_ = nullptr;
+    o.drop_ = nullptr;
+  }
+  alignas(std::max_align_t) unsigned char buf_[kInline];
+  void (*call_)(void*) = nullptr;
+  void (*drop_)(void*) = nullptr;
+};
+
+// Shared between a spawned fiber (or a remote completion) and its handle.
+// Touched only by the owning thread: plain counters, no atomics.
+struct JoinState {
+  bool done = false;
+  int refs = 1;
+  Fiber* waiter = nullptr;
+  void release() { if (--refs == 0) delete this; }
+};
+
+// Starts a fiber on the calling thread. `join` may be null (detached).
+void spawn_local(Task task, JoinState* join);
+
+// ---- delegation: client side -----------------------------------------------
+// What to do with a response: `fn` decodes it. Trivially relocatable.
+struct Completion {
+  using Fn = void (*)(Completion&, std::uint32_t status, const std::byte* data,
+                      std::uint32_t len);
+  Fn fn = nullptr;
+  alignas(8) unsigned char storage[40];
+
+  template <class C>
+  static Completion make(Fn fn, C ctx) {
+    static_assert(std::is_trivially_copyable_v<C> && sizeof(C) <= sizeof(storage));
+    Completion c;
+    c.fn = fn;
+    std::memcpy(c.storage, &ctx, sizeof ctx);
+    return c;
+  }
+  template <class C>
+  C context() const {
+    C c;
+    std::memcpy(&c, storage, sizeof c);
+    return c;
+  }
+};
+
+// Builds one request record straight into the channel to trustee `to`.
+// Usage: open, append body bytes (append / stream), close. Nothing else may
+// touch that channel in between (no yields: the caller is one fiber).
+class RecordWriter {
+ public:
+  RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop);
+  void append(const void* data, std::size_t len);
+  void pad_to_align();
+  // Finishes the record; `done` runs when its response arrives.
+  void close(Completion done);
+  ThreadId to() const { return to_; }
+
+ private:
+  ThreadId to_;
+  std::size_t start_;
+};
+
+// A response that arrives with a non-ok status; `data` may hold a message.
+[[noreturn]] void throw_status(std::uint32_t status, const std::byte* data, std::uint32_t len,
+                               const char* op);
+void report_async_failure(std::uint32_t status, const std::byte* data, std::uint32_t len);
+
+// ---- delegation: trustee side -----------------------------------------------
+// Where an invoker writes its response.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  // Space for a response of `len` payload bytes; status kOk.
+  virtual std::byte* reserve(std::uint32_t len) = 0;
+  virtual void fail(std::uint32_t status, std::string_view message) = 0;
+};
+
+struct Invocation {
+  void* property;             // validated: right generation and type
+  PropertyHandle handle;
+  const std::byte* body;      // 8-aligned
+  std::uint32_t length;
+  ThreadId client;
+  ResponseWriter* out;
+};
+using InvokeFn = void (*)(Invocation&);
+
+// Type identity that is the same on every host running the same binary.
+template <class T>
+constexpr std::uint64_t type_key() {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char* p = __PRETTY_FUNCTION__; *p; ++p) h = (h ^ std::uint8_t(*p)) * 1099511628211ull;
+  return h;
+}
+
+// Invoker registry: each invoker instantiated in the program registers itself
+// during static initialisation; gossamer::run sorts them by (module, offset
+// inside module), which is the same on every host with the same binary even
+// with ASLR on, and assigns dense ids. An id read from a slot is an index,
+// bounds-checked, never an address (DESIGN.md "Closures across hosts").
+std::uint32_t register_invoker(InvokeFn fn, std::uint64_t property_type, std::uint32_t* id_out);
+
+template <InvokeFn Fn, class T>
+struct Invoker {
+  static inline std::uint32_t value = abi::kBuiltinInvalid;
+  static inline const bool registered = (register_invoker(Fn, type_key<T>(), &value), true);
+  // Reading `registered` odr-uses it, so every invoker the program can send
+  // is instantiated, hence registered before main.
+  static std::uint32_t id() { return registered ? value : abi::kBuiltinInvalid; }
+};
+
+// Property table access for the local (same-thread) fast path and entrust.
+void* local_property(PropertyHandle h, std::uint64_t type, std::uint32_t* status) noexcept;
+PropertyHandle local_entrust(void* obj, void (*destroy)(void*), std::uint64_t type,
+                             std::uint64_t first_trust_id);
+ThreadId next_entrust_target() noexcept;  // round robin over (dedicated) trustees
+void pin_property(PropertyHandle h) noexcept;
+void unpin_property(PropertyHandle h) noexcept;
+
+// ---- references (001 §5.4) -------------------------------------------------
+std::uint64_t new_trust_id() noexcept;
+void toggle_ref(ThreadId trustee, PropertyHandle h, std::uint64_t id) noexcept;
+bool runtime_active() noexcept;
+
+// ---- completions across threads (launch, spawn_on) --------------------------
+// A token names a Completion parked on the calling thread until a
+// kBuiltinComplete request addressed to it arrives.
+std::uint64_t park_completion(Completion c);
+// Runs the parked completion (on its own thread); a stale token is ignored.
+void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
+                     std::uint32_t len);
+// Response handler for the request that will later complete a parked token:
+// if the request itself fails, the parked completion fails with it.
+inline void parked_ack(Completion& c, std::uint32_t status, const std::byte* data,
+                       std::uint32_t len) {
+  if (status != abi::kOk) complete_parked(c.context<std::uint64_t>(), status, data, len);
+}
+// Sends kBuiltinComplete(token, bytes) to `client`; runs on the trustee thread.
+void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
+                     const void* data, std::uint32_t len);
+
+}  // namespace gossamer::detail

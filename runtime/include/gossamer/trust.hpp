@@ -1,0 +1,471 @@
+// Trust<T>: the only way to reach a property (papers 001 ch. 3).
+//
+// A closure sent to a trustee must be trivially copyable: it may cross
+// machines as bytes, and the code must not change when a trustee moves to
+// another host. The compiler rejects closures that capture owning types
+// (std::string, std::vector, smart pointers, Trust). It cannot reject
+// captured raw pointers or references: they compile, but they point into the
+// client's memory and are wrong once the trustee is on another host. Capture
+// values, `trust.ref()` (TrustRef), or pass apply_with arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include <gossamer/detail/codec.hpp>
+#include <gossamer/detail/core.hpp>
+#include <gossamer/detail/sendable.hpp>
+#include <gossamer/errors.hpp>
+#include <gossamer/fiber.hpp>
+#include <gossamer/latch.hpp>
+
+namespace gossamer {
+
+template <class T>
+class Trust;
+template <class T>
+class TrustRef;
+
+namespace detail {
+
+struct Unit {};
+template <class R>
+using stored_t = std::conditional_t<std::is_void_v<R>, Unit, R>;
+
+// A blocked fiber's view of its request; lives on that fiber's stack.
+template <class R>
+struct Waiter {
+  Fiber* fiber = nullptr;
+  bool done = false;
+  std::uint32_t status = abi::kOk;
+  std::optional<stored_t<R>> value;
+  std::string error;
+};
+
+template <class R>
+void complete_wait(Completion& c, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  auto* w = c.context<Waiter<R>*>();
+  w->status = status;
+  if (status == abi::kOk) {
+    try {
+      if constexpr (std::is_void_v<R>) w->value.emplace();
+      else w->value.emplace(decode_result<R>(data, len));
+    } catch (const std::exception& e) {
+      w->status = abi::kMalformed;
+      w->error = e.what();
+    }
+  } else {
+    w->error.assign(reinterpret_cast<const char*>(data), len);
+  }
+  w->done = true;
+  make_ready(w->fiber);
+}
+
+template <class R>
+R wait_for(Waiter<R>& w, const char* op) {
+  while (!w.done) suspend_current();
+  if (w.status != abi::kOk)
+    throw_status(w.status, reinterpret_cast<const std::byte*>(w.error.data()),
+                 std::uint32_t(w.error.size()), op);
+  if constexpr (!std::is_void_v<R>) return std::move(*w.value);
+}
+
+// A `then` callback kept until its response arrives: inline when it is
+// trivially copyable and small, else on the heap.
+template <class R, class Then>
+void complete_then(Completion& c, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  constexpr bool kInline = std::is_trivially_copyable_v<Then> && sizeof(Then) <= sizeof(c.storage);
+  Then* t;
+  if constexpr (kInline) t = std::launder(reinterpret_cast<Then*>(c.storage));
+  else t = c.context<Then*>();
+  struct Drop {
+    Then* t;
+    ~Drop() {
+      if constexpr (!kInline) delete t;
+    }
+  } drop{t};
+  if (status != abi::kOk) {
+    report_async_failure(status, data, len);
+    return;
+  }
+  if constexpr (std::is_void_v<R>) {
+    (*t)();
+  } else {
+    R r = decode_result<R>(data, len);
+    (*t)(std::move(r));
+  }
+}
+
+template <class R, class Then>
+Completion make_then(Then&& then) {
+  using Th = std::decay_t<Then>;
+  Completion c;
+  c.fn = &complete_then<R, Th>;
+  if constexpr (std::is_trivially_copyable_v<Th> && sizeof(Th) <= sizeof(c.storage)) {
+    ::new (c.storage) Th(std::forward<Then>(then));
+  } else {
+    Th* h = new Th(std::forward<Then>(then));
+    std::memcpy(c.storage, &h, sizeof h);
+  }
+  return c;
+}
+
+// Trustee side of apply / apply_with: closure bytes, then the arguments.
+template <class T, class F, class... Args>
+void apply_invoke(Invocation& inv) {
+  constexpr std::uint32_t flen = align_record_of<F>();
+  if (inv.length < flen) {
+    inv.out->fail(abi::kMalformed, "request body shorter than its closure");
+    return;
+  }
+  F f = closure_from_bytes<F>(inv.body);
+  std::optional<std::tuple<Args...>> args;
+  try {
+    args.emplace(decode_args<Args...>(inv.body + flen, inv.length - flen));
+  } catch (const std::exception& e) {
+    inv.out->fail(abi::kMalformed, e.what());
+    return;
+  }
+  T& prop = *static_cast<T*>(inv.property);
+  using R = std::invoke_result_t<F&, T&, Args...>;
+  try {
+    if constexpr (std::is_void_v<R>) {
+      std::apply([&](auto&... a) { f(prop, std::move(a)...); }, *args);
+      inv.out->reserve(0);
+    } else {
+      R r = std::apply([&](auto&... a) { return f(prop, std::move(a)...); }, *args);
+      encode_result(*inv.out, r);
+    }
+  } catch (const std::exception& e) {
+    inv.out->fail(abi::kException, e.what());
+  }
+}
+
+// Trustee side of launch: start a fiber on this thread that runs the closure
+// on the latch (it may block), and answer the parked token when it ends.
+template <class L, class F>
+void launch_invoke(Invocation& inv) {
+  constexpr std::uint32_t flen = align_record_of<F>();
+  if (inv.length != flen + sizeof(std::uint64_t)) {
+    inv.out->fail(abi::kMalformed, "launch body size");
+    return;
+  }
+  F f = closure_from_bytes<F>(inv.body);
+  std::uint64_t token;
+  std::memcpy(&token, inv.body + flen, sizeof token);
+  L* latch = static_cast<L*>(inv.property);
+  PropertyHandle h = inv.handle;
+  ThreadId client = inv.client;
+  pin_property(h);  // the latch outlives the fiber, even if every Trust is dropped
+  spawn_local(Task([f, latch, h, token, client]() mutable {
+                using R = std::invoke_result_t<F&, L&>;
+                try {
+                  if constexpr (std::is_void_v<R>) {
+                    f(*latch);
+                    send_completion(client, token, abi::kOk, nullptr, 0);
+                  } else {
+                    R r = f(*latch);
+                    auto bytes = encode_result_bytes(r);
+                    send_completion(client, token, abi::kOk, bytes.data(),
+                                    std::uint32_t(bytes.size()));
+                  }
+                } catch (const std::exception& e) {
+                  std::string_view m = e.what();
+                  send_completion(client, token, abi::kException, m.data(), std::uint32_t(m.size()));
+                }
+                unpin_property(h);
+              }),
+              nullptr);
+  inv.out->reserve(0);
+}
+
+// Trustee side of entrust to another thread: adopt an object the client
+// built (in-process only: the body is an address, so this invoker is never
+// reachable from another host).
+template <class T>
+void entrust_invoke(Invocation& inv) {
+  if (inv.length != 2 * sizeof(std::uint64_t)) {
+    inv.out->fail(abi::kMalformed, "entrust body size");
+    return;
+  }
+  std::uint64_t addr, id;
+  std::memcpy(&addr, inv.body, sizeof addr);
+  std::memcpy(&id, inv.body + 8, sizeof id);
+  T* obj = reinterpret_cast<T*>(addr);
+  PropertyHandle h = local_entrust(obj, [](void* p) { delete static_cast<T*>(p); }, type_key<T>(), id);
+  std::memcpy(inv.out->reserve(sizeof h.raw), &h.raw, sizeof h.raw);
+}
+
+// Runs a closure on a property of this thread's own trustee, right now: the
+// same thread owns it, so no channel is needed (and order with this thread's
+// other requests is kept, since they all run this way).
+template <class T, class Fn>
+decltype(auto) run_local(PropertyHandle h, Fn&& fn) {
+  std::uint32_t status;
+  void* p = local_property(h, type_key<T>(), &status);
+  if (!p) throw_status(status, nullptr, 0, "apply");
+  DelegatedScope scope;
+  try {
+    return fn(*static_cast<T*>(p));
+  } catch (const remote_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw remote_error(e.what());  // the same error a remote trustee would report
+  }
+}
+
+// Every operation of Trust and TrustRef, given where the property lives.
+template <class T>
+struct Target {
+  ThreadId trustee = 0;
+  PropertyHandle handle{};
+
+  template <class F, class... Args>
+  static constexpr void check() {
+    check_closure<F>();
+    static_assert(std::is_invocable_v<F&, T&, Args...>,
+                  "gossamer: the closure must be callable as f(T&, args...)");
+    using R = std::invoke_result_t<F&, T&, Args...>;
+    static_assert(!std::is_reference_v<R>,
+                  "gossamer: a closure sent to a trustee must return a value, not a reference "
+                  "to trustee-owned data");
+    if constexpr (!std::is_void_v<R>) check_sendable<R>();
+    (check_sendable<Args>(), ...);
+  }
+
+  template <class F, class... Args>
+  void send(const F& f, Completion done, Args&&... args) const {
+    using Inv = Invoker<&apply_invoke<T, F, std::decay_t<Args>...>, T>;
+    RecordWriter w(trustee, Inv::id(), handle);
+    append_closure(w, f);
+    encode_args(w, std::forward<Args>(args)...);
+    w.close(done);
+  }
+
+  template <class F, class... Args>
+  auto apply_with(F f, Args&&... args) const {
+    check<F, std::decay_t<Args>...>();
+    using R = std::invoke_result_t<F&, T&, std::decay_t<Args>...>;
+    require_blocking("apply()");
+    if (trustee == current_thread()) {
+      return run_local<T>(handle, [&](T& p) -> R { return f(p, std::forward<Args>(args)...); });
+    }
+    Waiter<R> w;
+    w.fiber = current_fiber();
+    send(f, Completion::make(&complete_wait<R>, &w), std::forward<Args>(args)...);
+    return wait_for(w, "apply()");
+  }
+
+  template <class F, class Then, class... Args>
+  void apply_with_then(F f, Then&& then, Args&&... args) const {
+    check<F, std::decay_t<Args>...>();
+    using R = std::invoke_result_t<F&, T&, std::decay_t<Args>...>;
+    require_runtime("apply_then()");
+    if (trustee == current_thread()) {
+      if constexpr (std::is_void_v<R>) {
+        run_local<T>(handle, [&](T& p) { f(p, std::forward<Args>(args)...); });
+        DelegatedScope scope;
+        then();
+      } else {
+        R r = run_local<T>(handle, [&](T& p) -> R { return f(p, std::forward<Args>(args)...); });
+        DelegatedScope scope;
+        then(std::move(r));
+      }
+      return;
+    }
+    send(f, make_then<R>(std::forward<Then>(then)), std::forward<Args>(args)...);
+  }
+
+  template <class F>
+  auto launch(F f) const {
+    static_assert(is_latch<T>::value, "launch() needs a Trust<Latch<T>>");
+    check_closure<F>();
+    using R = std::invoke_result_t<F&, T&>;
+    require_blocking("launch()");
+    Waiter<R> w;
+    w.fiber = current_fiber();
+    send_launch(f, Completion::make(&complete_wait<R>, &w));
+    return wait_for(w, "launch()");
+  }
+
+  template <class F, class Then>
+  void launch_then(F f, Then&& then) const {
+    static_assert(is_latch<T>::value, "launch_then() needs a Trust<Latch<T>>");
+    check_closure<F>();
+    using R = std::invoke_result_t<F&, T&>;
+    require_runtime("launch_then()");
+    send_launch(f, make_then<R>(std::forward<Then>(then)));
+  }
+
+  template <class F>
+  void send_launch(const F& f, Completion done) const {
+    using R = std::invoke_result_t<F&, T&>;
+    if constexpr (!std::is_void_v<R>) check_sendable<R>();
+    std::uint64_t token = park_completion(done);
+    using Inv = Invoker<&launch_invoke<T, F>, T>;
+    // Always through the channel, even to this thread: the closure needs a
+    // fiber of its own on the trustee, which the trustee side starts.
+    RecordWriter w(trustee, Inv::id(), handle);
+    append_closure(w, f);
+    w.append(&token, sizeof token);
+    w.close(Completion::make(&parked_ack, token));
+  }
+};
+
+}  // namespace detail
+
+// A trivially copyable, non-owning handle to a property: capture it in
+// closures instead of a Trust. Using it after every Trust of its property is
+// gone throws gossamer::stale_trust (apply) or aborts with that message
+// (apply_then): the trustee's generation check, never a use-after-free.
+template <class T>
+class TrustRef {
+ public:
+  TrustRef() = default;
+
+  template <class F>
+  auto apply(F f) const { return t_.apply_with(f); }
+  template <class F, class Then>
+  void apply_then(F f, Then&& then) const { t_.apply_with_then(f, std::forward<Then>(then)); }
+  template <class F, class... Args>
+  auto apply_with(F f, Args&&... args) const { return t_.apply_with(f, std::forward<Args>(args)...); }
+  template <class F, class Then, class... Args>
+  void apply_with_then(F f, Then&& then, Args&&... args) const {
+    t_.apply_with_then(f, std::forward<Then>(then), std::forward<Args>(args)...);
+  }
+  template <class F>
+  auto launch(F f) const { return t_.launch(f); }
+  template <class F, class Then>
+  void launch_then(F f, Then&& then) const { t_.launch_then(f, std::forward<Then>(then)); }
+
+  std::size_t trustee_index() const { return t_.trustee; }
+
+ private:
+  friend class Trust<T>;
+  explicit TrustRef(detail::Target<T> t) : t_(t) {}
+  detail::Target<T> t_;
+};
+
+// A reference-counted, copyable handle that owns a property. Copies and drops
+// are counted by symmetric difference of trust ids on the trustee (001 §5.4),
+// asynchronously, so they are allowed in delegated context too.
+template <class T>
+class Trust {
+ public:
+  Trust() = default;
+  Trust(const Trust& o) : t_(o.t_), id_(o.id_ ? detail::new_trust_id() : 0) {
+    if (id_) detail::toggle_ref(t_.trustee, t_.handle, id_);
+  }
+  Trust(Trust&& o) noexcept : t_(o.t_), id_(std::exchange(o.id_, 0)) {}
+  Trust& operator=(Trust o) noexcept {
+    std::swap(t_, o.t_);
+    std::swap(id_, o.id_);
+    return *this;
+  }
+  ~Trust() { release(); }
+
+  explicit operator bool() const { return id_ != 0; }
+  TrustRef<T> ref() const { return TrustRef<T>(t_); }
+  std::size_t trustee_index() const { return t_.trustee; }
+
+  // Runs f(property) on its trustee; blocks the calling fiber, not the thread.
+  template <class F>
+  auto apply(F f) const { return t_.apply_with(f); }
+  // Sends f without blocking; then(result) runs on this thread later.
+  template <class F, class Then>
+  void apply_then(F f, Then&& then) const { t_.apply_with_then(f, std::forward<Then>(then)); }
+  // Like apply, with arguments serialized into the slot: f(property, args...).
+  template <class F, class... Args>
+  auto apply_with(F f, Args&&... args) const { return t_.apply_with(f, std::forward<Args>(args)...); }
+  template <class F, class Then, class... Args>
+  void apply_with_then(F f, Then&& then, Args&&... args) const {
+    t_.apply_with_then(f, std::forward<Then>(then), std::forward<Args>(args)...);
+  }
+  // Trust<Latch<U>> only: runs f(latch) in a fiber on the trustee's thread,
+  // where it may block; blocks the caller until it returns.
+  template <class F>
+  auto launch(F f) const { return t_.launch(f); }
+  template <class F, class Then>
+  void launch_then(F f, Then&& then) const { t_.launch_then(f, std::forward<Then>(then)); }
+
+  // A Trust passed as an apply_with argument keeps its property alive, as a
+  // copy would: saving makes a copy whose id travels in the bytes.
+  template <class Ar>
+  void save(Ar& ar) const {
+    Trust copy(*this);
+    ar(copy.t_.trustee, copy.t_.handle.raw, copy.id_);
+    copy.id_ = 0;  // ownership now belongs to the bytes
+  }
+  template <class Ar>
+  void load(Ar& ar) {
+    release();
+    ar(t_.trustee, t_.handle.raw, id_);
+  }
+
+ private:
+  friend class TrusteeRef;
+  Trust(detail::ThreadId trustee, detail::PropertyHandle h, std::uint64_t id) : t_{trustee, h}, id_(id) {}
+  void release() {
+    if (id_ && detail::runtime_active()) detail::toggle_ref(t_.trustee, t_.handle, id_);
+    id_ = 0;
+  }
+  detail::Target<T> t_;
+  std::uint64_t id_ = 0;
+};
+
+// Names a trustee; entrust places a property on it.
+class TrusteeRef {
+ public:
+  explicit TrusteeRef(std::size_t index) : index_(detail::ThreadId(index)) {}
+  std::size_t index() const { return index_; }
+
+  // Moves `value` onto this trustee. On this thread's own trustee it never
+  // blocks; on another thread's it waits for the trustee to adopt it.
+  template <class T>
+  Trust<std::decay_t<T>> entrust(T&& value) const {
+    using V = std::decay_t<T>;
+    detail::require_runtime("entrust()");
+    if (index_ >= detail::thread_count_()) detail::fatal("entrust(): no such trustee");
+    std::uint64_t id = detail::new_trust_id();
+    V* obj = new V(std::forward<T>(value));
+    if (index_ == detail::current_thread()) {
+      auto h = detail::local_entrust(obj, [](void* p) { delete static_cast<V*>(p); },
+                                     detail::type_key<V>(), id);
+      return Trust<V>(index_, h, id);
+    }
+    detail::require_blocking("entrust() on another thread's trustee");
+    using Inv = detail::Invoker<&detail::entrust_invoke<V>, void>;
+    detail::Waiter<std::uint64_t> w;
+    w.fiber = detail::current_fiber();
+    detail::RecordWriter rw(index_, Inv::id(), {});
+    std::uint64_t addr = reinterpret_cast<std::uint64_t>(obj);
+    rw.append(&addr, sizeof addr);
+    rw.append(&id, sizeof id);
+    rw.close(detail::Completion::make(&detail::complete_wait<std::uint64_t>, &w));
+    std::uint64_t raw = detail::wait_for(w, "entrust()");
+    return Trust<V>(index_, detail::PropertyHandle{raw}, id);
+  }
+
+ private:
+  detail::ThreadId index_;
+};
+
+inline TrusteeRef local_trustee() {
+  detail::require_runtime("local_trustee()");
+  return TrusteeRef(detail::current_thread());
+}
+inline TrusteeRef trustee(std::size_t i) {
+  detail::require_runtime("trustee()");
+  if (i >= detail::thread_count_()) detail::fatal("trustee(i): no such trustee");
+  return TrusteeRef(i);
+}
+// Entrusts to a trustee the runtime picks (round robin).
+template <class T>
+Trust<std::decay_t<T>> entrust(T&& value) {
+  detail::require_runtime("entrust()");
+  return TrusteeRef(detail::next_entrust_target()).entrust(std::forward<T>(value));
+}
+
+}  // namespace gossamer

@@ -1,0 +1,288 @@
+// Client side of delegation: requests are encoded into the channel's queue,
+// packed into the request slot when it is free, and their responses matched
+// to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
+#include <cstring>
+
+#include "runtime_state.hpp"
+#include "worker.hpp"
+
+namespace gossamer::detail {
+
+namespace {
+using abi::RequestHeader;
+using abi::ResponseHeader;
+constexpr std::uint32_t kRecordHeader = sizeof(RequestHeader);
+// Largest record a block can hold; bigger bodies go out of line.
+constexpr std::uint32_t kMaxInlineRecord = abi::kOverflowBytes;
+
+template <class T>
+T load_atomic(const std::byte* p, std::memory_order mo) {
+  return std::atomic_ref<T>(*reinterpret_cast<T*>(const_cast<std::byte*>(p))).load(mo);
+}
+template <class T>
+void store_atomic(std::byte* p, T v, std::memory_order mo) {
+  std::atomic_ref<T>(*reinterpret_cast<T*>(p)).store(v, mo);
+}
+}  // namespace
+
+// ---- completion ring ---------------------------------------------------------
+
+void Channel::push(const Completion& c) {
+  if (ring_size == ring.size()) {
+    std::vector<Completion> bigger(ring.empty() ? 64 : ring.size() * 2);
+    for (std::size_t i = 0; i < ring_size; ++i) bigger[i] = ring[(ring_head + i) % ring.size()];
+    ring.swap(bigger);
+    ring_head = 0;
+  }
+  ring[(ring_head + ring_size) % ring.size()] = c;
+  ++ring_size;
+}
+
+Completion Channel::pop() {
+  Completion c = ring[ring_head];
+  ring_head = (ring_head + 1) % ring.size();
+  --ring_size;
+  return c;
+}
+
+// ---- parked completions -----------------------------------------------------
+
+std::uint64_t ParkedTable::park(const Completion& c) {
+  std::uint32_t i;
+  if (!free.empty()) {
+    i = free.back();
+    free.pop_back();
+  } else {
+    i = std::uint32_t(entries.size());
+    entries.emplace_back();
+  }
+  Entry& e = entries[i];
+  e.c = c;
+  e.used = true;
+  ++in_use;
+  return std::uint64_t(i) << 32 | e.gen;
+}
+
+bool ParkedTable::take(std::uint64_t token, Completion* out) {
+  std::uint32_t i = std::uint32_t(token >> 32), gen = std::uint32_t(token);
+  if (i >= entries.size() || !entries[i].used || entries[i].gen != gen) return false;
+  Entry& e = entries[i];
+  *out = e.c;
+  e.used = false;
+  if (++e.gen == 0) e.gen = 1;
+  free.push_back(i);
+  --in_use;
+  return true;
+}
+
+std::uint64_t Worker::park(const Completion& c) {
+  ++activity_;
+  return parked_.park(c);
+}
+
+void Worker::complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
+                             std::uint32_t len) {
+  Completion c;
+  if (!parked_.take(token, &c)) return;  // unknown or already completed: drop
+  ++activity_;
+  DelegatedScope scope;
+  if (c.fn) c.fn(c, status, data, len);
+}
+
+std::uint64_t park_completion(Completion c) { return worker_or_null()->park(c); }
+
+void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
+                     std::uint32_t len) {
+  worker_or_null()->complete_parked(token, status, data, len);
+}
+
+void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status, const void* data,
+                     std::uint32_t len) {
+  Worker* w = worker_or_null();
+  if (client == w->id()) {
+    w->complete_parked(token, status, static_cast<const std::byte*>(data), len);
+    return;
+  }
+  RecordWriter rw(client, abi::kBuiltinComplete, {});
+  std::uint32_t pad = 0;
+  rw.append(&token, sizeof token);
+  rw.append(&status, sizeof status);
+  rw.append(&pad, sizeof pad);
+  if (len) rw.append(data, len);
+  rw.close({});
+}
+
+// ---- encoding ----------------------------------------------------------------
+
+RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
+  Worker* w = worker_or_null();
+  if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
+  Channel& ch = w->channel(to);
+  start_ = ch.queue.size();
+  RequestHeader h{invoker, 0, prop.raw};
+  append(&h, sizeof h);
+}
+
+void RecordWriter::append(const void* data, std::size_t len) {
+  auto& q = worker_or_null()->channel(to_).queue;
+  auto* b = static_cast<const std::byte*>(data);
+  q.insert(q.end(), b, b + len);
+}
+
+void RecordWriter::pad_to_align() {
+  auto& q = worker_or_null()->channel(to_).queue;
+  q.resize(start_ + abi::align_record(std::uint32_t(q.size() - start_)));
+}
+
+void RecordWriter::close(Completion done) {
+  Worker* w = worker_or_null();
+  Channel& ch = w->channel(to_);
+  std::size_t body = ch.queue.size() - start_ - kRecordHeader;
+  if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
+  auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
+  hdr->length = std::uint32_t(body);
+  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord) {
+    // Too big for any block: the body moves to the heap and the record names
+    // it (in-process; the dataplane will carry such bodies its own way).
+    auto* heap = new std::byte[body];
+    std::memcpy(heap, ch.queue.data() + start_ + kRecordHeader, body);
+    abi::ExternalBody ext{reinterpret_cast<std::uint64_t>(heap), body};
+    hdr->invoker |= abi::kInvokerExternal;
+    hdr->length = sizeof ext;
+    ch.queue.resize(start_ + kRecordHeader);
+    append(&ext, sizeof ext);
+  }
+  pad_to_align();
+  ++ch.queued;
+  ch.push(done);
+  w->record_closed(to_, done);
+}
+
+void Worker::record_closed(ThreadId to, const Completion&) {
+  ++outstanding_;
+  ++requests_sent_;
+  ++activity_;
+  if (!is_dirty_[to]) {
+    is_dirty_[to] = 1;
+    dirty_.push_back(to);
+  }
+}
+
+// ---- moving batches ------------------------------------------------------------
+
+bool Worker::flush_and_poll() {
+  bool worked = false;
+  for (std::size_t i = 0; i < dirty_.size();) {
+    ThreadId to = dirty_[i];
+    worked |= poll_responses(to);
+    worked |= flush(to);
+    Channel& ch = channels_[to];
+    if (ch.inflight == 0 && ch.queued == 0) {
+      is_dirty_[to] = 0;
+      dirty_[i] = dirty_.back();
+      dirty_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return worked;
+}
+
+// Packs whole queued records into the free request slot: primary block
+// first, then the overflow block, never back (so the trustee reads them in
+// order), and publishes the batch.
+bool Worker::flush(ThreadId to) {
+  Channel& ch = channels_[to];
+  if (ch.inflight || !ch.queued) return false;
+  std::byte* primary = square_.request_primary(to, id_);
+  std::byte* overflow = square_.request_overflow(to, id_);
+  std::byte* pdata = primary + sizeof(abi::RequestSlotHeader);
+  std::uint32_t pl = 0, ol = 0, n = 0;
+  bool in_overflow = false;
+  while (ch.queued && n < UINT16_MAX) {
+    const std::byte* rec = ch.queue.data() + ch.head;
+    RequestHeader h;
+    std::memcpy(&h, rec, sizeof h);
+    std::uint32_t size = kRecordHeader + abi::align_record(h.length);
+    if (!in_overflow && pl + size <= abi::kRequestPrimaryData) {
+      std::memcpy(pdata + pl, rec, size);
+      pl += size;
+    } else if (ol + size <= abi::kOverflowBytes) {
+      in_overflow = true;
+      std::memcpy(overflow + ol, rec, size);
+      ol += size;
+    } else {
+      break;
+    }
+    ch.head += size;
+    --ch.queued;
+    ++n;
+  }
+  if (ch.queued == 0) {
+    ch.queue.clear();
+    ch.head = 0;
+  }
+  abi::RequestSlotHeader hdr{};
+  hdr.seq = ch.seq + 1;
+  hdr.count = std::uint16_t(n);
+  hdr.primary_len = std::uint16_t(pl);
+  hdr.overflow_len = std::uint16_t(ol);
+  // Fields first, the ready word last with release: the trustee reads the
+  // batch only after it sees the new seq.
+  std::memcpy(primary + sizeof hdr.seq, reinterpret_cast<std::byte*>(&hdr) + sizeof hdr.seq,
+              sizeof hdr - sizeof hdr.seq);
+  ch.seq = hdr.seq;
+  ch.inflight = n;
+  store_atomic<std::uint32_t>(primary, hdr.seq, std::memory_order_release);
+  rt_.worker(to).wake();
+  return true;
+}
+
+// Walks the response records of a batch in order and runs each completion.
+bool Worker::poll_responses(ThreadId to) {
+  Channel& ch = channels_[to];
+  if (!ch.inflight) return false;
+  std::byte* primary = square_.response_primary(id_, to);
+  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
+  abi::ResponseSlotHeader h;
+  std::memcpy(&h, primary, sizeof h);
+  if (h.count != ch.inflight || h.primary_len > abi::kResponsePrimaryData ||
+      h.overflow_len > abi::kOverflowBytes)
+    fatal("corrupt response slot header");
+  auto* spill = reinterpret_cast<std::vector<std::byte>*>(h.spill);
+  struct Region {
+    const std::byte* p;
+    std::uint32_t len;
+  } regions[3] = {{primary + sizeof h, h.primary_len},
+                  {square_.response_overflow(id_, to), h.overflow_len},
+                  {spill ? spill->data() : nullptr, spill ? std::uint32_t(spill->size()) : 0}};
+  std::uint32_t n = ch.inflight;
+  ch.inflight = 0;  // completions may send new requests on this channel
+  int r = 0;
+  std::uint32_t off = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    while (r < 3 && off + sizeof(ResponseHeader) > regions[r].len) {
+      ++r;
+      off = 0;
+    }
+    if (r == 3) fatal("response slot holds fewer responses than requests");
+    ResponseHeader rh;
+    std::memcpy(&rh, regions[r].p + off, sizeof rh);
+    const std::byte* data = regions[r].p + off + sizeof rh;
+    if (off + sizeof rh + rh.length > regions[r].len) fatal("response overruns its block");
+    off += sizeof rh + abi::align_record(rh.length);
+    Completion c = ch.pop();
+    {
+      DelegatedScope scope;  // then-callbacks must not block
+      if (c.fn) c.fn(c, rh.status, data, rh.length);
+      else if (rh.status != abi::kOk) report_async_failure(rh.status, data, rh.length);
+    }
+    --outstanding_;
+    ++responses_received_;
+  }
+  delete spill;
+  ++activity_;
+  return true;
+}
+
+}  // namespace gossamer::detail

@@ -1,0 +1,53 @@
+// A trustee's properties: a table of entries named by (index, generation).
+// Requests name properties this way rather than by address, so a handle read
+// from a slot is bounds- and generation-checked before use, and a stale
+// TrustRef is detected instead of touching freed memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <gossamer/detail/core.hpp>
+
+namespace gossamer::detail {
+
+struct PropertyEntry {
+  void* obj = nullptr;
+  void (*destroy)(void*) = nullptr;
+  std::uint64_t type = 0;
+  std::uint32_t gen = 1;
+  std::uint32_t pins = 0;      // launched fibers still using the property
+  bool dying = false;          // every Trust gone, waiting for pins to drop
+  std::vector<std::uint64_t> ids;  // live trust ids (symmetric difference set)
+};
+
+class PropertyTable {
+ public:
+  PropertyHandle add(void* obj, void (*destroy)(void*), std::uint64_t type, std::uint64_t first_id);
+  // The property if `h` is current and of type `type`; else null and *status.
+  void* find(PropertyHandle h, std::uint64_t type, std::uint32_t* status);
+  // Symmetric difference of the id set; destroys the property when it empties.
+  // Returns false when `h` names no live property.
+  bool toggle(PropertyHandle h, std::uint64_t id);
+  void pin(PropertyHandle h);
+  void unpin(PropertyHandle h);
+  void destroy_all();  // runtime shutdown
+  std::size_t live() const { return live_; }
+  std::uint64_t destroyed() const { return destroyed_; }
+
+ private:
+  static constexpr std::uint32_t kChunkBits = 8;
+  static constexpr std::uint32_t kChunk = 1u << kChunkBits;
+  PropertyEntry* entry(std::uint32_t index);
+  PropertyEntry* live_entry(PropertyHandle h);
+  void destroy(PropertyEntry& e, std::uint32_t index);
+
+  std::vector<std::unique_ptr<PropertyEntry[]>> chunks_;  // stable addresses
+  std::uint32_t size_ = 0;
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+  std::uint64_t destroyed_ = 0;
+};
+
+}  // namespace gossamer::detail

@@ -1,0 +1,274 @@
+// gossamer::run: start the workers, run main as a fiber on thread 0, detect
+// quiescence, stop. Also the small public functions that just ask the
+// current worker.
+#include "runtime_state.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <gossamer/errors.hpp>
+
+#include "invoker_registry.hpp"
+
+namespace gossamer::detail {
+
+namespace {
+std::atomic<Runtime*> g_runtime{nullptr};
+thread_local Worker* tl_worker = nullptr;
+// Last stats of the previous run, for trustee_stats() after run returns.
+std::mutex g_final_mu;
+std::vector<TrusteeStats> g_final_stats;
+
+TrusteeStats read_stats(const Published& p) {
+  TrusteeStats s;
+  s.busy_cycles = p.busy_cycles.load(std::memory_order_relaxed);
+  s.serve_cycles = p.serve_cycles.load(std::memory_order_relaxed);
+  s.idle_cycles = p.idle_cycles.load(std::memory_order_relaxed);
+  s.requests_served = p.requests_served.load(std::memory_order_relaxed);
+  s.slots_served = p.slots_served.load(std::memory_order_relaxed);
+  s.requests_sent = p.requests_sent.load(std::memory_order_relaxed);
+  s.responses_received = p.responses_received.load(std::memory_order_relaxed);
+  s.local_applies = p.local_applies.load(std::memory_order_relaxed);
+  s.fibers_ready = p.fibers_ready.load(std::memory_order_relaxed);
+  return s;
+}
+
+void pin_to_cpu(std::uint32_t i) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(i % std::max(1u, std::thread::hardware_concurrency()), &set);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+}
+}  // namespace
+
+Runtime* runtime_or_null() noexcept { return g_runtime.load(std::memory_order_acquire); }
+Worker* worker_or_null() noexcept { return tl_worker; }
+
+Runtime::Runtime(const Options& opts)
+    : opts_(opts),
+      n_(std::uint32_t(opts.threads)),
+      trustees_(opts.dedicated_trustees ? std::uint32_t(opts.dedicated_trustees) : n_),
+      square_(n_) {
+  invokers_ = finalize_invokers();
+  for (ThreadId i = 0; i < n_; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+}
+
+Runtime::~Runtime() = default;
+
+void Runtime::stop() {
+  stop_.store(true, std::memory_order_release);
+  for (auto& w : workers_) w->wake();
+}
+
+// Double collect: every worker idle (no fibers, no request without its
+// response, no parked completion) in two scans with identical activity
+// counters means nothing can create work any more. Work only comes from a
+// fiber, an unanswered request or a parked completion, all counted before
+// they become visible to another thread.
+bool Runtime::quiescent() {
+  std::vector<std::uint64_t> scan(n_);
+  bool idle = true;
+  for (ThreadId i = 0; i < n_; ++i) {
+    Published& p = workers_[i]->pub;
+    scan[i] = p.activity.load(std::memory_order_seq_cst);
+    if (p.live_fibers.load(std::memory_order_seq_cst) != 0 ||
+        p.outstanding.load(std::memory_order_seq_cst) != 0 ||
+        p.parked.load(std::memory_order_seq_cst) != 0)
+      idle = false;
+  }
+  bool same = have_scan_ && scan == last_scan_;
+  last_scan_ = std::move(scan);
+  have_scan_ = idle;
+  return idle && same;
+}
+
+int Runtime::run(std::function<int()> main_fn) {
+  std::vector<std::thread> threads;
+  auto body = [this](ThreadId i) {
+    tl_worker = workers_[i].get();
+    if (opts_.pin_threads) pin_to_cpu(i);
+    workers_[i]->loop();
+    workers_[i]->shutdown_local();
+    tl_worker = nullptr;
+  };
+  for (ThreadId i = 1; i < n_; ++i) threads.emplace_back(body, i);
+  tl_worker = workers_[0].get();
+  workers_[0]->spawn(Task([this, f = std::move(main_fn)]() mutable {
+                       main_result = f();
+                       main_done = true;
+                     }),
+                     nullptr);
+  tl_worker = nullptr;
+  body(0);
+  for (auto& t : threads) t.join();
+  return main_result;
+}
+
+// ---- contexts -------------------------------------------------------------
+
+Worker* current_worker() noexcept { return tl_worker; }
+ThreadId current_thread() noexcept { return tl_worker ? tl_worker->id() : 0; }
+ThreadId thread_count_() noexcept {
+  Runtime* rt = runtime_or_null();
+  return rt ? rt->size() : 0;
+}
+bool runtime_active() noexcept {
+  Runtime* rt = runtime_or_null();
+  return rt && tl_worker && !rt->stopping();
+}
+
+void fatal(std::string_view what) {
+  std::fprintf(stderr, "gossamer: fatal: %.*s\n", int(what.size()), what.data());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void require_runtime(const char* op) {
+  if (!tl_worker) {
+    std::string m = std::string(op) + " called outside gossamer::run (no runtime on this thread)";
+    fatal(m);
+  }
+}
+
+void require_blocking(const char* op) {
+  require_runtime(op);
+  if (tl_worker->delegated_depth > 0) {
+    std::string m = std::string(op) +
+                    " would block in delegated context (inside a closure running on a trustee, "
+                    "or a then-callback), which would stall the trustee. Use apply_then() to "
+                    "delegate without blocking, or launch() on a Trust<Latch<T>> to run code "
+                    "that may block in a fiber of its own.";
+    fatal(m);
+  }
+  if (!tl_worker->current()) fatal(std::string(op) + " called outside a fiber");
+}
+
+DelegatedScope::DelegatedScope() noexcept {
+  if (tl_worker) ++tl_worker->delegated_depth;
+}
+DelegatedScope::~DelegatedScope() {
+  if (tl_worker) --tl_worker->delegated_depth;
+}
+
+// ---- fibers ----------------------------------------------------------------
+
+Fiber* current_fiber() noexcept { return tl_worker ? tl_worker->current() : nullptr; }
+void suspend_current() { tl_worker->suspend(); }
+void make_ready(Fiber* f) noexcept { tl_worker->make_ready(f); }
+void yield_current() {
+  require_blocking("yield()");
+  tl_worker->yield();
+}
+void spawn_local(Task task, JoinState* join) { tl_worker->spawn(std::move(task), join); }
+
+// ---- properties ------------------------------------------------------------
+
+void* local_property(PropertyHandle h, std::uint64_t type, std::uint32_t* status) noexcept {
+  ++tl_worker->local_applies;
+  return tl_worker->properties().find(h, type, status);
+}
+
+PropertyHandle local_entrust(void* obj, void (*destroy)(void*), std::uint64_t type,
+                             std::uint64_t first_trust_id) {
+  return tl_worker->properties().add(obj, destroy, type, first_trust_id);
+}
+
+void pin_property(PropertyHandle h) noexcept { tl_worker->properties().pin(h); }
+void unpin_property(PropertyHandle h) noexcept { tl_worker->properties().unpin(h); }
+
+ThreadId next_entrust_target() noexcept {
+  Runtime* rt = runtime_or_null();
+  Worker* w = tl_worker;
+  ThreadId t = rt->first_trustee() + (w->id() + w->entrust_cursor++) % rt->trustees();
+  return t;
+}
+
+// Unique across the rack: thread (and later host) in the high bits.
+std::uint64_t new_trust_id() noexcept {
+  return (std::uint64_t(tl_worker->id()) + 1) << 44 | ++tl_worker->trust_counter;
+}
+
+void toggle_ref(ThreadId trustee, PropertyHandle h, std::uint64_t id) noexcept {
+  if (!runtime_active()) return;
+  if (trustee == tl_worker->id()) {
+    tl_worker->properties().toggle(h, id);
+    return;
+  }
+  RecordWriter w(trustee, abi::kBuiltinToggleRef, h);
+  w.append(&id, sizeof id);
+  w.close({});
+}
+
+// ---- errors ----------------------------------------------------------------
+
+void throw_status(std::uint32_t status, const std::byte* data, std::uint32_t len, const char* op) {
+  std::string detail(reinterpret_cast<const char*>(data), data ? len : 0);
+  switch (status) {
+    case abi::kStaleProperty:
+      throw stale_trust(std::string("gossamer: ") + op +
+                        ": the property is gone (a TrustRef used after every Trust of its "
+                        "property was dropped)");
+    case abi::kException:
+      throw remote_error(detail);
+    default:
+      throw remote_error(std::string("gossamer: ") + op + " failed with status " +
+                         std::to_string(status) + (detail.empty() ? "" : ": " + detail));
+  }
+}
+
+void report_async_failure(std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  std::string detail(reinterpret_cast<const char*>(data), data ? len : 0);
+  std::string m = "a request sent with apply_then/launch_then failed (status " +
+                  std::to_string(status) + ")";
+  if (status == abi::kStaleProperty) m += ": the property is gone (TrustRef used after its last Trust was dropped)";
+  if (!detail.empty()) m += ": " + detail;
+  m += "; use apply() to receive such errors as exceptions";
+  fatal(m);
+}
+
+}  // namespace gossamer::detail
+
+namespace gossamer {
+
+namespace detail {
+int run_impl(const Options& opts, std::function<int()> main_fn) {
+  if (opts.threads == 0) fatal("run(): threads must be at least 1");
+  if (opts.dedicated_trustees >= opts.threads)
+    fatal("run(): dedicated_trustees must leave at least one client thread");
+  if (opts.threads > 4096) fatal("run(): at most 4096 threads");
+  if (tl_worker) fatal("run() called inside gossamer::run");
+  Runtime rt(opts);
+  Runtime* expected = nullptr;
+  if (!g_runtime.compare_exchange_strong(expected, &rt)) fatal("run(): another run is active");
+  int r = rt.run(std::move(main_fn));
+  {
+    std::lock_guard<std::mutex> g(g_final_mu);
+    g_final_stats.clear();
+    for (ThreadId i = 0; i < rt.size(); ++i) g_final_stats.push_back(read_stats(rt.worker(i).pub));
+  }
+  g_runtime.store(nullptr, std::memory_order_release);
+  return r;
+}
+}  // namespace detail
+
+std::size_t thread_index() { return detail::current_thread(); }
+std::size_t thread_count() { return detail::thread_count_(); }
+std::size_t host_index() { return 0; }
+std::size_t host_count() { return 1; }
+void yield() { detail::yield_current(); }
+
+TrusteeStats trustee_stats(std::size_t thread) {
+  if (detail::Runtime* rt = detail::runtime_or_null()) {
+    if (thread < rt->size()) return detail::read_stats(rt->worker(detail::ThreadId(thread)).pub);
+    return {};
+  }
+  std::lock_guard<std::mutex> g(detail::g_final_mu);
+  return thread < detail::g_final_stats.size() ? detail::g_final_stats[thread] : TrusteeStats{};
+}
+
+}  // namespace gossamer

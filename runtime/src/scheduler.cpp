@@ -1,0 +1,278 @@
+// The per-thread loop, fibers on Boost.Context, and adaptive polling.
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <exception>
+
+#include "runtime_state.hpp"
+#include "worker.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define GOSSAMER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define GOSSAMER_TSAN 1
+#endif
+
+namespace gossamer::detail {
+
+namespace {
+inline std::uint64_t cycles() { return __builtin_ia32_rdtsc(); }
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+// Adaptive polling: spin this many empty iterations, then yield the core
+// this many, then sleep (woken by whoever gives us work, or the timeout).
+constexpr std::uint32_t kSpinIterations = 512;
+constexpr std::uint32_t kYieldIterations = 64;
+constexpr long kSleepNanos = 2'000'000;
+
+long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const timespec* ts) {
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, val, ts, nullptr, 0);
+}
+}  // namespace
+
+Worker::Worker(Runtime& rt, ThreadId id)
+    : rt_(rt), id_(id), square_(rt.square()), stacks_(rt.options().stack_size) {
+  std::uint32_t n = rt.size();
+  served_seq_.assign(n, 0);
+  channels_.resize(n);
+  is_dirty_.assign(n, 0);
+  entrust_cursor = 0;
+}
+
+Worker::~Worker() {
+  for (Fiber* f : free_fibers_) delete f;
+}
+
+// ---- the loop ----------------------------------------------------------------
+
+void Worker::loop() {
+#if GOSSAMER_TSAN
+  sched_tsan_fiber_ = __tsan_get_current_fiber();
+#endif
+  std::uint64_t last = cycles();
+  while (!rt_.stopping()) {
+    bool worked = run_ready_fibers();   // every fiber that is ready now, once
+    std::uint64_t t0 = cycles();
+    bool served = serve_requests();     // trustee: requests from every client
+    std::uint64_t t1 = cycles();
+    worked |= served;
+    worked |= flush_and_poll();         // client: responses in, requests out
+    if (id_ == 0 && rt_.main_done && rt_.quiescent()) rt_.stop();  // all done?
+
+    std::uint64_t now = cycles();
+    if (served) serve_cycles_ += t1 - t0;
+    (worked ? busy_cycles_ : idle_cycles_) += now - last;
+    last = now;
+    publish_counters();
+    idle_backoff(worked);
+    if (!worked) last = cycles();  // time asleep is idle too, counted next round
+  }
+  publish_counters();
+}
+
+void Worker::publish_counters() {
+  pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
+  pub.outstanding.store(outstanding_, std::memory_order_relaxed);
+  pub.parked.store(parked_.in_use, std::memory_order_relaxed);
+  pub.busy_cycles.store(busy_cycles_, std::memory_order_relaxed);
+  pub.serve_cycles.store(serve_cycles_, std::memory_order_relaxed);
+  pub.idle_cycles.store(idle_cycles_, std::memory_order_relaxed);
+  pub.requests_served.store(requests_served_, std::memory_order_relaxed);
+  pub.slots_served.store(slots_served_, std::memory_order_relaxed);
+  pub.requests_sent.store(requests_sent_, std::memory_order_relaxed);
+  pub.responses_received.store(responses_received_, std::memory_order_relaxed);
+  pub.local_applies.store(local_applies, std::memory_order_relaxed);
+  pub.fibers_ready.store(ready_count_, std::memory_order_relaxed);
+  // Release: whoever sees this activity value sees the counters above.
+  pub.activity.store(activity_, std::memory_order_seq_cst);
+}
+
+void Worker::idle_backoff(bool worked) {
+  if (worked) {
+    idle_streak_ = 0;
+    ++activity_;
+    return;
+  }
+  ++idle_streak_;
+  if (rt_.busy_polling() || idle_streak_ < kSpinIterations) {
+    cpu_relax();
+    return;
+  }
+  if (idle_streak_ < kSpinIterations + kYieldIterations) {
+    ::sched_yield();
+    return;
+  }
+  // Sleep. Announce it first, then look for work once more: a thread that
+  // hands us work publishes it, fences, then reads wake_word_ (Dekker), so
+  // either we see its work here or it sees our announcement and wakes us.
+  wake_word_.store(1, std::memory_order_seq_cst);
+  bool found = serve_requests() | flush_and_poll() | (ready_head_ != nullptr);
+  if (found || rt_.stopping()) {
+    wake_word_.store(0, std::memory_order_relaxed);
+    idle_streak_ = 0;
+    ++activity_;
+    return;
+  }
+  // Worker 0 re-checks quiescence on its own after the timeout.
+  timespec ts{0, kSleepNanos};
+  futex(&wake_word_, FUTEX_WAIT_PRIVATE, 1, &ts);
+  wake_word_.store(0, std::memory_order_relaxed);
+}
+
+void Worker::wake() {
+  if (rt_.busy_polling() && !rt_.stopping()) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (wake_word_.load(std::memory_order_relaxed)) {
+    wake_word_.store(0, std::memory_order_relaxed);
+    futex(&wake_word_, FUTEX_WAKE_PRIVATE, 1, nullptr);
+  }
+}
+
+// ---- fibers ------------------------------------------------------------------
+
+bool Worker::run_ready_fibers() {
+  // Only the fibers ready at the start: polling must not starve.
+  std::size_t n = ready_count_;
+  for (std::size_t i = 0; i < n; ++i) {
+    Fiber* f = ready_head_;
+    ready_head_ = f->next;
+    if (!ready_head_) ready_tail_ = nullptr;
+    f->next = nullptr;
+    --ready_count_;
+    switch_to(f);
+  }
+  return n != 0;
+}
+
+void Worker::make_ready(Fiber* f) {
+  f->next = nullptr;
+  if (ready_tail_) ready_tail_->next = f;
+  else ready_head_ = f;
+  ready_tail_ = f;
+  ++ready_count_;
+}
+
+void Worker::spawn(Task task, JoinState* join) {
+  Fiber* f;
+  if (!free_fibers_.empty()) {
+    f = free_fibers_.back();
+    free_fibers_.pop_back();
+  } else {
+    f = new Fiber;
+  }
+  f->task = std::move(task);
+  f->join = join;
+  f->stack = stacks_.get();
+  // Boost.Context places its control record at the top of the stack we
+  // hand it; the preallocated overload lets us keep the stack for reuse.
+  StackPool::Stack sc = f->stack;
+  f->ctx = boost::context::fiber(
+      std::allocator_arg, boost::context::preallocated(sc.sp, sc.size, sc),
+      PooledStackAllocator(stacks_),
+      [f](boost::context::fiber&& sched) { return fiber_entry(f, std::move(sched)); });
+#if GOSSAMER_TSAN
+  f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+  ++live_fibers_;
+  ++activity_;
+  pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
+  make_ready(f);
+}
+
+void Worker::fiber_main_fail(const char* what) {
+  std::fprintf(stderr, "gossamer: fatal: uncaught exception in a fiber: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sched) {
+  Worker* w = worker_or_null();
+#if GOSSAMER_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &w->sched_stack_bottom_, &w->sched_stack_size_);
+#endif
+  w->sched_ctx_ = std::move(sched);
+  try {
+    f->task();
+  } catch (const std::exception& e) {
+    fiber_main_fail(e.what());
+  } catch (...) {
+    fiber_main_fail("(not a std::exception)");
+  }
+  f->task.reset();
+  if (JoinState* j = f->join) {
+    j->done = true;
+    if (Fiber* waiter = std::exchange(j->waiter, nullptr)) w->make_ready(waiter);
+    j->release();
+  }
+  f->join = nullptr;
+#if GOSSAMER_ASAN
+  __sanitizer_start_switch_fiber(nullptr, w->sched_stack_bottom_, w->sched_stack_size_);
+#endif
+#if GOSSAMER_TSAN
+  __tsan_switch_to_fiber(w->sched_tsan_fiber_, 0);
+#endif
+  return std::move(w->sched_ctx_);
+}
+
+void Worker::switch_to(Fiber* f) {
+  current_ = f;
+#if GOSSAMER_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, static_cast<char*>(f->stack.sp) - f->stack.size,
+                                 f->stack.size);
+#endif
+#if GOSSAMER_TSAN
+  __tsan_switch_to_fiber(f->tsan_fiber, 0);
+#endif
+  f->ctx = std::move(f->ctx).resume();
+#if GOSSAMER_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+  current_ = nullptr;
+  if (!f->ctx) recycle(f);  // the fiber returned: its stack is back in the pool
+}
+
+void Worker::recycle(Fiber* f) {
+#if GOSSAMER_TSAN
+  __tsan_destroy_fiber(f->tsan_fiber);
+  f->tsan_fiber = nullptr;
+#endif
+  --live_fibers_;
+  ++activity_;
+  free_fibers_.push_back(f);
+}
+
+// Called by the running fiber: back to the scheduler until make_ready.
+void Worker::suspend() {
+#if GOSSAMER_ASAN
+  Fiber* f = current_;
+  __sanitizer_start_switch_fiber(&f->fake_stack, sched_stack_bottom_, sched_stack_size_);
+#endif
+#if GOSSAMER_TSAN
+  __tsan_switch_to_fiber(sched_tsan_fiber_, 0);
+#endif
+  sched_ctx_ = std::move(sched_ctx_).resume();
+#if GOSSAMER_ASAN
+  __sanitizer_finish_switch_fiber(f->fake_stack, &sched_stack_bottom_, &sched_stack_size_);
+#endif
+}
+
+void Worker::yield() {
+  make_ready(current_);
+  suspend();
+}
+
+void Worker::shutdown_local() {
+  // Properties whose Trusts were leaked (or live in other properties) are
+  // destroyed here, exactly once, on their own trustee thread.
+  props_.destroy_all();
+}
+
+}  // namespace gossamer::detail

@@ -1,0 +1,179 @@
+// One runtime thread: a fiber scheduler, a trustee serving its column of the
+// square, and a client side with one channel per trustee. Private to
+// libgossamer. Every member is touched only by the owning OS thread, except
+// the ones in `Published` and `wake_word_` (atomics, loads and stores only).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+
+#include <gossamer/abi/slots.hpp>
+#include <gossamer/detail/core.hpp>
+#include <gossamer/runtime.hpp>
+
+#include "property_table.hpp"
+#include "square.hpp"
+#include "stack_pool.hpp"
+
+namespace gossamer::detail {
+
+class Runtime;
+
+class Fiber {
+ public:
+  boost::context::fiber ctx;  // the suspended fiber, while it is not running
+  Fiber* next = nullptr;      // ready-queue link
+  Task task;
+  JoinState* join = nullptr;
+  StackPool::Stack stack{};
+  void* fake_stack = nullptr;  // AddressSanitizer bookkeeping
+  void* tsan_fiber = nullptr;  // ThreadSanitizer bookkeeping
+};
+
+// Requests from this thread to one trustee, in order.
+struct Channel {
+  std::vector<std::byte> queue;  // encoded records not yet in the slot
+  std::size_t head = 0;          // first unsent byte of `queue`
+  std::uint32_t queued = 0;      // records in queue[head..]
+  std::uint32_t inflight = 0;    // records in the slot awaiting responses
+  std::uint32_t seq = 0;         // last request seq published
+  // Completions of inflight then queued records, in order (a ring).
+  std::vector<Completion> ring;
+  std::size_t ring_head = 0, ring_size = 0;
+
+  void push(const Completion& c);
+  Completion pop();
+};
+
+// Parked completions wait for a kBuiltinComplete addressed to this thread.
+struct ParkedTable {
+  struct Entry {
+    Completion c;
+    std::uint32_t gen = 1;
+    bool used = false;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::uint32_t> free;
+  std::uint64_t park(const Completion& c);
+  bool take(std::uint64_t token, Completion* out);
+  std::size_t in_use = 0;
+};
+
+// Counters other threads read: the owner stores, others load.
+struct alignas(64) Published {
+  std::atomic<std::uint64_t> activity{0};     // bumped with every change below
+  std::atomic<std::int64_t> live_fibers{0};
+  std::atomic<std::int64_t> outstanding{0};   // requests sent, response not yet handled
+  std::atomic<std::uint64_t> parked{0};
+  std::atomic<std::uint64_t> busy_cycles{0};
+  std::atomic<std::uint64_t> serve_cycles{0};
+  std::atomic<std::uint64_t> idle_cycles{0};
+  std::atomic<std::uint64_t> requests_served{0};
+  std::atomic<std::uint64_t> slots_served{0};
+  std::atomic<std::uint64_t> requests_sent{0};
+  std::atomic<std::uint64_t> responses_received{0};
+  std::atomic<std::uint64_t> local_applies{0};
+  std::atomic<std::uint64_t> fibers_ready{0};
+};
+
+class Worker {
+ public:
+  Worker(Runtime& rt, ThreadId id);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void loop();  // until the runtime stops
+  void shutdown_local();  // after the loop: destroy leftover properties
+
+  ThreadId id() const { return id_; }
+  Runtime& rt() { return rt_; }
+
+  // scheduler (scheduler.cpp)
+  void spawn(Task task, JoinState* join);
+  void suspend();
+  void make_ready(Fiber* f);
+  void yield();
+  Fiber* current() const { return current_; }
+  int delegated_depth = 0;
+
+  // client side (client.cpp)
+  Channel& channel(ThreadId to) { return channels_[to]; }
+  void record_opened(ThreadId to);
+  void record_closed(ThreadId to, const Completion& c);
+  std::uint64_t park(const Completion& c);
+  void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
+                       std::uint32_t len);
+
+  // trustee side (trustee.cpp)
+  PropertyTable& properties() { return props_; }
+
+  // counters
+  Published pub;
+  std::uint64_t trust_counter = 0;
+  ThreadId entrust_cursor = 0;
+  std::uint64_t local_applies = 0;
+
+  // wake-up (scheduler.cpp): 1 while the thread sleeps or is about to
+  std::atomic<std::uint32_t> wake_word_{0};
+  void wake();
+
+ private:
+  friend class Runtime;
+  // stages of loop()
+  bool run_ready_fibers();
+  bool serve_requests();      // trustee.cpp
+  bool flush_and_poll();      // client.cpp
+  void idle_backoff(bool worked);
+  bool flush(ThreadId to);
+  bool poll_responses(ThreadId to);
+  void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
+  void publish_counters();
+
+  [[noreturn]] static void fiber_main_fail(const char* what);
+  static boost::context::fiber fiber_entry(Fiber* f, boost::context::fiber&& sched);
+  void switch_to(Fiber* f);
+  void recycle(Fiber* f);
+
+  Runtime& rt_;
+  ThreadId id_;
+  Square& square_;
+
+  // scheduler
+  Fiber* ready_head_ = nullptr;
+  Fiber* ready_tail_ = nullptr;
+  std::size_t ready_count_ = 0;
+  Fiber* current_ = nullptr;
+  boost::context::fiber sched_ctx_;  // the scheduler, while a fiber runs
+  StackPool stacks_;
+  std::vector<Fiber*> free_fibers_;
+  std::int64_t live_fibers_ = 0;
+  const void* sched_stack_bottom_ = nullptr;
+  std::size_t sched_stack_size_ = 0;
+  void* sched_tsan_fiber_ = nullptr;
+  std::uint32_t idle_streak_ = 0;
+
+  // trustee
+  PropertyTable props_;
+  std::vector<std::uint32_t> served_seq_;  // per client
+
+  // client
+  std::vector<Channel> channels_;
+  std::vector<ThreadId> dirty_;            // channels with queued or inflight records
+  std::vector<std::uint8_t> is_dirty_;
+  ParkedTable parked_;
+  std::int64_t outstanding_ = 0;
+  std::uint64_t requests_sent_ = 0, responses_received_ = 0;
+  std::uint64_t requests_served_ = 0, slots_served_ = 0;
+  std::uint64_t busy_cycles_ = 0, serve_cycles_ = 0, idle_cycles_ = 0;
+  std::uint64_t activity_ = 0;
+};
+
+Worker* worker_or_null() noexcept;
+
+}  // namespace gossamer::detail
