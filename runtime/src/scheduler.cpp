@@ -128,8 +128,13 @@ void Worker::idle_backoff(bool worked) {
 
 void Worker::wake() {
   if (rt_.busy_polling() && !rt_.stopping()) return;
+  // StoreLoad barrier between the caller's publishing store and this load.
+#if GOSSAMER_TSAN
+  if (wake_word_.fetch_or(0, std::memory_order_seq_cst)) {  // TSan has no fences
+#else
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (wake_word_.load(std::memory_order_relaxed)) {
+#endif
     wake_word_.store(0, std::memory_order_relaxed);
     futex(&wake_word_, FUTEX_WAKE_PRIVATE, 1, nullptr);
   }
