@@ -117,6 +117,10 @@ void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
 RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
   Worker* w = worker_or_null();
   if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
+  if (w->record_open())
+    fatal("a request was started while another was being encoded (delegation from inside "
+          "a serialize() function?)");
+  w->set_record_open(true);
   Channel& ch = w->channel(to);
   start_ = ch.queue.size();
   RequestHeader h{invoker, 0, prop.raw};
@@ -155,7 +159,17 @@ void RecordWriter::close(Completion done) {
   pad_to_align();
   ++ch.queued;
   ch.push(done);
+  w->set_record_open(false);
   w->record_closed(to_, done);
+  w->send_deferred_toggles();
+}
+
+void Worker::send_deferred_toggles() {
+  while (!deferred_toggles_.empty()) {
+    DeferredToggle t = deferred_toggles_.back();
+    deferred_toggles_.pop_back();
+    send_toggle(t.trustee, t.handle, t.id);
+  }
 }
 
 void Worker::record_closed(ThreadId to, const Completion&) {

@@ -19,7 +19,9 @@ namespace gossamer::detail {
 
 namespace {
 std::atomic<Runtime*> g_runtime{nullptr};
-thread_local Worker* tl_worker = nullptr;
+// initial-exec: libgossamer is linked, not dlopen'ed, and the general
+// dynamic model costs a __tls_get_addr call on every access.
+[[gnu::tls_model("initial-exec")]] thread_local Worker* tl_worker = nullptr;
 // Last stats of the previous run, for trustee_stats() after run returns.
 std::mutex g_final_mu;
 std::vector<TrusteeStats> g_final_stats;
@@ -91,19 +93,23 @@ int Runtime::run(std::function<int()> main_fn) {
   std::vector<std::thread> threads;
   auto body = [this](ThreadId i) {
     tl_worker = workers_[i].get();
+    tl_state = ThreadState{tl_worker, nullptr, 0, i};
     if (opts_.pin_threads) pin_to_cpu(i);
     workers_[i]->loop();
     workers_[i]->shutdown_local();
     tl_worker = nullptr;
+    tl_state = ThreadState{};
   };
   for (ThreadId i = 1; i < n_; ++i) threads.emplace_back(body, i);
   tl_worker = workers_[0].get();
+  tl_state = ThreadState{tl_worker, nullptr, 0, 0};
   workers_[0]->spawn(Task([this, f = std::move(main_fn)]() mutable {
                        main_result = f();
                        main_done = true;
                      }),
                      nullptr);
   tl_worker = nullptr;
+  tl_state = ThreadState{};
   body(0);
   for (auto& t : threads) t.join();
   return main_result;
@@ -111,8 +117,9 @@ int Runtime::run(std::function<int()> main_fn) {
 
 // ---- contexts -------------------------------------------------------------
 
+thread_local constinit ThreadState tl_state;
+
 Worker* current_worker() noexcept { return tl_worker; }
-ThreadId current_thread() noexcept { return tl_worker ? tl_worker->id() : 0; }
 ThreadId thread_count_() noexcept {
   Runtime* rt = runtime_or_null();
   return rt ? rt->size() : 0;
@@ -128,36 +135,23 @@ void fatal(std::string_view what) {
   std::abort();
 }
 
-void require_runtime(const char* op) {
-  if (!tl_worker) {
-    std::string m = std::string(op) + " called outside gossamer::run (no runtime on this thread)";
-    fatal(m);
-  }
+void fail_runtime(const char* op) {
+  fatal(std::string(op) + " called outside gossamer::run (no runtime on this thread)");
 }
 
-void require_blocking(const char* op) {
-  require_runtime(op);
-  if (tl_worker->delegated_depth > 0) {
-    std::string m = std::string(op) +
-                    " would block in delegated context (inside a closure running on a trustee, "
-                    "or a then-callback), which would stall the trustee. Use apply_then() to "
-                    "delegate without blocking, or launch() on a Trust<Latch<T>> to run code "
-                    "that may block in a fiber of its own.";
-    fatal(m);
-  }
-  if (!tl_worker->current()) fatal(std::string(op) + " called outside a fiber");
-}
-
-DelegatedScope::DelegatedScope() noexcept {
-  if (tl_worker) ++tl_worker->delegated_depth;
-}
-DelegatedScope::~DelegatedScope() {
-  if (tl_worker) --tl_worker->delegated_depth;
+void fail_blocking(const char* op) {
+  if (!tl_state.worker) fail_runtime(op);
+  if (tl_state.delegated_depth > 0)
+    fatal(std::string(op) +
+          " would block in delegated context (inside a closure running on a trustee, or a "
+          "then-callback), which would stall the trustee. Use apply_then() to delegate "
+          "without blocking, or launch() on a Trust<Latch<T>> to run code that may block in "
+          "a fiber of its own.");
+  fatal(std::string(op) + " called outside a fiber");
 }
 
 // ---- fibers ----------------------------------------------------------------
 
-Fiber* current_fiber() noexcept { return tl_worker ? tl_worker->current() : nullptr; }
 void suspend_current() { tl_worker->suspend(); }
 void make_ready(Fiber* f) noexcept { tl_worker->make_ready(f); }
 void yield_current() {
@@ -199,6 +193,16 @@ void toggle_ref(ThreadId trustee, PropertyHandle h, std::uint64_t id) noexcept {
     tl_worker->properties().toggle(h, id);
     return;
   }
+  // A Trust serialized as an apply_with argument copies itself while that
+  // request's record is still open: send the toggle right after it closes.
+  if (tl_worker->record_open()) {
+    tl_worker->defer_toggle(trustee, h, id);
+    return;
+  }
+  send_toggle(trustee, h, id);
+}
+
+void send_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
   RecordWriter w(trustee, abi::kBuiltinToggleRef, h);
   w.append(&id, sizeof id);
   w.close({});

@@ -91,7 +91,7 @@ void Worker::publish_counters() {
   pub.local_applies.store(local_applies, std::memory_order_relaxed);
   pub.fibers_ready.store(ready_count_, std::memory_order_relaxed);
   // Release: whoever sees this activity value sees the counters above.
-  pub.activity.store(activity_, std::memory_order_seq_cst);
+  pub.activity.store(activity_, std::memory_order_release);
 }
 
 void Worker::idle_backoff(bool worked) {
@@ -220,14 +220,14 @@ boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sche
 #if GOSSAMER_ASAN
   __sanitizer_start_switch_fiber(nullptr, w->sched_stack_bottom_, w->sched_stack_size_);
 #endif
-#if GOSSAMER_TSAN
-  __tsan_switch_to_fiber(w->sched_tsan_fiber_, 0);
-#endif
+  // TSan: the scheduler switches its shadow stack back after this returns
+  // (switch_to); doing it here would pop this fiber's frames off the
+  // scheduler's shadow stack.
   return std::move(w->sched_ctx_);
 }
 
 void Worker::switch_to(Fiber* f) {
-  current_ = f;
+  tl_state.fiber = f;
 #if GOSSAMER_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, static_cast<char*>(f->stack.sp) - f->stack.size,
@@ -240,12 +240,13 @@ void Worker::switch_to(Fiber* f) {
 #if GOSSAMER_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
-  current_ = nullptr;
+  tl_state.fiber = nullptr;
   if (!f->ctx) recycle(f);  // the fiber returned: its stack is back in the pool
 }
 
 void Worker::recycle(Fiber* f) {
 #if GOSSAMER_TSAN
+  __tsan_switch_to_fiber(sched_tsan_fiber_, 0);
   __tsan_destroy_fiber(f->tsan_fiber);
   f->tsan_fiber = nullptr;
 #endif
@@ -257,7 +258,7 @@ void Worker::recycle(Fiber* f) {
 // Called by the running fiber: back to the scheduler until make_ready.
 void Worker::suspend() {
 #if GOSSAMER_ASAN
-  Fiber* f = current_;
+  Fiber* f = tl_state.fiber;
   __sanitizer_start_switch_fiber(&f->fake_stack, sched_stack_bottom_, sched_stack_size_);
 #endif
 #if GOSSAMER_TSAN
@@ -270,7 +271,7 @@ void Worker::suspend() {
 }
 
 void Worker::yield() {
-  make_ready(current_);
+  make_ready(tl_state.fiber);
   suspend();
 }
 

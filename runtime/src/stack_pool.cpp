@@ -5,9 +5,22 @@
 
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace gossamer::detail {
 
 namespace {
+// A fiber's frames leave ASan poison on its stack; clear it before the pages
+// go back to the kernel, or a later mapping at that address inherits it.
+void unmap(void* base, std::size_t len) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(base, len);
+#endif
+  ::munmap(base, len);
+}
+
 std::size_t page_size() {
   static const std::size_t p = std::size_t(::sysconf(_SC_PAGESIZE));
   return p;
@@ -24,7 +37,7 @@ void StackPool::set_size(std::size_t usable_bytes) {
 StackPool::~StackPool() {
   for (Stack& s : free_) {
     auto* top = static_cast<char*>(s.sp);
-    ::munmap(top - s.size, s.size);
+    unmap(top - s.size, s.size);
   }
 }
 
@@ -48,7 +61,7 @@ StackPool::Stack StackPool::get() {
 void StackPool::put(Stack s) {
   // Stacks of another size (after set_size) are not reused.
   if (s.size != size_ + page_size()) {
-    ::munmap(static_cast<char*>(s.sp) - s.size, s.size);
+    unmap(static_cast<char*>(s.sp) - s.size, s.size);
     return;
   }
   free_.push_back(s);

@@ -115,6 +115,8 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
     inv->fn(call);
   } catch (const std::exception& e) {
     out.fail(abi::kException, e.what());
+  } catch (...) {
+    out.fail(abi::kException, "the closure threw something that is not a std::exception");
   }
 }
 }  // namespace

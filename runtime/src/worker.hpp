@@ -99,14 +99,18 @@ class Worker {
   void suspend();
   void make_ready(Fiber* f);
   void yield();
-  Fiber* current() const { return current_; }
-  int delegated_depth = 0;
+  Fiber* current() const { return tl_state.fiber; }
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_opened(ThreadId to);
   void record_closed(ThreadId to, const Completion& c);
   std::uint64_t park(const Completion& c);
+  bool record_open() const { return record_open_; }
+  void set_record_open(bool open) { record_open_ = open; }
+  void defer_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
+    deferred_toggles_.push_back({trustee, h, id});
+  }
+  void send_deferred_toggles();
   void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
                        std::uint32_t len);
 
@@ -148,7 +152,6 @@ class Worker {
   Fiber* ready_head_ = nullptr;
   Fiber* ready_tail_ = nullptr;
   std::size_t ready_count_ = 0;
-  Fiber* current_ = nullptr;
   boost::context::fiber sched_ctx_;  // the scheduler, while a fiber runs
   StackPool stacks_;
   std::vector<Fiber*> free_fibers_;
@@ -167,6 +170,13 @@ class Worker {
   std::vector<ThreadId> dirty_;            // channels with queued or inflight records
   std::vector<std::uint8_t> is_dirty_;
   ParkedTable parked_;
+  bool record_open_ = false;
+  struct DeferredToggle {
+    ThreadId trustee;
+    PropertyHandle handle;
+    std::uint64_t id;
+  };
+  std::vector<DeferredToggle> deferred_toggles_;
   std::int64_t outstanding_ = 0;
   std::uint64_t requests_sent_ = 0, responses_received_ = 0;
   std::uint64_t requests_served_ = 0, slots_served_ = 0;
@@ -175,5 +185,6 @@ class Worker {
 };
 
 Worker* worker_or_null() noexcept;
+void send_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id);
 
 }  // namespace gossamer::detail

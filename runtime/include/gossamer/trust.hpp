@@ -31,6 +31,7 @@ class TrustRef;
 namespace detail {
 
 struct Unit {};
+inline constexpr const char* kNonStdException = "the closure threw something that is not a std::exception";
 template <class R>
 using stored_t = std::conditional_t<std::is_void_v<R>, Unit, R>;
 
@@ -140,6 +141,8 @@ void apply_invoke(Invocation& inv) {
     }
   } catch (const std::exception& e) {
     inv.out->fail(abi::kException, e.what());
+  } catch (...) {
+    inv.out->fail(abi::kException, kNonStdException);
   }
 }
 
@@ -173,6 +176,9 @@ void launch_invoke(Invocation& inv) {
                   }
                 } catch (const std::exception& e) {
                   std::string_view m = e.what();
+                  send_completion(client, token, abi::kException, m.data(), std::uint32_t(m.size()));
+                } catch (...) {
+                  std::string_view m = kNonStdException;
                   send_completion(client, token, abi::kException, m.data(), std::uint32_t(m.size()));
                 }
                 unpin_property(h);
@@ -213,6 +219,8 @@ decltype(auto) run_local(PropertyHandle h, Fn&& fn) {
     throw;
   } catch (const std::exception& e) {
     throw remote_error(e.what());  // the same error a remote trustee would report
+  } catch (...) {
+    throw remote_error(kNonStdException);
   }
 }
 
@@ -326,19 +334,35 @@ class TrustRef {
   TrustRef() = default;
 
   template <class F>
-  auto apply(F f) const { return t_.apply_with(f); }
+  auto apply(F f) const {
+    detail::check_closure<F>();
+    return t_.apply_with(std::move(f));
+  }
   template <class F, class Then>
-  void apply_then(F f, Then&& then) const { t_.apply_with_then(f, std::forward<Then>(then)); }
+  void apply_then(F f, Then&& then) const {
+    detail::check_closure<F>();
+    t_.apply_with_then(std::move(f), std::forward<Then>(then));
+  }
   template <class F, class... Args>
-  auto apply_with(F f, Args&&... args) const { return t_.apply_with(f, std::forward<Args>(args)...); }
+  auto apply_with(F f, Args&&... args) const {
+    detail::check_closure<F>();
+    return t_.apply_with(std::move(f), std::forward<Args>(args)...);
+  }
   template <class F, class Then, class... Args>
   void apply_with_then(F f, Then&& then, Args&&... args) const {
-    t_.apply_with_then(f, std::forward<Then>(then), std::forward<Args>(args)...);
+    detail::check_closure<F>();
+    t_.apply_with_then(std::move(f), std::forward<Then>(then), std::forward<Args>(args)...);
   }
   template <class F>
-  auto launch(F f) const { return t_.launch(f); }
+  auto launch(F f) const {
+    detail::check_closure<F>();
+    return t_.launch(std::move(f));
+  }
   template <class F, class Then>
-  void launch_then(F f, Then&& then) const { t_.launch_then(f, std::forward<Then>(then)); }
+  void launch_then(F f, Then&& then) const {
+    detail::check_closure<F>();
+    t_.launch_then(std::move(f), std::forward<Then>(then));
+  }
 
   std::size_t trustee_index() const { return t_.trustee; }
 
@@ -372,23 +396,39 @@ class Trust {
 
   // Runs f(property) on its trustee; blocks the calling fiber, not the thread.
   template <class F>
-  auto apply(F f) const { return t_.apply_with(f); }
+  auto apply(F f) const {
+    detail::check_closure<F>();
+    return t_.apply_with(std::move(f));
+  }
   // Sends f without blocking; then(result) runs on this thread later.
   template <class F, class Then>
-  void apply_then(F f, Then&& then) const { t_.apply_with_then(f, std::forward<Then>(then)); }
+  void apply_then(F f, Then&& then) const {
+    detail::check_closure<F>();
+    t_.apply_with_then(std::move(f), std::forward<Then>(then));
+  }
   // Like apply, with arguments serialized into the slot: f(property, args...).
   template <class F, class... Args>
-  auto apply_with(F f, Args&&... args) const { return t_.apply_with(f, std::forward<Args>(args)...); }
+  auto apply_with(F f, Args&&... args) const {
+    detail::check_closure<F>();
+    return t_.apply_with(std::move(f), std::forward<Args>(args)...);
+  }
   template <class F, class Then, class... Args>
   void apply_with_then(F f, Then&& then, Args&&... args) const {
-    t_.apply_with_then(f, std::forward<Then>(then), std::forward<Args>(args)...);
+    detail::check_closure<F>();
+    t_.apply_with_then(std::move(f), std::forward<Then>(then), std::forward<Args>(args)...);
   }
   // Trust<Latch<U>> only: runs f(latch) in a fiber on the trustee's thread,
   // where it may block; blocks the caller until it returns.
   template <class F>
-  auto launch(F f) const { return t_.launch(f); }
+  auto launch(F f) const {
+    detail::check_closure<F>();
+    return t_.launch(std::move(f));
+  }
   template <class F, class Then>
-  void launch_then(F f, Then&& then) const { t_.launch_then(f, std::forward<Then>(then)); }
+  void launch_then(F f, Then&& then) const {
+    detail::check_closure<F>();
+    t_.launch_then(std::move(f), std::forward<Then>(then));
+  }
 
   // A Trust passed as an apply_with argument keeps its property alive, as a
   // copy would: saving makes a copy whose id travels in the bytes.

@@ -33,24 +33,43 @@ class Worker;
 // ---- contexts -------------------------------------------------------------
 // Where the calling code runs; blocking operations check it.
 Worker* current_worker() noexcept;          // nullptr outside gossamer::run
-ThreadId current_thread() noexcept;
 ThreadId thread_count_() noexcept;
 [[noreturn]] void fatal(std::string_view what);
+
+// What the checks on every delegation call need, in one thread-local
+// (written by the runtime, read inline by the headers).
+struct ThreadState {
+  Worker* worker = nullptr;
+  Fiber* fiber = nullptr;       // the running fiber, null in the scheduler
+  int delegated_depth = 0;      // > 0: in delegated context or a then-callback
+  ThreadId id = 0;
+};
+extern thread_local constinit ThreadState tl_state;
+
+inline ThreadId current_thread() noexcept { return tl_state.id; }
+
+[[noreturn, gnu::noinline]] void fail_runtime(const char* op);
+[[noreturn, gnu::noinline]] void fail_blocking(const char* op);
 // Aborts with a message naming `op` unless the caller may block: it must be
 // inside run, in a fiber, and not in delegated context or a `then` callback.
-void require_blocking(const char* op);
-void require_runtime(const char* op);
+inline void require_blocking(const char* op) {
+  const ThreadState& s = tl_state;
+  if (!s.fiber || s.delegated_depth > 0) [[unlikely]] fail_blocking(op);
+}
+inline void require_runtime(const char* op) {
+  if (!tl_state.worker) [[unlikely]] fail_runtime(op);
+}
 
 // RAII: marks delegated context (a closure running on behalf of a trustee).
 struct DelegatedScope {
-  DelegatedScope() noexcept;
-  ~DelegatedScope();
+  DelegatedScope() noexcept { ++tl_state.delegated_depth; }
+  ~DelegatedScope() { --tl_state.delegated_depth; }
   DelegatedScope(const DelegatedScope&) = delete;
   DelegatedScope& operator=(const DelegatedScope&) = delete;
 };
 
 // ---- fibers ----------------------------------------------------------------
-Fiber* current_fiber() noexcept;
+inline Fiber* current_fiber() noexcept { return tl_state.fiber; }
 void suspend_current();                 // the caller must arrange a later make_ready
 void make_ready(Fiber* f) noexcept;     // owner thread only
 void yield_current();
