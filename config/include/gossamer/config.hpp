@@ -1,0 +1,239 @@
+// Gossamer configuration: one YAML schema for every process of a host
+// (gossamerd, gossamer-dataplane, applications, gossamerctl).
+//
+// The loader turns a YAML document into the plain structs below; nothing of
+// yaml-cpp leaks out of it. Each struct is one subsystem's section, its field
+// names are the YAML keys, and its member initialisers are the defaults, so a
+// default-constructed `Config` (plus the one-host rack the loader derives when
+// `rack` is omitted) is exactly what an empty file means.
+// config/examples/defaults.yaml documents every key; config/README.md the rest.
+//
+// Errors. The loader reports every problem it finds, not just the first. Each
+// `Error` prints as
+//
+//     FILE:LINE:COLUMN: key.path: message
+//
+// with LINE and COLUMN 1-based. The position is that of the offending key
+// (unknown or duplicate key), of the offending value (wrong type, out of range,
+// invalid enum, bad address, ...), or of the enclosing mapping when a required
+// key is missing. `key.path` names the key from the root, with sequence
+// indices: `dataplane.polling`, `rack.hosts[1].data`. Errors that concern the
+// whole document (YAML syntax, a root that is not a mapping) have an empty
+// path and print as `FILE:LINE:COLUMN: message`; an unreadable file has no
+// position and prints as `FILE: message`.
+//
+// Message wording is fixed (tests and scripts may match it):
+//
+//   unknown key         unknown key 'K'   [ (did you mean 'S'?)]
+//   duplicate key       duplicate key 'K' (first defined at line L)
+//   wrong type          expected T, got V
+//                         T: an integer | a boolean (true or false) | a string
+//                            | a mapping | a sequence
+//                         V: 'text' (a plain scalar) | string 'text' (quoted,
+//                            block or !!str) | null | a mapping | a sequence
+//   out of range        value N out of range [LO, HI]
+//   not a multiple      value N is not a multiple of M
+//   invalid enum        expected one of A, B; got V
+//   missing key         missing required key
+//   empty string        must not be empty
+//   empty list          expected at least one host
+//   not a mapping       expected a mapping, got V (a section or a rack.hosts entry)
+//   duplicate name      duplicate host name 'N' (also rack.hosts[I])
+//   bad address         bad address 'X' (expected IP:PORT, e.g. 10.0.0.1:7700)
+//                       bad address 'X' (port must be in [1, 65535])   ([0, ...] for listen)
+//                       bad address 'X' (the dataplane needs an IPv4 address)
+//   shared address      address 'X' is also used by rack.hosts[I].FIELD
+//                       address 'X' is also used by controlplane.listen   (metrics.listen)
+//   bad MAC             bad MAC address 'X' (expected six hex bytes like 02:00:00:00:00:01)
+//   bad host name       bad host name 'N' (1 to 63 letters, digits, '.', '-' or '_')
+//   host not in rack    no host named 'N' in rack.hosts
+//   host mismatch       'N' does not match rack.hosts[I].name 'M'
+//   host unset          missing required key (the rack has N hosts; set host.name or host.index)
+//   ordering            value N must be greater than KEY (M)
+//   socket path         path is N bytes, a unix socket path holds at most 107
+//                         (N counts each {host} as 63 bytes, the longest name)
+//   YAML syntax         YAML syntax error: <yaml-cpp's message>
+//   several documents   expected one YAML document, found another
+//   unreadable file     cannot read file: <strerror>
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace gossamer::config {
+
+// How a polling loop waits when it finds no work (DESIGN.md §4 "Polling on a
+// small machine"): `busy` spins forever (benchmarks on dedicated cores);
+// `adaptive` spins, then pauses, then sleeps or blocks on an eventfd.
+enum class Polling { busy, adaptive };
+
+// Which transport the dataplane uses. `automatic` (YAML `auto`) picks verbs
+// when an RDMA device is present, DPDK otherwise.
+enum class Driver { automatic, dpdk, verbs };
+
+std::string_view to_string(Polling p) noexcept;
+std::string_view to_string(Driver d) noexcept;
+
+// An IP literal and a port; no host names, so that a file validates the same
+// way on every machine and startup never waits on DNS.
+struct SocketAddress {
+  std::string ip;          // canonical text form (inet_ntop)
+  std::uint16_t port = 0;
+  bool ipv6 = false;
+
+  std::string to_string() const;  // "10.0.0.1:7700", "[::1]:7700"
+  bool operator==(const SocketAddress&) const = default;
+};
+
+using MacAddress = std::array<std::uint8_t, 6>;
+
+// `host`: which entry of rack.hosts this process is. After loading, both
+// fields are set and agree with rack.hosts[index].
+struct HostConfig {
+  std::string name;
+  std::uint32_t index = 0;
+  bool operator==(const HostConfig&) const = default;
+};
+
+// One entry of `rack.hosts`. `name`, `control` and `data` are required.
+struct RackHost {
+  std::string name;
+  SocketAddress control;           // gossamerd's TCP address, as peers dial it
+  SocketAddress data;              // dataplane UDP/IPv4 address
+  std::optional<MacAddress> mac;   // dataplane MAC; unset = resolve (ARP)
+  bool operator==(const RackHost&) const = default;
+};
+
+// `rack`: static membership (DESIGN.md §4 "Control plane"). Never empty after
+// loading: an omitted `rack` becomes one host named host.name (or "localhost")
+// with control 127.0.0.1:<controlplane.listen port> and data 127.0.0.1:7800.
+struct RackConfig {
+  std::vector<RackHost> hosts;
+  bool operator==(const RackConfig&) const = default;
+};
+
+struct VerbsConfig {
+  std::string device;             // ibverbs device name; "" = the first one
+  std::uint8_t port = 1;          // device port number (1-based, as in ibverbs)
+  std::uint32_t gid_index = 0;    // GID table index (RoCE v2 is often 1 or 3)
+  bool operator==(const VerbsConfig&) const = default;
+};
+
+// `dataplane`: the per-host gossamer-dataplane process.
+struct DataplaneConfig {
+  Driver driver = Driver::automatic;
+  // Extra DPDK EAL arguments. The default runs without hugepages and without
+  // shared runtime files, so several dataplanes (rack in a box) can share a
+  // small machine; production hosts should drop --no-huge and -m.
+  std::vector<std::string> eal_args = {"--in-memory", "--no-huge", "-m", "256"};
+  std::uint16_t port = 0;         // DPDK port id
+  VerbsConfig verbs;
+  std::uint32_t cores = 1;        // polling cores
+  Polling polling = Polling::adaptive;
+  // Unix socket applications attach to. "{host}" in it is replaced by
+  // host.name (rack in a box: hosts share a file system and a rack file).
+  std::string socket = "/run/gossamer/dataplane.sock";
+  std::string socket_group;       // group allowed to attach; "" = root only
+  bool operator==(const DataplaneConfig&) const = default;
+};
+
+// `connections`: connection sharing between host pairs (FLOCK, DESIGN.md §4).
+struct ConnectionsConfig {
+  std::uint32_t per_remote_host = 2;
+  std::uint32_t max_active_qps = 256;
+  std::uint32_t credits = 32;                // messages in flight per connection
+  std::uint32_t scheduler_interval_us = 1000;
+  bool operator==(const ConnectionsConfig&) const = default;
+};
+
+// `slots`: sizes of one request/response slot; multiples of a cache line.
+struct SlotsConfig {
+  std::uint32_t primary_bytes = 128;
+  std::uint32_t overflow_bytes = 1024;
+  bool operator==(const SlotsConfig&) const = default;
+};
+
+// `controlplane`: the per-host gossamerd.
+struct ControlplaneConfig {
+  SocketAddress listen{"0.0.0.0", 7700, false};
+  std::uint32_t large_request_threshold_bytes = 4096;  // larger: payload over TCP
+  std::string psk_file = "/etc/gossamer/psk";          // rack pre-shared key
+  std::uint32_t heartbeat_interval_ms = 200;
+  std::uint32_t heartbeat_timeout_ms = 1000;           // > heartbeat_interval_ms
+  bool operator==(const ControlplaneConfig&) const = default;
+};
+
+// `metrics`: gossamerd's Prometheus exporter.
+struct MetricsConfig {
+  SocketAddress listen{"0.0.0.0", 9464, false};
+  bool enabled = true;
+  bool operator==(const MetricsConfig&) const = default;
+};
+
+// `runtime`: what applications linking libgossamer use.
+struct RuntimeConfig {
+  Polling polling = Polling::adaptive;
+  std::uint32_t stack_size_kib = 64;   // per fiber
+  bool operator==(const RuntimeConfig&) const = default;
+};
+
+struct Config {
+  HostConfig host;
+  RackConfig rack;
+  DataplaneConfig dataplane;
+  ConnectionsConfig connections;
+  SlotsConfig slots;
+  ControlplaneConfig controlplane;
+  MetricsConfig metrics;
+  RuntimeConfig runtime;
+  bool operator==(const Config&) const = default;
+
+  // This host's rack entry (rack.hosts[host.index]); valid on loaded configs.
+  const RackHost& self() const { return rack.hosts.at(host.index); }
+};
+
+struct Error {
+  std::string file;
+  int line = 0;      // 1-based; 0 = no position (e.g. unreadable file)
+  int column = 0;    // 1-based
+  std::string path;  // "rack.hosts[1].data"; "" for document-level errors
+  std::string message;
+
+  // "FILE:LINE:COLUMN: key.path: message" (see the top of this header for
+  // the forms without a path or a position).
+  std::string to_string() const;
+  bool operator==(const Error&) const = default;
+};
+
+// Either a valid Config or at least one Error, in document order.
+class Result {
+ public:
+  explicit Result(Config c) : value_(std::move(c)) {}
+  explicit Result(std::vector<Error> e) : value_(std::move(e)) {}
+
+  bool ok() const noexcept { return std::holds_alternative<Config>(value_); }
+  explicit operator bool() const noexcept { return ok(); }
+
+  // Precondition: ok(). Throws std::bad_variant_access otherwise.
+  const Config& config() const& { return std::get<Config>(value_); }
+  // On a temporary Result, by value: a reference would dangle in
+  // `for (auto& h : load_file(f).config().rack.hosts)`.
+  Config config() && { return std::get<Config>(std::move(value_)); }
+
+  // Empty when ok(). By value on a temporary, as config().
+  const std::vector<Error>& errors() const& noexcept;
+  std::vector<Error> errors() &&;
+
+ private:
+  std::variant<Config, std::vector<Error>> value_;
+};
+
+Result load_file(const std::string& path);
+Result load_string(std::string_view yaml, std::string_view name_for_errors);
+
+}  // namespace gossamer::config

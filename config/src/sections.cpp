@@ -1,0 +1,206 @@
+#include "sections.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace gossamer::config::detail {
+
+namespace {
+
+constexpr std::int64_t kMaxU16 = 65535;
+constexpr std::int64_t kKiB = 1024;
+// sockaddr_un::sun_path is 108 bytes including the terminating NUL.
+constexpr std::size_t kMaxSocketPath = 107;
+constexpr std::size_t kMaxHostName = 63;
+
+std::size_t socket_path_bytes(std::string_view path, std::size_t host_name_bytes) {
+  std::size_t bytes = path.size();
+  for (auto at = path.find(kHostPlaceholder); at != std::string_view::npos;
+       at = path.find(kHostPlaceholder, at + kHostPlaceholder.size()))
+    bytes = bytes - kHostPlaceholder.size() + host_name_bytes;
+  return bytes;
+}
+
+bool read_polling(MapReader& r, Polling& out) {
+  return r.choice("polling", out, {{"busy", Polling::busy}, {"adaptive", Polling::adaptive}});
+}
+
+bool valid_host_name(std::string_view s) {
+  return !s.empty() && s.size() <= kMaxHostName && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+// What read_rack_host parsed successfully, with positions, for the
+// uniqueness checks across hosts.
+struct HostFields {
+  bool name = false;
+  bool control = false;
+  bool data = false;
+  YAML::Mark name_mark, control_mark, data_mark;
+};
+
+HostFields read_rack_host(MapReader r, RackHost& out) {
+  HostFields f;
+  r.require("name");
+  r.require("control");
+  r.require("data");
+  f.name = read_host_name(r, "name", out.name);
+  f.control = r.address("control", out.control, AddressUse::peer);
+  f.data = r.address("data", out.data, AddressUse::dataplane);
+  f.name_mark = r.value_mark("name");
+  f.control_mark = r.value_mark("control");
+  f.data_mark = r.value_mark("data");
+  std::string mac;
+  if (r.string("mac", mac)) {
+    out.mac = parse_mac(mac);
+    if (!out.mac)
+      r.diag().error(r.value_mark("mac"), r.path_of("mac"),
+                     "bad MAC address '" + excerpt(mac) +
+                         "' (expected six hex bytes like 02:00:00:00:00:01)");
+  }
+  return f;
+}
+
+// Two listeners of gossamerd on one TCP port cannot both bind (port 0 picks
+// a free port, so it never clashes).
+bool clash(const SocketAddress& a, const SocketAddress& b) {
+  const auto wildcard = [](const SocketAddress& s) { return s.ip == "0.0.0.0" || s.ip == "::"; };
+  return a.port != 0 && a.port == b.port && (a.ip == b.ip || wildcard(a) || wildcard(b));
+}
+
+}  // namespace
+
+bool read_host_name(MapReader& r, std::string_view key, std::string& out) {
+  std::string name;
+  if (!r.string(key, name)) return false;
+  if (!valid_host_name(name)) {
+    r.diag().error(r.value_mark(key), r.path_of(key),
+                   "bad host name '" + excerpt(name) +
+                       "' (1 to 63 letters, digits, '.', '-' or '_')");
+    return false;
+  }
+  out = std::move(name);
+  return true;
+}
+
+void read_rack(MapReader r, RackConfig& out) {
+  if (!r.present()) return;  // the loader derives a one-host rack
+  r.require("hosts");
+  const auto seq = r.sequence("hosts");
+  if (!seq) return;
+  const std::string hosts_path = r.path_of("hosts");
+  if (seq->size() == 0) {
+    r.diag().error(seq->Mark(), hosts_path, "expected at least one host");
+    return;
+  }
+  std::vector<HostFields> fields;
+  for (std::size_t i = 0; i < seq->size(); ++i) {
+    const YAML::Node item = (*seq)[i];
+    const std::string path = index_path(hosts_path, i);
+    out.hosts.emplace_back();
+    if (!item.IsMap()) {
+      r.diag().error(item.IsNull() ? seq->Mark() : item.Mark(), path,
+                     "expected a mapping, got " + describe(item));
+      fields.emplace_back();
+      continue;
+    }
+    fields.push_back(read_rack_host(MapReader(r.diag(), item, path, seq->Mark()),
+                                    out.hosts.back()));
+  }
+
+  // Names identify hosts (host.name, output prefixes); two hosts on one
+  // control or data address would receive each other's traffic.
+  for (std::size_t i = 0; i < out.hosts.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      const RackHost& a = out.hosts[i];
+      const RackHost& b = out.hosts[j];
+      const std::string other = index_path(hosts_path, j);
+      if (fields[i].name && fields[j].name && a.name == b.name)
+        r.diag().error(fields[i].name_mark, index_path(hosts_path, i) + ".name",
+                       "duplicate host name '" + a.name + "' (also " + other + ")");
+      if (fields[i].control && fields[j].control && a.control == b.control)
+        r.diag().error(fields[i].control_mark, index_path(hosts_path, i) + ".control",
+                       "address '" + a.control.to_string() + "' is also used by " + other +
+                           ".control");
+      if (fields[i].data && fields[j].data && a.data == b.data)
+        r.diag().error(fields[i].data_mark, index_path(hosts_path, i) + ".data",
+                       "address '" + a.data.to_string() + "' is also used by " + other +
+                           ".data");
+    }
+  }
+}
+
+void read_dataplane(MapReader r, DataplaneConfig& out) {
+  r.choice("driver", out.driver,
+           {{"auto", Driver::automatic}, {"dpdk", Driver::dpdk}, {"verbs", Driver::verbs}});
+  r.string_list("eal_args", out.eal_args);
+  r.integer("port", out.port, {0, kMaxU16});
+  {
+    MapReader v = r.child("verbs");
+    v.string("device", out.verbs.device);
+    v.integer("port", out.verbs.port, {1, 255});
+    v.integer("gid_index", out.verbs.gid_index, {0, 255});
+  }
+  r.integer("cores", out.cores, {1, 64});
+  read_polling(r, out.polling);
+  if (r.string("socket", out.socket, /*non_empty=*/true)) {
+    // Checked with {host} at its longest, so that a shared rack file that is
+    // valid for one host is valid for all of them.
+    const std::size_t bytes = socket_path_bytes(out.socket, kMaxHostName);
+    if (bytes > kMaxSocketPath)
+      r.diag().error(r.value_mark("socket"), r.path_of("socket"),
+                     "path is " + std::to_string(bytes) +
+                         " bytes, a unix socket path holds at most " +
+                         std::to_string(kMaxSocketPath));
+  }
+  r.string("socket_group", out.socket_group);
+}
+
+void read_connections(MapReader r, ConnectionsConfig& out) {
+  r.integer("per_remote_host", out.per_remote_host, {1, 64});
+  r.integer("max_active_qps", out.max_active_qps, {1, 65536});
+  r.integer("credits", out.credits, {1, 1024});
+  r.integer("scheduler_interval_us", out.scheduler_interval_us, {10, 10'000'000});
+}
+
+void read_slots(MapReader r, SlotsConfig& out) {
+  // Multiples of 64 so that slots never share a cache line.
+  r.integer("primary_bytes", out.primary_bytes, {64, 4096, 64});
+  r.integer("overflow_bytes", out.overflow_bytes, {0, 65536, 64});
+}
+
+void read_controlplane(MapReader r, ControlplaneConfig& out) {
+  r.address("listen", out.listen, AddressUse::listen);
+  r.integer("large_request_threshold_bytes", out.large_request_threshold_bytes,
+            {1, kKiB * kKiB * kKiB});
+  r.string("psk_file", out.psk_file, /*non_empty=*/true);
+  // Compare only values that are valid (or defaulted): a rejected value left
+  // the default in place, and comparing with it would invent a second error.
+  const bool interval_ok = r.integer("heartbeat_interval_ms", out.heartbeat_interval_ms,
+                                     {1, 60'000}) || !r.has("heartbeat_interval_ms");
+  const bool timeout_ok = r.integer("heartbeat_timeout_ms", out.heartbeat_timeout_ms,
+                                    {1, 600'000}) || !r.has("heartbeat_timeout_ms");
+  if (interval_ok && timeout_ok && out.heartbeat_timeout_ms <= out.heartbeat_interval_ms) {
+    r.diag().error(r.value_mark("heartbeat_timeout_ms"), r.path_of("heartbeat_timeout_ms"),
+                   "value " + std::to_string(out.heartbeat_timeout_ms) +
+                       " must be greater than heartbeat_interval_ms (" +
+                       std::to_string(out.heartbeat_interval_ms) + ")");
+  }
+}
+
+void read_metrics(MapReader r, MetricsConfig& out, const SocketAddress& controlplane_listen) {
+  const bool listen_ok = r.address("listen", out.listen, AddressUse::listen);
+  r.boolean("enabled", out.enabled);
+  if (listen_ok && out.enabled && clash(out.listen, controlplane_listen)) {
+    r.diag().error(r.value_mark("listen"), r.path_of("listen"),
+                   "address '" + out.listen.to_string() + "' is also used by controlplane.listen");
+  }
+}
+
+void read_runtime(MapReader r, RuntimeConfig& out) {
+  read_polling(r, out.polling);
+  r.integer("stack_size_kib", out.stack_size_kib, {16, 8192});
+}
+
+}  // namespace gossamer::config::detail

@@ -1,0 +1,302 @@
+// Each error class of config.hpp: the exact text of Error::to_string(), so
+// message, key path, line and column (1-based) are all pinned down.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace gossamer::config::test {
+namespace {
+
+// Two valid hosts, for tests about rack.hosts and host.
+constexpr std::string_view kRack =
+    "rack:\n"
+    "  hosts:\n"
+    "    - {name: a, control: 10.0.0.1:7700, data: 10.0.0.1:7800}\n"
+    "    - {name: b, control: 10.0.0.2:7700, data: 10.0.0.2:7800}\n";
+
+std::string with_rack(std::string_view host) { return std::string(host) + std::string(kRack); }
+
+TEST(Errors, UnknownKeySuggestsTheClosestKnownKey) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  polling_mode: busy\n"),
+            "t.yaml:2:3: dataplane.polling_mode: unknown key 'polling_mode' (did you mean 'polling'?)");
+  EXPECT_EQ(error_of("metric:\n"
+                     "  enabled: true\n"),
+            "t.yaml:1:1: metric: unknown key 'metric' (did you mean 'metrics'?)");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs: {device: mlx5_0, gid_idx: 3}\n"),
+            "t.yaml:2:27: dataplane.verbs.gid_idx: unknown key 'gid_idx' (did you mean 'gid_index'?)");
+}
+
+TEST(Errors, UnknownKeyWithoutCloseMatchHasNoSuggestion) {
+  EXPECT_EQ(error_of("connections:\n"
+                     "  frobnicate: 1\n"),
+            "t.yaml:2:3: connections.frobnicate: unknown key 'frobnicate'");
+}
+
+TEST(Errors, DuplicateKey) {
+  EXPECT_EQ(error_of("runtime:\n"
+                     "  polling: busy\n"
+                     "  polling: adaptive\n"),
+            "t.yaml:3:3: runtime.polling: duplicate key 'polling' (first defined at line 2)");
+}
+
+TEST(Errors, WrongType) {
+  EXPECT_EQ(error_of("connections:\n"
+                     "  credits: abc\n"),
+            "t.yaml:2:12: connections.credits: expected an integer, got 'abc'");
+  EXPECT_EQ(error_of("slots:\n"
+                     "  primary_bytes: \"128\"\n"),
+            "t.yaml:2:18: slots.primary_bytes: expected an integer, got string '128'");
+  EXPECT_EQ(error_of("metrics:\n"
+                     "  enabled: yes\n"),
+            "t.yaml:2:12: metrics.enabled: expected a boolean (true or false), got 'yes'");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  socket: [a, b]\n"),
+            "t.yaml:2:11: dataplane.socket: expected a string, got a sequence");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  eal_args: --no-huge\n"),
+            "t.yaml:2:13: dataplane.eal_args: expected a sequence, got '--no-huge'");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  eal_args: [-m, {a: 1}]\n"),
+            "t.yaml:2:18: dataplane.eal_args[1]: expected a string, got a mapping");
+  EXPECT_EQ(error_of("metrics: 5\n"), "t.yaml:1:10: metrics: expected a mapping, got '5'");
+}
+
+TEST(Errors, EmptyValueIsNullAndPointsAtItsKey) {
+  // yaml-cpp places an empty value at the next token; the key is where the
+  // user has to look.
+  EXPECT_EQ(error_of("runtime:\n"
+                     "  stack_size_kib:\n"
+                     "metrics: {}\n"),
+            "t.yaml:2:3: runtime.stack_size_kib: expected an integer, got null");
+}
+
+TEST(Errors, OutOfRange) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  cores: 0\n"),
+            "t.yaml:2:10: dataplane.cores: value 0 out of range [1, 64]");
+  EXPECT_EQ(error_of("connections: {scheduler_interval_us: 99999999999999999999999}\n"),
+            "t.yaml:1:38: connections.scheduler_interval_us: value 99999999999999999999999 "
+            "out of range [10, 10000000]");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs:\n"
+                     "    port: -1\n"),
+            "t.yaml:3:11: dataplane.verbs.port: value -1 out of range [1, 255]");
+}
+
+TEST(Errors, NotAMultiple) {
+  EXPECT_EQ(error_of("slots:\n"
+                     "  overflow_bytes: 100\n"),
+            "t.yaml:2:19: slots.overflow_bytes: value 100 is not a multiple of 64");
+}
+
+TEST(Errors, InvalidEnum) {
+  EXPECT_EQ(error_of("runtime:\n"
+                     "  polling: spin\n"),
+            "t.yaml:2:12: runtime.polling: expected one of busy, adaptive; got 'spin'");
+  EXPECT_EQ(error_of("dataplane: {driver: {x: 1}}\n"),
+            "t.yaml:1:21: dataplane.driver: expected one of auto, dpdk, verbs; got a mapping");
+}
+
+TEST(Errors, MissingRequiredKeyPointsAtTheMapping) {
+  EXPECT_EQ(error_of("rack:\n"
+                     "  hosts:\n"
+                     "    - name: a\n"
+                     "      control: 10.0.0.1:7700\n"),
+            "t.yaml:3:7: rack.hosts[0].data: missing required key");
+  EXPECT_EQ(error_of("rack: {}\n"), "t.yaml:1:7: rack.hosts: missing required key");
+}
+
+TEST(Errors, EmptyValues) {
+  EXPECT_EQ(error_of("rack:\n"
+                     "  hosts: []\n"),
+            "t.yaml:2:10: rack.hosts: expected at least one host");
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  psk_file: ''\n"),
+            "t.yaml:2:13: controlplane.psk_file: must not be empty");
+}
+
+TEST(Errors, DuplicateHostName) {
+  EXPECT_EQ(error_of("rack:\n"
+                     "  hosts:\n"
+                     "    - {name: a, control: 10.0.0.1:7700, data: 10.0.0.1:7800}\n"
+                     "    - {name: a, control: 10.0.0.2:7700, data: 10.0.0.2:7800}\n"
+                     "host: {index: 0}\n"),
+            "t.yaml:4:14: rack.hosts[1].name: duplicate host name 'a' (also rack.hosts[0])");
+}
+
+TEST(Errors, SharedAddress) {
+  EXPECT_EQ(error_of("host: {index: 0}\n"
+                     "rack:\n"
+                     "  hosts:\n"
+                     "    - {name: a, control: 10.0.0.1:7700, data: 10.0.0.1:7800}\n"
+                     "    - {name: b, control: 10.0.0.2:7700, data: 10.0.0.1:7800}\n"),
+            "t.yaml:5:47: rack.hosts[1].data: address '10.0.0.1:7800' is also used by "
+            "rack.hosts[0].data");
+  EXPECT_EQ(error_of("metrics:\n"
+                     "  listen: 127.0.0.1:7700\n"),
+            "t.yaml:2:11: metrics.listen: address '127.0.0.1:7700' is also used by "
+            "controlplane.listen");
+}
+
+TEST(Errors, BadAddress) {
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  listen: 0.0.0.0\n"),
+            "t.yaml:2:11: controlplane.listen: bad address '0.0.0.0' "
+            "(expected IP:PORT, e.g. 10.0.0.1:7700)");
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  listen: localhost:7700\n"),
+            "t.yaml:2:11: controlplane.listen: bad address 'localhost:7700' "
+            "(expected IP:PORT, e.g. 10.0.0.1:7700)");
+  EXPECT_EQ(error_of("metrics:\n"
+                     "  listen: 0.0.0.0:70000\n"),
+            "t.yaml:2:11: metrics.listen: bad address '0.0.0.0:70000' (port must be in [0, 65535])");
+  EXPECT_EQ(error_of("rack:\n"
+                     "  hosts:\n"
+                     "    - name: a\n"
+                     "      control: 10.0.0.1:0\n"
+                     "      data: '[fd00::1]:7800'\n"),
+            "2 errors:\n"
+            "  t.yaml:4:16: rack.hosts[0].control: bad address '10.0.0.1:0' "
+            "(port must be in [1, 65535])\n"
+            "  t.yaml:5:13: rack.hosts[0].data: bad address '[fd00::1]:7800' "
+            "(the dataplane needs an IPv4 address)");
+}
+
+TEST(Errors, BadMacAndHostName) {
+  EXPECT_EQ(error_of("rack:\n"
+                     "  hosts:\n"
+                     "    - name: a\n"
+                     "      control: 10.0.0.1:7700\n"
+                     "      data: 10.0.0.1:7800\n"
+                     "      mac: 02:00:00:00:00\n"),
+            "t.yaml:6:12: rack.hosts[0].mac: bad MAC address '02:00:00:00:00' "
+            "(expected six hex bytes like 02:00:00:00:00:01)");
+  EXPECT_EQ(error_of("host:\n"
+                     "  name: my host\n"),
+            "t.yaml:2:9: host.name: bad host name 'my host' (1 to 63 letters, digits, '.', '-' or '_')");
+}
+
+TEST(Errors, HostMustNameARackEntry) {
+  EXPECT_EQ(error_of(with_rack("host: {index: 2}\n")),
+            "t.yaml:1:15: host.index: value 2 out of range [0, 1]");
+  EXPECT_EQ(error_of(with_rack("host: {name: c}\n")),
+            "t.yaml:1:14: host.name: no host named 'c' in rack.hosts");
+  EXPECT_EQ(error_of(with_rack("host: {name: a, index: 1}\n")),
+            "t.yaml:1:14: host.name: 'a' does not match rack.hosts[1].name 'b'");
+  EXPECT_EQ(error_of(with_rack("")),
+            "t.yaml:1:1: host: missing required key (the rack has 2 hosts; set host.name or "
+            "host.index)");
+  EXPECT_EQ(error_of("host: {index: 1}\n"),
+            "t.yaml:1:15: host.index: value 1 out of range [0, 0]");
+}
+
+TEST(Errors, HeartbeatTimeoutMustExceedInterval) {
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  heartbeat_interval_ms: 500\n"
+                     "  heartbeat_timeout_ms: 500\n"),
+            "t.yaml:3:25: controlplane.heartbeat_timeout_ms: value 500 must be greater than "
+            "heartbeat_interval_ms (500)");
+  // Against a default timeout, the position is the section's.
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  heartbeat_interval_ms: 2000\n"),
+            "t.yaml:2:3: controlplane.heartbeat_timeout_ms: value 1000 must be greater than "
+            "heartbeat_interval_ms (2000)");
+  // An invalid interval is one error, not also an ordering error.
+  EXPECT_EQ(error_of("controlplane:\n"
+                     "  heartbeat_interval_ms: 0\n"
+                     "  heartbeat_timeout_ms: 0\n"),
+            "2 errors:\n"
+            "  t.yaml:2:26: controlplane.heartbeat_interval_ms: value 0 out of range [1, 60000]\n"
+            "  t.yaml:3:25: controlplane.heartbeat_timeout_ms: value 0 out of range [1, 600000]");
+}
+
+TEST(Errors, SocketPathTooLong) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  socket: /" + std::string(92, 'd') + "/dataplane.sock\n"),
+            "t.yaml:2:11: dataplane.socket: path is 108 bytes, a unix socket path holds at most 107");
+  // {host} counts as the longest host name (63 bytes).
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  socket: /run/gossamer/{host}/" + std::string(25, 'x') + ".sock\n"),
+            "t.yaml:2:11: dataplane.socket: path is 108 bytes, a unix socket path holds at most 107");
+  EXPECT_EQ(errors_of("dataplane:\n"
+                      "  socket: /run/gossamer/{host}/" + std::string(24, 'x') + ".sock\n"),
+            std::vector<std::string>{});
+}
+
+TEST(Errors, YamlSyntax) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  cores: [1,\n"),
+            "t.yaml:3:1: YAML syntax error: end of sequence flow not found");
+  EXPECT_EQ(error_of("runtime:\n"
+                     "\tpolling: busy\n"),
+            "t.yaml:2:9: YAML syntax error: illegal map value");
+  // yaml-cpp 0.7's LoadAll loops forever on these (found by fuzzing).
+  EXPECT_EQ(error_of(", x\n"), "t.yaml:1:1: YAML syntax error: unexpected ','");
+  EXPECT_EQ(error_of("{metrics: {}}\n"
+                     ", x\n"),
+            "t.yaml:2:1: YAML syntax error: unexpected ','");
+}
+
+TEST(Errors, DocumentLevel) {
+  EXPECT_EQ(error_of("- a\n"
+                     "- b\n"),
+            "t.yaml:1:1: expected a mapping, got a sequence");
+  EXPECT_EQ(error_of("metrics: {enabled: true}\n"
+                     "---\n"
+                     "runtime: {}\n"),
+            "t.yaml:3:1: expected one YAML document, found another");
+  // A trailing document marker is harmless.
+  EXPECT_EQ(errors_of("metrics: {enabled: true}\n---\n"), std::vector<std::string>{});
+}
+
+TEST(Errors, UnreadableFileHasNoPosition) {
+  const auto r = load_file("/nonexistent/gossamer.yaml");
+  ASSERT_EQ(r.errors().size(), 1u);
+  EXPECT_EQ(r.errors()[0].to_string(),
+            "/nonexistent/gossamer.yaml: cannot read file: No such file or directory");
+  const auto dir = load_file("/");
+  ASSERT_EQ(dir.errors().size(), 1u);
+  EXPECT_EQ(dir.errors()[0].to_string(), "/: cannot read file: Is a directory");
+}
+
+TEST(Errors, AllErrorsAreReportedAtOnceInDocumentOrder) {
+  EXPECT_EQ(errors_of("runtime:\n"
+                      "  polling: spin\n"
+                      "  stack_size: 64\n"
+                      "dataplane:\n"
+                      "  cores: 100\n"
+                      "  verbs: {port: x}\n"
+                      "slots:\n"
+                      "  primary_bytes: 65\n"
+                      "rack:\n"
+                      "  hosts:\n"
+                      "    - name: a\n"
+                      "      data: 10.0.0.1\n"),
+            (std::vector<std::string>{
+                "t.yaml:2:12: runtime.polling: expected one of busy, adaptive; got 'spin'",
+                "t.yaml:3:3: runtime.stack_size: unknown key 'stack_size' "
+                "(did you mean 'stack_size_kib'?)",
+                "t.yaml:5:10: dataplane.cores: value 100 out of range [1, 64]",
+                "t.yaml:6:17: dataplane.verbs.port: expected an integer, got 'x'",
+                "t.yaml:8:18: slots.primary_bytes: value 65 is not a multiple of 64",
+                "t.yaml:11:7: rack.hosts[0].control: missing required key",
+                "t.yaml:12:13: rack.hosts[0].data: bad address '10.0.0.1' "
+                "(expected IP:PORT, e.g. 10.0.0.1:7700)",
+            }));
+}
+
+TEST(Errors, ErrorFieldsAreSeparate) {
+  const auto r = load_string("dataplane:\n  cores: 0\n", "x/y.yaml");
+  ASSERT_EQ(r.errors().size(), 1u);
+  const Error& e = r.errors()[0];
+  EXPECT_EQ(e.file, "x/y.yaml");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.column, 10);
+  EXPECT_EQ(e.path, "dataplane.cores");
+  EXPECT_EQ(e.message, "value 0 out of range [1, 64]");
+}
+
+}  // namespace
+}  // namespace gossamer::config::test

@@ -1,0 +1,18 @@
+// gossamerctl: the operator's command-line tool (DESIGN.md §4).
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"gossamerctl: inspect and control a Gossamer rack", "gossamerctl"};
+  app.require_subcommand(1);
+  gossamer::ctl::add_config_commands(app);
+  // Subcommand callbacks run inside parse; they signal failure through
+  // CLI::RuntimeError, and usage errors get CLI11's usual exit codes.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return 0;
+}
