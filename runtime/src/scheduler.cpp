@@ -15,8 +15,11 @@
 #include <sanitizer/asan_interface.h>
 #define GOSSAMER_ASAN 1
 #endif
+// ThreadSanitizer: fibers never move between OS threads, so TSan need not
+// know about them, as long as it does not track function entry and exit
+// (a stack switch unbalances them). TSan builds therefore use
+// --param=tsan-instrument-func-entry-exit=0 (tools/run-tests).
 #if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
 #define GOSSAMER_TSAN 1
 #endif
 
@@ -53,9 +56,6 @@ Worker::~Worker() {
 // ---- the loop ----------------------------------------------------------------
 
 void Worker::loop() {
-#if GOSSAMER_TSAN
-  sched_tsan_fiber_ = __tsan_get_current_fiber();
-#endif
   std::uint64_t last = cycles();
   while (!rt_.stopping()) {
     bool worked = run_ready_fibers();   // every fiber that is ready now, once
@@ -182,9 +182,6 @@ void Worker::spawn(Task task, JoinState* join) {
       std::allocator_arg, boost::context::preallocated(sc.sp, sc.size, sc),
       PooledStackAllocator(stacks_),
       [f](boost::context::fiber&& sched) { return fiber_entry(f, std::move(sched)); });
-#if GOSSAMER_TSAN
-  f->tsan_fiber = __tsan_create_fiber(0);
-#endif
   ++live_fibers_;
   ++activity_;
   pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
@@ -220,9 +217,6 @@ boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sche
 #if GOSSAMER_ASAN
   __sanitizer_start_switch_fiber(nullptr, w->sched_stack_bottom_, w->sched_stack_size_);
 #endif
-  // TSan: the scheduler switches its shadow stack back after this returns
-  // (switch_to); doing it here would pop this fiber's frames off the
-  // scheduler's shadow stack.
   return std::move(w->sched_ctx_);
 }
 
@@ -233,9 +227,6 @@ void Worker::switch_to(Fiber* f) {
   __sanitizer_start_switch_fiber(&fake, static_cast<char*>(f->stack.sp) - f->stack.size,
                                  f->stack.size);
 #endif
-#if GOSSAMER_TSAN
-  __tsan_switch_to_fiber(f->tsan_fiber, 0);
-#endif
   f->ctx = std::move(f->ctx).resume();
 #if GOSSAMER_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
@@ -245,11 +236,6 @@ void Worker::switch_to(Fiber* f) {
 }
 
 void Worker::recycle(Fiber* f) {
-#if GOSSAMER_TSAN
-  __tsan_switch_to_fiber(sched_tsan_fiber_, 0);
-  __tsan_destroy_fiber(f->tsan_fiber);
-  f->tsan_fiber = nullptr;
-#endif
   --live_fibers_;
   ++activity_;
   free_fibers_.push_back(f);
@@ -260,9 +246,6 @@ void Worker::suspend() {
 #if GOSSAMER_ASAN
   Fiber* f = tl_state.fiber;
   __sanitizer_start_switch_fiber(&f->fake_stack, sched_stack_bottom_, sched_stack_size_);
-#endif
-#if GOSSAMER_TSAN
-  __tsan_switch_to_fiber(sched_tsan_fiber_, 0);
 #endif
   sched_ctx_ = std::move(sched_ctx_).resume();
 #if GOSSAMER_ASAN

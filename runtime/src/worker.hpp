@@ -32,7 +32,6 @@ class Fiber {
   JoinState* join = nullptr;
   StackPool::Stack stack{};
   void* fake_stack = nullptr;  // AddressSanitizer bookkeeping
-  void* tsan_fiber = nullptr;  // ThreadSanitizer bookkeeping
 };
 
 // Requests from this thread to one trustee, in order.
@@ -158,7 +157,6 @@ class Worker {
   std::int64_t live_fibers_ = 0;
   const void* sched_stack_bottom_ = nullptr;
   std::size_t sched_stack_size_ = 0;
-  void* sched_tsan_fiber_ = nullptr;
   std::uint32_t idle_streak_ = 0;
 
   // trustee
