@@ -1,6 +1,7 @@
 // Client side of delegation: requests are encoded into the channel's queue,
 // packed into the request slot when it is free, and their responses matched
 // to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
+#include <algorithm>
 #include <cstring>
 
 #include "runtime_state.hpp"
@@ -25,22 +26,35 @@ void store_atomic(std::byte* p, T v, std::memory_order mo) {
 }
 }  // namespace
 
-// ---- completion ring ---------------------------------------------------------
+// ---- queues ------------------------------------------------------------------
+
+void ByteQueue::expand(std::size_t need) {
+  std::size_t cap = std::max<std::size_t>(cap_ ? cap_ * 2 : 4096, need);
+  std::unique_ptr<std::byte[]> bigger(new std::byte[cap]);
+  if (end_) std::memcpy(bigger.get(), buf_.get(), end_);
+  buf_ = std::move(bigger);
+  cap_ = cap;
+}
+
+void ByteQueue::consume_front(std::size_t n) {
+  if (n < end_) std::memmove(buf_.get(), buf_.get() + n, end_ - n);
+  end_ -= std::min(n, end_);
+}
 
 void Channel::push(const Completion& c) {
   if (ring_size == ring.size()) {
     std::vector<Completion> bigger(ring.empty() ? 64 : ring.size() * 2);
-    for (std::size_t i = 0; i < ring_size; ++i) bigger[i] = ring[(ring_head + i) % ring.size()];
+    for (std::size_t i = 0; i < ring_size; ++i) bigger[i] = ring[(ring_head + i) & (ring.size() - 1)];
     ring.swap(bigger);
     ring_head = 0;
   }
-  ring[(ring_head + ring_size) % ring.size()] = c;
+  ring[(ring_head + ring_size) & (ring.size() - 1)] = c;
   ++ring_size;
 }
 
 Completion Channel::pop() {
   Completion c = ring[ring_head];
-  ring_head = (ring_head + 1) % ring.size();
+  ring_head = (ring_head + 1) & (ring.size() - 1);
   --ring_size;
   return c;
 }
@@ -128,14 +142,13 @@ RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle pr
 }
 
 void RecordWriter::append(const void* data, std::size_t len) {
-  auto& q = worker_or_null()->channel(to_).queue;
-  auto* b = static_cast<const std::byte*>(data);
-  q.insert(q.end(), b, b + len);
+  std::memcpy(worker_or_null()->channel(to_).queue.grow(len), data, len);
 }
 
 void RecordWriter::pad_to_align() {
   auto& q = worker_or_null()->channel(to_).queue;
-  q.resize(start_ + abi::align_record(std::uint32_t(q.size() - start_)));
+  std::size_t pad = abi::align_record(std::uint32_t(q.size() - start_)) - (q.size() - start_);
+  if (pad) std::memset(q.grow(pad), 0, pad);
 }
 
 void RecordWriter::close(Completion done) {
@@ -153,7 +166,7 @@ void RecordWriter::close(Completion done) {
     abi::ExternalBody ext{reinterpret_cast<std::uint64_t>(heap), body};
     hdr->invoker |= abi::kInvokerExternal;
     hdr->length = sizeof ext;
-    ch.queue.resize(start_ + kRecordHeader);
+    ch.queue.truncate(start_ + kRecordHeader);
     append(&ext, sizeof ext);
   }
   pad_to_align();
@@ -232,8 +245,10 @@ bool Worker::flush(ThreadId to) {
     --ch.queued;
     ++n;
   }
-  if (ch.queued == 0) {
-    ch.queue.clear();
+  // Reclaim what was sent: at once when nothing is left, else when the sent
+  // prefix outweighs the rest (the copy is then cheaper than it saves).
+  if (ch.queued == 0 || ch.head > ch.queue.size() - ch.head) {
+    ch.queue.consume_front(ch.head);
     ch.head = 0;
   }
   abi::RequestSlotHeader hdr{};

@@ -34,14 +34,37 @@ class Fiber {
   void* fake_stack = nullptr;  // AddressSanitizer bookkeeping
 };
 
+// Bytes appended at the end and consumed from the front. It grows
+// geometrically and never shrinks, so steady state allocates nothing.
+class ByteQueue {
+ public:
+  std::byte* grow(std::size_t n) {
+    if (end_ + n > cap_) [[unlikely]] expand(end_ + n);
+    std::byte* p = buf_.get() + end_;
+    end_ += n;
+    return p;
+  }
+  std::byte* data() { return buf_.get(); }
+  std::size_t size() const { return end_; }
+  void truncate(std::size_t n) { end_ = n; }
+  // Drops the first `n` bytes (already consumed).
+  void consume_front(std::size_t n);
+
+ private:
+  void expand(std::size_t need);
+  std::unique_ptr<std::byte[]> buf_;
+  std::size_t end_ = 0, cap_ = 0;
+};
+
 // Requests from this thread to one trustee, in order.
 struct Channel {
-  std::vector<std::byte> queue;  // encoded records not yet in the slot
+  ByteQueue queue;               // encoded records not yet in the slot
   std::size_t head = 0;          // first unsent byte of `queue`
   std::uint32_t queued = 0;      // records in queue[head..]
   std::uint32_t inflight = 0;    // records in the slot awaiting responses
   std::uint32_t seq = 0;         // last request seq published
-  // Completions of inflight then queued records, in order (a ring).
+  // Completions of inflight then queued records, in order (a ring whose
+  // size is a power of two).
   std::vector<Completion> ring;
   std::size_t ring_head = 0, ring_size = 0;
 

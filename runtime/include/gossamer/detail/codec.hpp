@@ -83,14 +83,16 @@ class SpanStreamBuf final : public std::streambuf {
   std::size_t consumed() const { return std::size_t(gptr() - eback()); }
 };
 
+// Trivially copyable values travel as their bytes (a memcpy, whatever
+// cereal could do with them); cereal only for the rest.
 template <class A>
-constexpr bool is_cereal_type_v =
-    cereal::traits::is_output_serializable<A, cereal::BinaryOutputArchive>::value &&
-    cereal::traits::is_input_serializable<A, cereal::BinaryInputArchive>::value;
+constexpr bool is_raw_type_v = std::is_trivially_copyable_v<A> && !std::is_pointer_v<A>;
 
 template <class A>
-constexpr bool is_raw_type_v =
-    std::is_trivially_copyable_v<A> && !std::is_pointer_v<A> && !is_cereal_type_v<A>;
+constexpr bool is_cereal_type_v =
+    !is_raw_type_v<A> &&
+    cereal::traits::is_output_serializable<A, cereal::BinaryOutputArchive>::value &&
+    cereal::traits::is_input_serializable<A, cereal::BinaryInputArchive>::value;
 
 template <class A>
 constexpr void check_sendable() {
