@@ -279,14 +279,22 @@ bool Worker::poll_responses(ThreadId to) {
       h.overflow_len > abi::kOverflowBytes)
     fatal("corrupt response slot header");
   auto* spill = reinterpret_cast<std::vector<std::byte>*>(h.spill);
+  // Copy the responses out (at most one slot), so the next batch can go to
+  // the trustee before the completions run: it works while we do.
+  std::byte* copy = response_copy_.data();
+  std::memcpy(copy, primary + sizeof h, h.primary_len);
+  std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
   struct Region {
     const std::byte* p;
     std::uint32_t len;
-  } regions[3] = {{primary + sizeof h, h.primary_len},
-                  {square_.response_overflow(id_, to), h.overflow_len},
+  } regions[3] = {{copy, h.primary_len},
+                  {copy + h.primary_len, h.overflow_len},
                   {spill ? spill->data() : nullptr, spill ? std::uint32_t(spill->size()) : 0}};
   std::uint32_t n = ch.inflight;
   ch.inflight = 0;  // completions may send new requests on this channel
+  // The completions below are still at the front of the ring, ahead of
+  // those of the batch flushed here, so they are popped in order.
+  flush(to);
   int r = 0;
   std::uint32_t off = 0;
   for (std::uint32_t i = 0; i < n; ++i) {

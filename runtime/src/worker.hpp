@@ -191,6 +191,8 @@ class Worker {
   std::vector<ThreadId> dirty_;            // channels with queued or inflight records
   std::vector<std::uint8_t> is_dirty_;
   ParkedTable parked_;
+  std::vector<std::byte> response_copy_ =
+      std::vector<std::byte>(abi::kResponsePrimaryData + abi::kOverflowBytes);
   bool record_open_ = false;
   struct DeferredToggle {
     ThreadId trustee;
