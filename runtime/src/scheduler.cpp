@@ -69,10 +69,10 @@ void Worker::loop() {
     std::uint64_t now = cycles();
     if (served) serve_cycles_ += t1 - t0;
     (worked ? busy_cycles_ : idle_cycles_) += now - last;
-    last = now;
     publish_counters();
     idle_backoff(worked);
-    if (!worked) last = cycles();  // time asleep is idle too, counted next round
+    last = cycles();
+    idle_cycles_ += last - now;  // pausing, yielding the core, or asleep
   }
   publish_counters();
 }
