@@ -117,7 +117,7 @@ int Runtime::run(std::function<int()> main_fn) {
 
 // ---- contexts -------------------------------------------------------------
 
-thread_local constinit ThreadState tl_state;
+[[gnu::tls_model("initial-exec")]] thread_local constinit ThreadState tl_state;
 
 Worker* current_worker() noexcept { return tl_worker; }
 ThreadId thread_count_() noexcept {

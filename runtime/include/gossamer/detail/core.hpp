@@ -44,7 +44,8 @@ struct ThreadState {
   int delegated_depth = 0;      // > 0: in delegated context or a then-callback
   ThreadId id = 0;
 };
-extern thread_local constinit ThreadState tl_state;
+// initial-exec: no __tls_get_addr call per access inside libgossamer.so.
+[[gnu::tls_model("initial-exec")]] extern thread_local constinit ThreadState tl_state;
 
 inline ThreadId current_thread() noexcept { return tl_state.id; }
 
