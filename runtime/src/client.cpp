@@ -173,7 +173,7 @@ void RecordWriter::close(Completion done) {
   ++ch.queued;
   ch.push(done);
   w->set_record_open(false);
-  w->record_closed(to_, done);
+  w->record_closed(to_);
   w->send_deferred_toggles();
 }
 
@@ -185,7 +185,7 @@ void Worker::send_deferred_toggles() {
   }
 }
 
-void Worker::record_closed(ThreadId to, const Completion&) {
+void Worker::record_closed(ThreadId to) {
   ++outstanding_;
   ++requests_sent_;
   ++activity_;

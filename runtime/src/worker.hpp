@@ -125,7 +125,7 @@ class Worker {
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to, const Completion& c);
+  void record_closed(ThreadId to);
   std::uint64_t park(const Completion& c);
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }

@@ -129,7 +129,7 @@ std::tuple<Args...> decode_args(const std::byte* p, std::size_t n) {
     return {};
   } else if constexpr (!any_cereal) {
     constexpr std::size_t need = (sizeof(Args) + ... + 0);
-    if (n < need) throw std::runtime_error("arguments truncated");
+    if (n != need) throw std::runtime_error("arguments have the wrong size");
     std::tuple<Args...> t;
     std::size_t off = 0;
     std::apply([&](auto&... a) { ((std::memcpy(&a, p + off, sizeof a), off += sizeof a), ...); }, t);
