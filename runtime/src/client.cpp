@@ -142,6 +142,7 @@ RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle pr
 }
 
 void RecordWriter::append(const void* data, std::size_t len) {
+  if (len == 0) return;  // cereal writes empty ranges with a null pointer
   std::memcpy(worker_or_null()->channel(to_).queue.grow(len), data, len);
 }
 
