@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 
 #include <yaml-cpp/yaml.h>
 
@@ -178,6 +179,10 @@ std::string_view to_string(Driver d) noexcept {
     case Driver::automatic: break;
   }
   return "auto";
+}
+
+void write_errors(const Result& r, std::ostream& out) {
+  for (const Error& e : r.errors()) out << e.to_string() << '\n';
 }
 
 }  // namespace gossamer::config

@@ -3,6 +3,7 @@
 // linked; membership, launch and metrics arrive with the control-plane and
 // metrics issues.
 #include <cstdio>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   }
   auto result = gossamer::config::load_file(config_path);
   if (!result) {
-    for (const auto& e : result.errors()) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    gossamer::config::write_errors(result, std::cerr);
     return 1;
   }
   std::fprintf(stderr,

@@ -22,7 +22,7 @@ int check(const std::vector<std::string>& files) {
       std::cout << file << ": ok\n";
       continue;
     }
-    for (const auto& e : result.errors()) std::cerr << e.to_string() << '\n';
+    gossamer::config::write_errors(result, std::cerr);
     status = 1;
   }
   std::cout.flush();

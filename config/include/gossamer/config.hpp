@@ -59,6 +59,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -235,5 +236,9 @@ class Result {
 
 Result load_file(const std::string& path);
 Result load_string(std::string_view yaml, std::string_view name_for_errors);
+
+// Writes each error of `r` on its own line, as FILE:LINE:COLUMN: key.path:
+// message (nothing when r.ok()). What every binary prints for a bad file.
+void write_errors(const Result& r, std::ostream& out);
 
 }  // namespace gossamer::config
