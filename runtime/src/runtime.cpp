@@ -73,7 +73,8 @@ void Runtime::stop() {
 // fiber, an unanswered request or a parked completion, all counted before
 // they become visible to another thread.
 bool Runtime::quiescent() {
-  std::vector<std::uint64_t> scan(n_);
+  std::vector<std::uint64_t>& scan = scan_;  // reused: this runs every loop of worker 0
+  scan.resize(n_);
   bool idle = true;
   for (ThreadId i = 0; i < n_; ++i) {
     Published& p = workers_[i]->pub;
@@ -84,7 +85,7 @@ bool Runtime::quiescent() {
       idle = false;
   }
   bool same = have_scan_ && scan == last_scan_;
-  last_scan_ = std::move(scan);
+  scan.swap(last_scan_);
   have_scan_ = idle;
   return idle && same;
 }

@@ -52,7 +52,7 @@ class Runtime {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<InvokerEntry> invokers_;
   std::atomic<bool> stop_{false};
-  std::vector<std::uint64_t> last_scan_;
+  std::vector<std::uint64_t> scan_, last_scan_;
   bool have_scan_ = false;
   friend class Worker;
 
