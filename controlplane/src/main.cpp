@@ -23,8 +23,9 @@ int main(int argc, char** argv) {
     prometheus::Registry registry;
     auto& family = prometheus::BuildCounter().Name("gossamer_build_info").Help("build").Register(registry);
     family.Add({}).Increment();
-    std::printf("gossamerd: prometheus-cpp registry with %zu metric famil%s\n",
-                registry.Collect().size(), registry.Collect().size() == 1 ? "y" : "ies");
+    std::size_t families = registry.Collect().size();
+    std::printf("gossamerd: prometheus-cpp registry with %zu metric famil%s\n", families,
+                families == 1 ? "y" : "ies");
     return 0;
   }
   if (config_path.empty()) {
