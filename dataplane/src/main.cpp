@@ -1,7 +1,7 @@
-// gossamer-dataplane: the per-host process that will own the NIC (DPDK) and
-// RDMA queue pairs. For now it validates its configuration and shows that
-// both transports are linked; serving applications arrives with the
-// dataplane issue.
+// gossamer-dataplane: the per-host process that owns the NIC (DPDK) and
+// carries delegated closures between hosts (DESIGN.md §2). Runs in the
+// foreground until SIGTERM or SIGINT.
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,6 +10,14 @@
 #include <gossamer/config.hpp>
 #include <infiniband/verbs.h>
 #include <rte_version.h>
+#include <spdlog/spdlog.h>
+
+#include "dataplane.hpp"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gossamer-dataplane: the per-host NIC and queue-pair owner", "gossamer-dataplane"};
@@ -36,8 +44,23 @@ int main(int argc, char** argv) {
     gossamer::config::write_errors(result, std::cerr);
     return 1;
   }
-  std::fprintf(stderr,
-               "gossamer-dataplane: configuration ok, but the dataplane itself is not "
-               "implemented yet (issue 4: shared-memory attach and the DPDK transport)\n");
-  return 3;
+  const gossamer::config::Config& cfg = result.config();
+  spdlog::set_pattern("[%H:%M:%S.%e] gossamer-dataplane[%P] %l: %v");
+  if (cfg.dataplane.driver == gossamer::config::Driver::verbs) {
+    spdlog::error("dataplane.driver is verbs, but the verbs transport is not implemented yet; use dpdk");
+    return 3;
+  }
+  if (cfg.dataplane.cores > 1)
+    spdlog::warn("dataplane.cores is {}, but this version polls with one core", cfg.dataplane.cores);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  gossamer::dataplane::Dataplane dp(cfg);
+  if (std::string err = dp.start(argv[0]); !err.empty()) {
+    spdlog::error("{}", err);
+    return 1;
+  }
+  dp.run(g_stop);
+  spdlog::info("stopping");
+  return 0;
 }

@@ -2,6 +2,8 @@
 // packed into the request slot when it is free, and their responses matched
 // to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime_state.hpp"
@@ -159,9 +161,30 @@ void RecordWriter::close(Completion done) {
   if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
   auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
   hdr->length = std::uint32_t(body);
-  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord) {
+  bool remote = !w->rt().is_local(to_);
+  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && remote) {
+    // Too big for a block, to another host: the body goes in pieces, each
+    // a record of its own in order, the last one carrying the real header.
+    std::vector<std::byte> copy(ch.queue.data() + start_ + kRecordHeader,
+                                ch.queue.data() + start_ + kRecordHeader + body);
+    RequestHeader real = *hdr;
+    ch.queue.truncate(start_);
+    constexpr std::size_t kPiece = kMaxInlineRecord - kRecordHeader;
+    std::size_t off = 0;
+    while (body - off > kPiece) {
+      RequestHeader ph{abi::kBuiltinPiece, std::uint32_t(kPiece), 0};
+      std::memcpy(ch.queue.grow(sizeof ph), &ph, sizeof ph);
+      std::memcpy(ch.queue.grow(kPiece), copy.data() + off, kPiece);
+      off += kPiece;
+      ++ch.queued;
+    }
+    real.length = std::uint32_t(body - off);
+    start_ = ch.queue.size();
+    std::memcpy(ch.queue.grow(sizeof real), &real, sizeof real);
+    append(copy.data() + off, body - off);
+  } else if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord) {
     // Too big for any block: the body moves to the heap and the record names
-    // it (in-process; the dataplane will carry such bodies its own way).
+    // it (in-process only).
     auto* heap = new std::byte[body];
     std::memcpy(heap, ch.queue.data() + start_ + kRecordHeader, body);
     abi::ExternalBody ext{reinterpret_cast<std::uint64_t>(heap), body};
@@ -186,10 +209,19 @@ void Worker::send_deferred_toggles() {
   }
 }
 
+void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
+  control_send_ = true;
+  RecordWriter rw(to, invoker, {});
+  rw.close(done);
+  control_send_ = false;
+}
+
 void Worker::record_closed(ThreadId to) {
-  ++outstanding_;
-  ++requests_sent_;
-  ++activity_;
+  if (!control_send_) {
+    ++outstanding_;
+    ++requests_sent_;
+    ++activity_;
+  }
   if (!is_dirty_[to]) {
     is_dirty_[to] = 1;
     dirty_.push_back(to);
@@ -205,7 +237,7 @@ bool Worker::flush_and_poll() {
     worked |= poll_responses(to);
     worked |= flush(to);
     Channel& ch = channels_[to];
-    if (ch.inflight == 0 && ch.queued == 0) {
+    if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();
       dirty_.pop_back();
@@ -221,7 +253,8 @@ bool Worker::flush_and_poll() {
 // order), and publishes the batch.
 bool Worker::flush(ThreadId to) {
   Channel& ch = channels_[to];
-  if (ch.inflight || !ch.queued) return false;
+  if (ch.inflight || (!ch.queued && !ch.need_fetch)) return false;
+  bool remote = !rt_.is_local(to);
   std::byte* primary = square_.request_primary(to, id_);
   std::byte* overflow = square_.request_overflow(to, id_);
   std::byte* pdata = primary + sizeof(abi::RequestSlotHeader);
@@ -262,9 +295,11 @@ bool Worker::flush(ThreadId to) {
   std::memcpy(primary + sizeof hdr.seq, reinterpret_cast<std::byte*>(&hdr) + sizeof hdr.seq,
               sizeof hdr - sizeof hdr.seq);
   ch.seq = hdr.seq;
-  ch.inflight = n;
+  ch.inflight = remote ? 1 : n;  // remote: "the slot is out", responses may come in several
+  ch.need_fetch = false;
   store_atomic<std::uint32_t>(primary, hdr.seq, std::memory_order_release);
-  rt_.worker(to).wake();
+  if (remote) ring_doorbell(to);
+  else rt_.worker(to).wake();
   return true;
 }
 
@@ -272,6 +307,7 @@ bool Worker::flush(ThreadId to) {
 bool Worker::poll_responses(ThreadId to) {
   Channel& ch = channels_[to];
   if (!ch.inflight) return false;
+  if (!rt_.is_local(to)) return poll_remote_responses(to);
   std::byte* primary = square_.response_primary(id_, to);
   if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
   abi::ResponseSlotHeader h;
@@ -310,16 +346,82 @@ bool Worker::poll_responses(ThreadId to) {
     if (off + sizeof rh + rh.length > regions[r].len) fatal("response overruns its block");
     off += sizeof rh + abi::align_record(rh.length);
     Completion c = ch.pop();
+    bool control = is_control_completion(c.fn);
     {
       DelegatedScope scope;  // then-callbacks must not block
       if (c.fn) c.fn(c, rh.status, data, rh.length);
       else if (rh.status != abi::kOk) report_async_failure(rh.status, data, rh.length);
     }
-    --outstanding_;
-    ++responses_received_;
+    if (!control) {
+      --outstanding_;
+      ++responses_received_;
+      ++activity_;
+    }
   }
   delete spill;
-  ++activity_;
+  return true;
+}
+
+// Responses from a trustee on another host: a stream of records, some of
+// them pieces of one larger response; the trustee may hold the rest back
+// (kResponseMore) until the next batch fetches it.
+bool Worker::poll_remote_responses(ThreadId to) {
+  Channel& ch = channels_[to];
+  std::byte* primary = square_.response_primary(id_, to);
+  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
+  abi::ResponseSlotHeader h;
+  std::memcpy(&h, primary, sizeof h);
+  if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
+    fatal("corrupt response slot header from another host");
+  std::byte* copy = response_copy_.data();
+  std::memcpy(copy, primary + sizeof h, h.primary_len);
+  std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
+  ch.inflight = 0;
+  ch.need_fetch = h.flags & abi::kResponseMore;
+  // Deliver after sending the next batch, as for local trustees: copy out
+  // what the completions need first.
+  struct Region {
+    const std::byte* p;
+    std::uint32_t len;
+  } regions[2] = {{copy, h.primary_len}, {copy + h.primary_len, h.overflow_len}};
+  // The completions run below may queue more requests; the flush happens
+  // after them, since pieces of this batch may still be needed.
+  std::uint32_t seen = 0;
+  for (const Region& r : regions) {
+    std::uint32_t off = 0;
+    while (seen < h.count && off + sizeof(ResponseHeader) <= r.len) {
+      ResponseHeader rh;
+      std::memcpy(&rh, r.p + off, sizeof rh);
+      if (off + sizeof rh + rh.length > r.len) fatal("response overruns its block (from another host)");
+      const std::byte* data = r.p + off + sizeof rh;
+      off += sizeof rh + abi::align_record(rh.length);
+      ++seen;
+      if (rh.status & abi::kStatusPiece) {
+        ch.partial.insert(ch.partial.end(), data, data + rh.length);
+        continue;
+      }
+      if (!ch.partial.empty()) {
+        ch.partial.insert(ch.partial.end(), data, data + rh.length);
+        data = ch.partial.data();
+        rh.length = std::uint32_t(ch.partial.size());
+      }
+      if (ch.ring_size == 0) fatal("more responses than requests from another host");
+      Completion c = ch.pop();
+      bool control = is_control_completion(c.fn);
+      {
+        DelegatedScope scope;
+        if (c.fn) c.fn(c, rh.status, data, rh.length);
+        else if (rh.status != abi::kOk) report_async_failure(rh.status, data, rh.length);
+      }
+      if (!control) {
+        --outstanding_;
+        ++responses_received_;
+        ++activity_;
+      }
+      ch.partial.clear();
+    }
+  }
+  flush(to);
   return true;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -51,13 +52,16 @@ void pin_to_cpu(std::uint32_t i) {
 Runtime* runtime_or_null() noexcept { return g_runtime.load(std::memory_order_acquire); }
 Worker* worker_or_null() noexcept { return tl_worker; }
 
-Runtime::Runtime(const Options& opts)
+Runtime::Runtime(const Options& opts, std::unique_ptr<Rack> rack)
     : opts_(opts),
-      n_(std::uint32_t(opts.threads)),
-      trustees_(opts.dedicated_trustees ? std::uint32_t(opts.dedicated_trustees) : n_),
-      square_(n_) {
+      rack_(std::move(rack)),
+      n_(rack_ ? rack_->total() : std::uint32_t(opts.threads)),
+      first_(rack_ ? rack_->first() : 0),
+      local_(rack_ ? rack_->local() : n_),
+      trustees_(opts.dedicated_trustees ? std::uint32_t(opts.dedicated_trustees) : local_),
+      square_(rack_ ? Square(rack_->segment(), rack_->layout(), n_) : Square(n_)) {
   invokers_ = finalize_invokers();
-  for (ThreadId i = 0; i < n_; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+  for (ThreadId i = 0; i < local_; ++i) workers_.push_back(std::make_unique<Worker>(*this, first_ + i));
 }
 
 Runtime::~Runtime() = default;
@@ -74,9 +78,9 @@ void Runtime::stop() {
 // they become visible to another thread.
 bool Runtime::quiescent() {
   std::vector<std::uint64_t>& scan = scan_;  // reused: this runs every loop of worker 0
-  scan.resize(n_);
+  scan.resize(local_);
   bool idle = true;
-  for (ThreadId i = 0; i < n_; ++i) {
+  for (ThreadId i = 0; i < local_; ++i) {
     Published& p = workers_[i]->pub;
     scan[i] = p.activity.load(std::memory_order_seq_cst);
     if (p.live_fibers.load(std::memory_order_seq_cst) != 0 ||
@@ -90,30 +94,146 @@ bool Runtime::quiescent() {
   return idle && same;
 }
 
+abi::RackProbe Runtime::local_probe() {
+  abi::RackProbe p{};
+  p.idle = 1;
+  for (auto& w : workers_) {
+    Published& pub = w->pub;
+    p.activity += pub.activity.load(std::memory_order_seq_cst);
+    if (pub.live_fibers.load(std::memory_order_seq_cst) != 0 ||
+        pub.outstanding.load(std::memory_order_seq_cst) != 0 ||
+        pub.parked.load(std::memory_order_seq_cst) != 0)
+      p.idle = 0;
+  }
+  return p;
+}
+
+namespace {
+struct ProbeCtx {
+  Runtime* rt;
+  std::uint32_t host, round;
+};
+void probe_done(Completion& c, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  auto ctx = c.context<ProbeCtx>();
+  abi::RackProbe p{};
+  if (status == abi::kOk && len == sizeof p) std::memcpy(&p, data, sizeof p);
+  ctx.rt->probe_answered(ctx.host, ctx.round, p);
+}
+void stop_done(Completion& c, std::uint32_t, const std::byte*, std::uint32_t) {
+  c.context<Runtime*>()->stop_answered();
+}
+}  // namespace
+
+bool is_control_completion(Completion::Fn fn) { return fn == &probe_done || fn == &stop_done; }
+
+void Runtime::probe_answered(std::uint32_t host, std::uint32_t round, const abi::RackProbe& p) {
+  if (round != round_ || phase_ != Phase::kProbing) return;  // a stale round
+  probes_[host] = p;
+  if (!p.idle) all_idle_ = false;
+  --pending_;
+}
+
+void Runtime::stop_answered() { --pending_; }
+
+// Termination across the rack: host 0 is quiet (double collect over its
+// threads), then it probes every other host for (idle, activity) twice;
+// all idle in two consecutive rounds with unchanged activity means no host
+// can create work any more (work only comes from a fiber, an unanswered
+// request or a parked completion, each counted where it lives, and a
+// request is counted by its sender until answered). Probes and stops are
+// not counted themselves. Then every host is told to stop.
+void Runtime::check_done(Worker& w) {
+  if (phase_ == Phase::kStopping) {
+    if (pending_ == 0) stop();
+    return;
+  }
+  if (!quiescent()) {
+    // Work appeared here: the round in flight proves nothing. Its answers
+    // still arrive (the channel keeps them in order) and are discarded.
+    have_last_probes_ = false;
+    spoiled_ = true;
+    return;
+  }
+  if (!rack_) return stop();
+  std::uint32_t h0 = rack_->host();
+  switch (phase_) {
+    case Phase::kIdle: {
+      ++round_;
+      spoiled_ = false;
+      probes_.assign(rack_->hosts(), abi::RackProbe{});
+      all_idle_ = true;
+      pending_ = rack_->hosts() - 1;
+      phase_ = Phase::kProbing;
+      for (std::uint32_t h = 0; h < rack_->hosts(); ++h) {
+        if (h == h0) continue;
+        std::uint32_t f, c;
+        abi::host_threads(n_, rack_->hosts(), h, &f, &c);
+        w.send_control(f, abi::kBuiltinProbe, Completion::make(&probe_done, ProbeCtx{this, h, round_}));
+      }
+      return;
+    }
+    case Phase::kProbing: {
+      if (pending_) return;
+      phase_ = Phase::kIdle;
+      if (spoiled_) {
+        spoiled_ = false;
+        have_last_probes_ = false;
+        return;
+      }
+      if (!all_idle_) {
+        have_last_probes_ = false;
+        return;
+      }
+      bool same = have_last_probes_;
+      for (std::uint32_t h = 0; same && h < probes_.size(); ++h)
+        same = probes_[h].activity == last_probes_[h].activity;
+      last_probes_ = probes_;
+      have_last_probes_ = true;
+      if (!same) return;
+      rack_->finishing();
+      phase_ = Phase::kStopping;
+      pending_ = rack_->hosts() - 1;
+      for (std::uint32_t h = 0; h < rack_->hosts(); ++h) {
+        if (h == h0) continue;
+        std::uint32_t f, c;
+        abi::host_threads(n_, rack_->hosts(), h, &f, &c);
+        w.send_control(f, abi::kBuiltinStop, Completion::make(&stop_done, this));
+      }
+      return;
+    }
+    case Phase::kStopping:
+      return;
+  }
+}
+
 int Runtime::run(std::function<int()> main_fn) {
   std::vector<std::thread> threads;
   auto body = [this](ThreadId i) {
     tl_worker = workers_[i].get();
-    tl_state = ThreadState{tl_worker, nullptr, 0, i};
+    tl_state = ThreadState{tl_worker, nullptr, 0, first_ + i};
     if (opts_.pin_threads) pin_to_cpu(i);
     workers_[i]->loop();
     workers_[i]->shutdown_local();
     tl_worker = nullptr;
     tl_state = ThreadState{};
   };
-  for (ThreadId i = 1; i < n_; ++i) threads.emplace_back(body, i);
-  tl_worker = workers_[0].get();
-  tl_state = ThreadState{tl_worker, nullptr, 0, 0};
-  workers_[0]->spawn(Task([this, f = std::move(main_fn)]() mutable {
-                       main_result = f();
-                       main_done = true;
-                     }),
-                     nullptr);
-  tl_worker = nullptr;
-  tl_state = ThreadState{};
+  if (rack_) rack_->wait_start();
+  for (ThreadId i = 1; i < local_; ++i) threads.emplace_back(body, i);
+  if (host() == 0) {
+    tl_worker = workers_[0].get();
+    tl_state = ThreadState{tl_worker, nullptr, 0, first_};
+    workers_[0]->spawn(Task([this, f = std::move(main_fn)]() mutable {
+                         main_result = f();
+                         main_done = true;
+                       }),
+                       nullptr);
+    tl_worker = nullptr;
+    tl_state = ThreadState{};
+  }
   body(0);
   for (auto& t : threads) t.join();
-  return main_result;
+  if (rack_) rack_->detach();
+  return host() == 0 ? main_result : 0;
 }
 
 // ---- contexts -------------------------------------------------------------
@@ -124,6 +244,10 @@ Worker* current_worker() noexcept { return tl_worker; }
 ThreadId thread_count_() noexcept {
   Runtime* rt = runtime_or_null();
   return rt ? rt->size() : 0;
+}
+bool is_local_thread(ThreadId t) noexcept {
+  Runtime* rt = runtime_or_null();
+  return !rt || rt->is_local(t);
 }
 bool runtime_active() noexcept {
   Runtime* rt = runtime_or_null();
@@ -247,14 +371,18 @@ int run_impl(const Options& opts, std::function<int()> main_fn) {
     fatal("run(): dedicated_trustees must leave at least one client thread");
   if (opts.threads > 4096) fatal("run(): at most 4096 threads");
   if (tl_worker) fatal("run() called inside gossamer::run");
-  Runtime rt(opts);
+  std::unique_ptr<Rack> rack = Rack::join(std::uint32_t(opts.threads));
+  if (rack && opts.dedicated_trustees)
+    fatal("run(): dedicated_trustees is not supported in a rack yet");
+  Runtime rt(opts, std::move(rack));
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, &rt)) fatal("run(): another run is active");
   int r = rt.run(std::move(main_fn));
   {
     std::lock_guard<std::mutex> g(g_final_mu);
     g_final_stats.clear();
-    for (ThreadId i = 0; i < rt.size(); ++i) g_final_stats.push_back(read_stats(rt.worker(i).pub));
+    for (ThreadId i = 0; i < rt.size(); ++i)
+      g_final_stats.push_back(rt.is_local(i) ? read_stats(rt.worker(i).pub) : TrusteeStats{});
   }
   g_runtime.store(nullptr, std::memory_order_release);
   return r;
@@ -263,13 +391,20 @@ int run_impl(const Options& opts, std::function<int()> main_fn) {
 
 std::size_t thread_index() { return detail::current_thread(); }
 std::size_t thread_count() { return detail::thread_count_(); }
-std::size_t host_index() { return 0; }
-std::size_t host_count() { return 1; }
+std::size_t host_index() {
+  detail::Runtime* rt = detail::runtime_or_null();
+  return rt ? rt->host() : 0;
+}
+std::size_t host_count() {
+  detail::Runtime* rt = detail::runtime_or_null();
+  return rt ? rt->hosts() : 1;
+}
 void yield() { detail::yield_current(); }
 
 TrusteeStats trustee_stats(std::size_t thread) {
   if (detail::Runtime* rt = detail::runtime_or_null()) {
-    if (thread < rt->size()) return detail::read_stats(rt->worker(detail::ThreadId(thread)).pub);
+    if (thread < rt->size() && rt->is_local(detail::ThreadId(thread)))
+      return detail::read_stats(rt->worker(detail::ThreadId(thread)).pub);
     return {};
   }
   std::lock_guard<std::mutex> g(detail::g_final_mu);

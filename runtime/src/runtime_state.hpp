@@ -1,5 +1,7 @@
 // The state of one gossamer::run: options, workers, the square, the invoker
-// table. One at a time per process.
+// table, and (in a rack) the attach to the dataplane. One at a time per
+// process. Thread ids are rack-wide ("global"); this host's workers hold
+// [first(), first() + local_count()).
 #pragma once
 
 #include <atomic>
@@ -8,6 +10,7 @@
 
 #include <gossamer/runtime.hpp>
 
+#include "rack.hpp"
 #include "square.hpp"
 #include "worker.hpp"
 
@@ -20,17 +23,23 @@ struct InvokerEntry {
 
 class Runtime {
  public:
-  Runtime(const Options& opts);
+  Runtime(const Options& opts, std::unique_ptr<Rack> rack);
   ~Runtime();
 
   const Options& options() const { return opts_; }
-  std::uint32_t size() const { return n_; }
+  std::uint32_t size() const { return n_; }            // threads of the rack
+  std::uint32_t first() const { return first_; }
+  std::uint32_t local_count() const { return local_; }
+  bool is_local(ThreadId g) const { return g - first_ < local_; }
+  std::uint32_t host() const { return rack_ ? rack_->host() : 0; }
+  std::uint32_t hosts() const { return rack_ ? rack_->hosts() : 1; }
+  Rack* rack() const { return rack_.get(); }
   Square& square() { return square_; }
-  Worker& worker(ThreadId i) { return *workers_[i]; }
+  Worker& worker(ThreadId g) { return *workers_[g - first_]; }
   bool stopping() const { return stop_.load(std::memory_order_acquire); }
   bool busy_polling() const { return opts_.polling == Polling::busy; }
-  // Trustees that entrust() uses: all threads, or the dedicated ones.
-  ThreadId first_trustee() const { return n_ - trustees_; }
+  // Trustees that entrust() uses: this host's threads, or its dedicated ones.
+  ThreadId first_trustee() const { return first_ + local_ - trustees_; }
   ThreadId trustees() const { return trustees_; }
 
   // Looked up by trustees for every request: an index, bounds-checked.
@@ -40,13 +49,23 @@ class Runtime {
   }
 
   int run(std::function<int()> main_fn);
-  // Worker 0, once main has finished: true when the whole runtime is quiet.
+  // Worker 0, once main has finished: true when this host is quiet.
   bool quiescent();
+  // Host 0's first worker, after main: stop when the whole rack is quiet.
+  void check_done(Worker& w);
   void stop();
+  // This host's state for a rack probe.
+  abi::RackProbe local_probe();
+
+  // Rack probes and stops (runtime.cpp) answer here.
+  void probe_answered(std::uint32_t host, std::uint32_t round, const abi::RackProbe& p);
+  void stop_answered();
 
  private:
   Options opts_;
+  std::unique_ptr<Rack> rack_;
   std::uint32_t n_;
+  std::uint32_t first_ = 0, local_;
   std::uint32_t trustees_;
   Square square_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -54,6 +73,13 @@ class Runtime {
   std::atomic<bool> stop_{false};
   std::vector<std::uint64_t> scan_, last_scan_;
   bool have_scan_ = false;
+  // Rack termination (host 0's first worker only).
+  enum class Phase { kIdle, kProbing, kStopping } phase_ = Phase::kIdle;
+  std::uint32_t round_ = 0, pending_ = 0;
+  std::vector<abi::RackProbe> probes_, last_probes_;
+  bool have_last_probes_ = false;
+  bool all_idle_ = true;
+  bool spoiled_ = false;
   friend class Worker;
 
  public:

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -41,12 +42,42 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const ti
 }  // namespace
 
 Worker::Worker(Runtime& rt, ThreadId id)
-    : rt_(rt), id_(id), square_(rt.square()), stacks_(rt.options().stack_size) {
+    : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
   channels_.resize(n);
   is_dirty_.assign(n, 0);
   entrust_cursor = 0;
+  wake_word_ = &own_wake_;
+  if (std::byte* seg = square_.segment()) {
+    // In a rack the dataplane writes our slots and wakes us: the wake word
+    // and our doorbell ring live in the shared segment.
+    const abi::SegmentLayout& l = square_.layout();
+    wake_word_ = reinterpret_cast<std::atomic<std::uint32_t>*>(seg + l.wake_words + li_ * abi::kWakeStride);
+    shared_wake_ = true;
+    ring_ = reinterpret_cast<abi::DoorbellRing*>(seg + l.doorbells + li_ * l.doorbell_stride);
+    ring_entries_ = reinterpret_cast<std::uint32_t*>(ring_ + 1);
+    ring_mask_ = l.doorbell_entries - 1;
+    dataplane_sleeping_ = reinterpret_cast<std::uint32_t*>(seg + offsetof(abi::SegmentHeader, dataplane_sleeping));
+    remote_clients_.resize(n);
+  }
+}
+
+// Tells the dataplane about a slot it must carry: one entry in this
+// thread's ring, then (Dekker, as for threads) a kick if it sleeps.
+void Worker::ring_doorbell(std::uint32_t entry) {
+  std::atomic_ref<std::uint32_t> tail(ring_->tail);
+  while (ring_head_ - tail.load(std::memory_order_acquire) > ring_mask_) cpu_relax();  // never full in practice
+  std::atomic_ref<std::uint32_t>(ring_entries_[ring_head_ & ring_mask_]).store(entry, std::memory_order_relaxed);
+  ++ring_head_;
+  std::atomic_ref<std::uint32_t>(ring_->head).store(ring_head_, std::memory_order_release);
+  std::atomic_ref<std::uint32_t> sleeping(*dataplane_sleeping_);
+#if GOSSAMER_TSAN
+  if (sleeping.fetch_or(0, std::memory_order_seq_cst)) rt_.rack()->kick();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_relaxed)) rt_.rack()->kick();
+#endif
 }
 
 Worker::~Worker() {
@@ -64,7 +95,7 @@ void Worker::loop() {
     std::uint64_t t1 = cycles();
     worked |= served;
     worked |= flush_and_poll();         // client: responses in, requests out
-    if (id_ == 0 && rt_.main_done && rt_.quiescent()) rt_.stop();  // all done?
+    if (li_ == 0 && rt_.main_done) rt_.check_done(*this);  // all done?
 
     std::uint64_t now = cycles();
     if (served) serve_cycles_ += t1 - t0;
@@ -95,9 +126,11 @@ void Worker::publish_counters() {
 }
 
 void Worker::idle_backoff(bool worked) {
+  // Activity counts what can create work (fibers, requests, completions),
+  // where it happens; serving a request or polling does not bump it, so
+  // that rack probes, which are served like requests, leave it unchanged.
   if (worked) {
     idle_streak_ = 0;
-    ++activity_;
     return;
   }
   ++idle_streak_;
@@ -112,31 +145,30 @@ void Worker::idle_backoff(bool worked) {
   // Sleep. Announce it first, then look for work once more: a thread that
   // hands us work publishes it, fences, then reads wake_word_ (Dekker), so
   // either we see its work here or it sees our announcement and wakes us.
-  wake_word_.store(1, std::memory_order_seq_cst);
+  wake_word_->store(1, std::memory_order_seq_cst);
   bool found = serve_requests() | flush_and_poll() | (ready_head_ != nullptr);
   if (found || rt_.stopping()) {
-    wake_word_.store(0, std::memory_order_relaxed);
+    wake_word_->store(0, std::memory_order_relaxed);
     idle_streak_ = 0;
-    ++activity_;
     return;
   }
   // Worker 0 re-checks quiescence on its own after the timeout.
   timespec ts{0, kSleepNanos};
-  futex(&wake_word_, FUTEX_WAIT_PRIVATE, 1, &ts);
-  wake_word_.store(0, std::memory_order_relaxed);
+  futex(wake_word_, shared_wake_ ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, 1, &ts);
+  wake_word_->store(0, std::memory_order_relaxed);
 }
 
 void Worker::wake() {
   if (rt_.busy_polling() && !rt_.stopping()) return;
   // StoreLoad barrier between the caller's publishing store and this load.
 #if GOSSAMER_TSAN
-  if (wake_word_.fetch_or(0, std::memory_order_seq_cst)) {  // TSan has no fences
+  if (wake_word_->fetch_or(0, std::memory_order_seq_cst)) {  // TSan has no fences
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (wake_word_.load(std::memory_order_relaxed)) {
+  if (wake_word_->load(std::memory_order_relaxed)) {
 #endif
-    wake_word_.store(0, std::memory_order_relaxed);
-    futex(&wake_word_, FUTEX_WAKE_PRIVATE, 1, nullptr);
+    wake_word_->store(0, std::memory_order_relaxed);
+    futex(wake_word_, shared_wake_ ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1, nullptr);
   }
 }
 

@@ -7,20 +7,30 @@
 namespace gossamer::detail {
 
 Square::Square(std::uint32_t n) : n_(n) {
-  std::size_t cells = std::size_t(n) * n;
-  std::size_t primary = cells * abi::kPrimaryBytes, overflow = cells * abi::kOverflowBytes;
-  bytes_ = 2 * (primary + overflow);
-  // Anonymous pages: zeroed, page-aligned (so every block is cache-line
-  // aligned), and later replaceable by a memfd the dataplane maps too.
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!abi::segment_layout(n, n, &layout_)) throw std::bad_alloc();
+  anon_bytes_ = layout_.bytes;
+  // Anonymous pages: zeroed and page-aligned (so every block is cache-line
+  // aligned), laid out like a rack segment.
+  void* p = ::mmap(nullptr, anon_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  base_ = static_cast<std::byte*>(p);
-  req_primary_ = base_;
-  resp_primary_ = req_primary_ + primary;
-  req_overflow_ = resp_primary_ + primary;
-  resp_overflow_ = req_overflow_ + overflow;
+  anon_ = static_cast<std::byte*>(p);
+  place(anon_);
 }
 
-Square::~Square() { ::munmap(base_, bytes_); }
+Square::Square(std::byte* segment, const abi::SegmentLayout& layout, std::uint32_t total)
+    : n_(total), layout_(layout), segment_(segment) {
+  place(segment);
+}
+
+void Square::place(std::byte* base) {
+  req_primary_ = base + layout_.request_primary;
+  resp_primary_ = base + layout_.response_primary;
+  req_overflow_ = base + layout_.request_overflow;
+  resp_overflow_ = base + layout_.response_overflow;
+}
+
+Square::~Square() {
+  if (anon_) ::munmap(anon_, anon_bytes_);
+}
 
 }  // namespace gossamer::detail

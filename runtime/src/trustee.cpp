@@ -1,6 +1,9 @@
 // Trustee side: serve every request slot addressed to this thread. Each
 // record is validated (lengths, invoker id, property handle and type) before
 // anything runs; a bad record gets an error response, never trust.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -89,6 +92,22 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
       out.reserve(0);
       return;
     }
+    case abi::kBuiltinProbe: {
+      if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0)
+        return out.fail(abi::kNotAcrossHosts, "probes come from host 0");
+      w.publish_counters();  // our own latest state, not the last loop's
+      abi::RackProbe pr = w.rt().local_probe();
+      std::memcpy(out.reserve(sizeof pr), &pr, sizeof pr);
+      return;
+    }
+    case abi::kBuiltinStop: {
+      if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0)
+        return out.fail(abi::kNotAcrossHosts, "stops come from host 0");
+      out.reserve(0);
+      w.rt().rack()->finishing();
+      w.rt().stop();
+      return;
+    }
     case abi::kBuiltinComplete: {
       if (h.length < 16) return out.fail(abi::kMalformed, "completion body size");
       std::uint64_t token;
@@ -102,6 +121,8 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
     default:
       break;
   }
+  if (!w.rt().is_local(client) && (h.invoker & abi::kInvokerExternal))
+    return out.fail(abi::kNotAcrossHosts, "an in-process body cannot come from another host");
   const InvokerEntry* inv = w.rt().invoker(invoker);
   if (!inv) return out.fail(abi::kBadInvoker, "unknown invoker id");
   void* obj = nullptr;
@@ -132,7 +153,8 @@ bool Worker::serve_requests() {
     abi::RequestSlotHeader h;
     std::memcpy(&h, primary, sizeof h);  // copy, then validate
     h.seq = seq;
-    serve_slot(c, h);
+    if (rt_.is_local(c)) serve_slot(c, h);
+    else serve_remote_slot(c, h);
     served_seq_[c] = seq;
     worked = true;
   }
@@ -185,6 +207,154 @@ void Worker::serve_slot(ThreadId client, const abi::RequestSlotHeader& h) {
   ++slots_served_;
   out.finish(h.seq, h.count);
   rt_.worker(client).wake();
+}
+
+// ---- clients on other hosts -------------------------------------------------
+
+namespace {
+// Appends a batch's responses to the client's stream; emit_remote() moves
+// as much of it as fits into the response slot.
+class StreamResponseWriter final : public ResponseWriter {
+ public:
+  explicit StreamResponseWriter(ByteQueue& q) : q_(q) {}
+  std::byte* reserve(std::uint32_t len) override { return put(len, abi::kOk); }
+  void fail(std::uint32_t status, std::string_view message) override {
+    auto len = std::uint32_t(std::min<std::size_t>(message.size(), 256));
+    std::byte* p = put(len, status);
+    if (len) std::memcpy(p, message.data(), len);
+  }
+  std::uint32_t written() const { return written_; }
+
+ private:
+  std::byte* put(std::uint32_t len, std::uint32_t status) {
+    ++written_;
+    std::uint32_t size = sizeof(ResponseHeader) + abi::align_record(len);
+    std::byte* at = q_.grow(size);
+    ResponseHeader h{len, status};
+    std::memcpy(at, &h, sizeof h);
+    std::memset(at + sizeof h + len, 0, size - sizeof h - len);
+    return at + sizeof h;
+  }
+  ByteQueue& q_;
+  std::uint32_t written_ = 0;
+};
+}  // namespace
+
+void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h) {
+  auto& rc = remote_clients_[client];
+  if (!rc) rc = std::make_unique<RemoteClient>();
+  StreamResponseWriter out(rc->out);
+  struct Region {
+    const std::byte* p;
+    std::uint32_t len;
+  } regions[2] = {
+      {square_.request_primary(id_, client) + sizeof(abi::RequestSlotHeader),
+       std::min<std::uint32_t>(h.primary_len, abi::kRequestPrimaryData)},
+      {square_.request_overflow(id_, client),
+       std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
+  std::uint32_t done = 0, pieces = 0;
+  DelegatedScope scope;
+  for (const Region& r : regions) {
+    std::uint32_t off = 0;
+    while (done < h.count && off + sizeof(RequestHeader) <= r.len) {
+      RequestHeader rh;
+      std::memcpy(&rh, r.p + off, sizeof rh);
+      std::uint32_t size = sizeof rh + abi::align_record(rh.length);
+      if (rh.length > r.len || off + size > r.len) break;  // malformed: stop this block
+      const std::byte* body = r.p + off + sizeof rh;
+      ++done;
+      off += size;
+      if (rh.invoker == abi::kBuiltinPiece) {
+        if (rc->in_partial.size() + rh.length > (std::size_t(1) << 30)) {
+          rc->in_partial.clear();
+          out.fail(abi::kMalformed, "request larger than 1 GiB");
+          continue;
+        }
+        rc->in_partial.insert(rc->in_partial.end(), body, body + rh.length);
+        ++pieces;
+        continue;
+      }
+      if (!rc->in_partial.empty()) {
+        rc->in_partial.insert(rc->in_partial.end(), body, body + rh.length);
+        body = rc->in_partial.data();
+        rh.length = std::uint32_t(rc->in_partial.size());
+      }
+      std::uint32_t before = out.written();
+      dispatch(*this, client, rh, body, out);
+      if (out.written() == before) out.reserve(0);
+      if (out.written() != before + 1) fatal("an invoker wrote more than one response");
+      rc->in_partial.clear();
+    }
+  }
+  for (std::uint32_t i = done; i < h.count; ++i) out.fail(abi::kMalformed, "record unreadable");
+  requests_served_ += h.count - pieces;
+  ++slots_served_;
+  emit_remote(client, h.seq);
+}
+
+// Writes the front of the client's response stream into its slot: whole
+// responses while they fit, then a piece of the next one; kResponseMore
+// when something is left for the next batch to fetch.
+void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
+  RemoteClient& rc = *remote_clients_[client];
+  std::byte* primary = square_.response_primary(client, id_);
+  std::byte* overflow = square_.response_overflow(client, id_);
+  std::uint32_t pl = 0, ol = 0, count = 0;
+  int stage = 0;
+  while (rc.out_head < rc.out.size()) {
+    ResponseHeader rh;
+    std::memcpy(&rh, rc.out.data() + rc.out_head, sizeof rh);
+    const std::byte* data = rc.out.data() + rc.out_head + sizeof rh + rc.front_sent;
+    std::uint32_t left = rh.length - rc.front_sent;
+    std::uint32_t size = sizeof rh + abi::align_record(left);
+    std::byte* at;
+    if (stage == 0 && pl + size <= abi::kResponsePrimaryData) {
+      at = primary + sizeof(abi::ResponseSlotHeader) + pl;
+      pl += size;
+    } else if (ol + size <= abi::kOverflowBytes) {
+      stage = 1;
+      at = overflow + ol;
+      ol += size;
+    } else {
+      stage = 1;
+      std::uint32_t room = abi::kOverflowBytes - ol;
+      if (room < sizeof rh + abi::kRecordAlign) break;
+      std::uint32_t piece = (room - sizeof rh) & ~(abi::kRecordAlign - 1);
+      ResponseHeader ph{piece, rh.status | abi::kStatusPiece};
+      std::memcpy(overflow + ol, &ph, sizeof ph);
+      std::memcpy(overflow + ol + sizeof ph, data, piece);
+      ol += sizeof ph + piece;
+      rc.front_sent += piece;
+      ++count;
+      break;
+    }
+    ResponseHeader wh{left, rh.status};
+    std::memcpy(at, &wh, sizeof wh);
+    std::memcpy(at + sizeof wh, data, left);
+    std::memset(at + sizeof wh + left, 0, abi::align_record(left) - left);
+    rc.out_head += sizeof rh + abi::align_record(rh.length);
+    rc.front_sent = 0;
+    ++count;
+  }
+  bool more = rc.out_head < rc.out.size();
+  if (!more) {
+    rc.out.truncate(0);
+    rc.out_head = 0;
+  } else if (rc.out_head > rc.out.size() / 2) {
+    rc.out.consume_front(rc.out_head);
+    rc.out_head = 0;
+  }
+  abi::ResponseSlotHeader hdr{};
+  hdr.seq = seq;
+  hdr.count = std::uint16_t(count);
+  hdr.primary_len = std::uint16_t(pl);
+  hdr.overflow_len = std::uint16_t(ol);
+  hdr.flags = more ? abi::kResponseMore : 0;
+  std::memcpy(primary + sizeof hdr.seq, reinterpret_cast<std::byte*>(&hdr) + sizeof hdr.seq,
+              sizeof hdr - sizeof hdr.seq);
+  std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
+      .store(seq, std::memory_order_release);
+  ring_doorbell(abi::kDoorbellResponse | client);
 }
 
 }  // namespace gossamer::detail

@@ -63,6 +63,12 @@ struct Channel {
   std::uint32_t queued = 0;      // records in queue[head..]
   std::uint32_t inflight = 0;    // records in the slot awaiting responses
   std::uint32_t seq = 0;         // last request seq published
+  // To a trustee on another host: the trustee may hold responses back when
+  // they do not fit the slot (abi::kResponseMore); the next batch then
+  // fetches them, even if empty. Pieces of a response that spans slots
+  // gather in `partial`.
+  bool need_fetch = false;
+  std::vector<std::byte> partial;
   // Completions of inflight then queued records, in order (a ring whose
   // size is a power of two).
   std::vector<Completion> ring;
@@ -103,9 +109,19 @@ struct alignas(64) Published {
   std::atomic<std::uint64_t> fibers_ready{0};
 };
 
+// A trustee's state for one client on another host.
+struct RemoteClient {
+  ByteQueue out;                 // encoded responses not yet in a slot
+  std::size_t out_head = 0;      // first unsent byte of `out`
+  std::uint32_t front_sent = 0;  // body bytes of the front response already sent
+  std::vector<std::byte> in_partial;  // kBuiltinPiece bodies so far
+};
+
+bool is_control_completion(Completion::Fn fn);
+
 class Worker {
  public:
-  Worker(Runtime& rt, ThreadId id);
+  Worker(Runtime& rt, ThreadId id);  // id: the rack-wide thread id
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -135,6 +151,11 @@ class Worker {
   void send_deferred_toggles();
   void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
                        std::uint32_t len);
+  // A request that is not the application's (rack probes and stops): not
+  // counted in outstanding/activity, so it does not disturb quiescence.
+  void send_control(ThreadId to, std::uint32_t invoker, Completion done);
+  bool control_send() const { return control_send_; }
+  void publish_counters();
 
   // trustee side (trustee.cpp)
   PropertyTable& properties() { return props_; }
@@ -146,7 +167,9 @@ class Worker {
   std::uint64_t local_applies = 0;
 
   // wake-up (scheduler.cpp): 1 while the thread sleeps or is about to
-  std::atomic<std::uint32_t> wake_word_{0};
+  std::atomic<std::uint32_t>* wake_word_;  // own_wake_, or in the rack segment
+  std::atomic<std::uint32_t> own_wake_{0};
+  bool shared_wake_ = false;
   void wake();
 
  private:
@@ -159,7 +182,10 @@ class Worker {
   bool flush(ThreadId to);
   bool poll_responses(ThreadId to);
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
-  void publish_counters();
+  void serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
+  void emit_remote(ThreadId client, std::uint32_t seq);
+  bool poll_remote_responses(ThreadId to);
+  void ring_doorbell(std::uint32_t entry);
 
   [[noreturn]] static void fiber_main_fail(const char* what);
   static boost::context::fiber fiber_entry(Fiber* f, boost::context::fiber&& sched);
@@ -168,7 +194,14 @@ class Worker {
 
   Runtime& rt_;
   ThreadId id_;
+  std::uint32_t li_;  // index among this host's workers
   Square& square_;
+  // doorbell ring (rack only)
+  abi::DoorbellRing* ring_ = nullptr;
+  std::uint32_t* ring_entries_ = nullptr;
+  std::uint32_t ring_head_ = 0, ring_mask_ = 0;
+  std::uint32_t* dataplane_sleeping_ = nullptr;
+  bool control_send_ = false;
 
   // scheduler
   Fiber* ready_head_ = nullptr;
@@ -185,6 +218,7 @@ class Worker {
   // trustee
   PropertyTable props_;
   std::vector<std::uint32_t> served_seq_;  // per client
+  std::vector<std::unique_ptr<RemoteClient>> remote_clients_;  // per client, lazily
 
   // client
   std::vector<Channel> channels_;

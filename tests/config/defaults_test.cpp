@@ -23,7 +23,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
 
   EXPECT_EQ(c.dataplane.driver, Driver::automatic);
   EXPECT_EQ(c.dataplane.eal_args,
-            (std::vector<std::string>{"--in-memory", "--no-huge", "-m", "256"}));
+            (std::vector<std::string>{"--no-huge", "-m", "256", "--no-shconf"}));
   EXPECT_EQ(c.dataplane.port, 0u);
   EXPECT_EQ(c.dataplane.verbs.device, "");
   EXPECT_EQ(c.dataplane.verbs.port, 1u);

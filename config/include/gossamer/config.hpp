@@ -131,7 +131,7 @@ struct DataplaneConfig {
   // Extra DPDK EAL arguments. The default runs without hugepages and without
   // shared runtime files, so several dataplanes (rack in a box) can share a
   // small machine; production hosts should drop --no-huge and -m.
-  std::vector<std::string> eal_args = {"--in-memory", "--no-huge", "-m", "256"};
+  std::vector<std::string> eal_args = {"--no-huge", "-m", "256", "--no-shconf"};
   std::uint16_t port = 0;         // DPDK port id
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -192,6 +193,10 @@ void launch_invoke(Invocation& inv) {
 // reachable from another host).
 template <class T>
 void entrust_invoke(Invocation& inv) {
+  if (!is_local_thread(inv.client)) {  // the body is an address in another process
+    inv.out->fail(abi::kNotAcrossHosts, "entrust by address from another host");
+    return;
+  }
   if (inv.length != 2 * sizeof(std::uint64_t)) {
     inv.out->fail(abi::kMalformed, "entrust body size");
     return;
@@ -200,6 +205,27 @@ void entrust_invoke(Invocation& inv) {
   std::memcpy(&addr, inv.body, sizeof addr);
   std::memcpy(&id, inv.body + 8, sizeof id);
   T* obj = reinterpret_cast<T*>(addr);
+  PropertyHandle h = local_entrust(obj, [](void* p) { delete static_cast<T*>(p); }, type_key<T>(), id);
+  std::memcpy(inv.out->reserve(sizeof h.raw), &h.raw, sizeof h.raw);
+}
+
+// Trustee side of entrust from another host: the value arrives serialized
+// (trivially copyable types as bytes, others with cereal), then a trust id.
+template <class T>
+void entrust_remote_invoke(Invocation& inv) {
+  if (inv.length < sizeof(std::uint64_t)) {
+    inv.out->fail(abi::kMalformed, "entrust body size");
+    return;
+  }
+  std::uint64_t id;
+  std::memcpy(&id, inv.body, sizeof id);
+  T* obj;
+  try {
+    obj = new T(std::move(std::get<0>(decode_args<T>(inv.body + 8, inv.length - 8))));
+  } catch (const std::exception& e) {
+    inv.out->fail(abi::kMalformed, e.what());
+    return;
+  }
   PropertyHandle h = local_entrust(obj, [](void* p) { delete static_cast<T*>(p); }, type_key<T>(), id);
   std::memcpy(inv.out->reserve(sizeof h.raw), &h.raw, sizeof h.raw);
 }
@@ -476,6 +502,25 @@ class TrusteeRef {
       return Trust<V>(index_, h, id);
     }
     detail::require_blocking("entrust() on another thread's trustee");
+    if (!detail::is_local_thread(index_)) {
+      // Another host: the value travels serialized, built there.
+      if constexpr (detail::is_raw_type_v<V> || detail::is_cereal_type_v<V>) {
+        std::unique_ptr<V> own(obj);
+        using Inv = detail::Invoker<&detail::entrust_remote_invoke<V>, void>;
+        detail::Waiter<std::uint64_t> w;
+        w.fiber = detail::current_fiber();
+        detail::RecordWriter rw(index_, Inv::id(), {});
+        rw.append(&id, sizeof id);
+        detail::encode_args(rw, *own);
+        rw.close(detail::Completion::make(&detail::complete_wait<std::uint64_t>, &w));
+        std::uint64_t raw = detail::wait_for(w, "entrust()");
+        return Trust<V>(index_, detail::PropertyHandle{raw}, id);
+      } else {
+        delete obj;
+        detail::fatal("entrust() on a trustee of another host needs a type that is trivially "
+                      "copyable or has a cereal serialize() member");
+      }
+    }
     using Inv = detail::Invoker<&detail::entrust_invoke<V>, void>;
     detail::Waiter<std::uint64_t> w;
     w.fiber = detail::current_fiber();

@@ -80,6 +80,10 @@ enum BuiltinInvoker : std::uint32_t {
   kBuiltinInvalid = 0,
   kBuiltinToggleRef = 1,    // body: u64 trust id; symmetric difference (001 §5.4)
   kBuiltinComplete = 2,     // body: u64 token, then the result bytes (launch, spawn_on)
+  kBuiltinProbe = 3,        // rack quiescence probe; response: RackProbe (no body)
+  kBuiltinStop = 4,         // the rack run is over: stop serving (from host 0 only)
+  kBuiltinPiece = 5,        // body: the next piece of the following record's body
+                            // (records larger than a block, across hosts only)
   kFirstUserInvoker = 16,
 };
 
@@ -97,7 +101,16 @@ enum Status : std::uint32_t {
   kWrongType = 3,        // invoker's property type differs from the property's
   kMalformed = 4,        // lengths or body do not decode
   kException = 5,        // the closure threw; body is the what() text
+  kNotAcrossHosts = 6,   // the request cannot come from another host
 };
+
+// Response of kBuiltinProbe.
+struct RackProbe {
+  std::uint32_t idle;       // every thread of the host idle (no fiber, request, parked completion)
+  std::uint32_t reserved;
+  std::uint64_t activity;   // sum of the threads' activity counters
+};
+static_assert(sizeof(RackProbe) == 16);
 
 constexpr std::uint32_t align_record(std::uint32_t n) {
   return (n + kRecordAlign - 1) & ~(kRecordAlign - 1);
@@ -111,6 +124,6 @@ static_assert(kResponsePrimaryData % kRecordAlign == 0);
 
 // The layout version: bump when anything above changes.
 inline constexpr std::uint32_t kLayoutVersion =
-    1u << 24 | kPrimaryBytes << 12 | (kOverflowBytes >> 6);
+    2u << 24 | kPrimaryBytes << 12 | (kOverflowBytes >> 6);
 
 }  // namespace gossamer::abi

@@ -34,6 +34,7 @@ class Worker;
 // Where the calling code runs; blocking operations check it.
 Worker* current_worker() noexcept;          // nullptr outside gossamer::run
 ThreadId thread_count_() noexcept;
+bool is_local_thread(ThreadId t) noexcept;  // on this host (always true standalone)
 [[noreturn]] void fatal(std::string_view what);
 
 // What the checks on every delegation call need, in one thread-local

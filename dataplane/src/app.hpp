@@ -1,0 +1,82 @@
+// An attached application instance, seen from the dataplane: its socket, its
+// mapped segment, and what the dataplane remembers about each slot so that
+// nothing an application writes can make it act twice or out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gossamer/abi/attach.hpp>
+
+namespace gossamer::dataplane {
+
+// What the handshake checks before anything is mapped. Pure, so that the
+// fuzz target can call it. `msg_len` is what recv returned; `hdr` is a copy
+// of the segment's first bytes (valid when `segment_size` >= its size).
+struct AttachCheck {
+  std::uint32_t host_index;
+  std::uint32_t host_count;
+  std::uint64_t segment_size;   // fstat of the memfd
+  bool sealed;                  // F_SEAL_SHRINK and F_SEAL_GROW present
+  int fds;                      // descriptors received
+};
+// Returns "" when the attach may proceed, else the reason sent back.
+std::string check_attach(const void* msg, std::size_t msg_len, const abi::SegmentHeader& hdr,
+                         const AttachCheck& c, abi::SegmentLayout* layout);
+
+struct App {
+  int sock = -1;
+  int memfd = -1;
+  int eventfd = -1;
+  std::uint32_t pid = 0;
+  std::uint64_t key = 0;          // run key
+  std::uint64_t build_hash = 0;
+  std::uint32_t instance = 0;
+  std::uint32_t total = 0, first = 0, local = 0;
+  bool started = false;
+  bool bad = false;               // broke the contract: detached at the next chance
+  std::string bad_reason;
+  std::uint8_t* base = nullptr;
+  std::size_t bytes = 0;
+  abi::SegmentLayout layout{};
+  // Per local thread: dataplane's copy of its doorbell tail.
+  std::vector<std::uint32_t> tail;
+  // Slot bookkeeping, indexed [local][global]:
+  //   out_req: last request seq shipped for (client local, trustee remote)
+  //   in_req:  last request seq written for (trustee local, client remote)
+  //   out_resp: last response seq shipped for (trustee local, client remote)
+  std::vector<std::uint32_t> out_req, in_req, out_resp;
+  std::uint64_t doorbells = 0, malformed = 0;
+
+  bool is_local(std::uint32_t g) const { return g >= first && g < first + local; }
+  std::uint32_t& at(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
+    return v[std::size_t(local_i) * total + g];
+  }
+  std::uint8_t* request_primary(std::uint32_t trustee, std::uint32_t client) {
+    return base + layout.request_primary + (std::size_t(trustee) * total + client) * abi::kPrimaryBytes;
+  }
+  std::uint8_t* request_overflow(std::uint32_t trustee, std::uint32_t client) {
+    return base + layout.request_overflow + (std::size_t(trustee) * total + client) * abi::kOverflowBytes;
+  }
+  std::uint8_t* response_primary(std::uint32_t client, std::uint32_t trustee) {
+    return base + layout.response_primary + (std::size_t(client) * total + trustee) * abi::kPrimaryBytes;
+  }
+  std::uint8_t* response_overflow(std::uint32_t client, std::uint32_t trustee) {
+    return base + layout.response_overflow + (std::size_t(client) * total + trustee) * abi::kOverflowBytes;
+  }
+  std::uint32_t* wake_word(std::uint32_t local_i) {
+    return reinterpret_cast<std::uint32_t*>(base + layout.wake_words + local_i * abi::kWakeStride);
+  }
+  abi::DoorbellRing* ring(std::uint32_t local_i) {
+    return reinterpret_cast<abi::DoorbellRing*>(base + layout.doorbells + local_i * layout.doorbell_stride);
+  }
+  std::uint32_t* sleeping() {
+    return reinterpret_cast<std::uint32_t*>(base + offsetof(abi::SegmentHeader, dataplane_sleeping));
+  }
+  void wake_thread(std::uint32_t local_i);
+};
+
+std::uint64_t hash_build_id(const std::uint8_t* id, std::size_t len);
+
+}  // namespace gossamer::dataplane

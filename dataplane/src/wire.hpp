@@ -1,0 +1,157 @@
+// The wire format between dataplanes: UDP/IPv4 frames (so tshark can read
+// them and routers can carry them). Structs, constants and the parser; the
+// format is also described in dataplane/README.md, which must stay in step.
+//
+//   Ethernet (14) | IPv4 (20, no options) | UDP (8) | FrameHeader (40) | records
+//
+// Every frame belongs to one connection: (source host, destination host,
+// connection index). Each direction of a connection is a reliable, in-order
+// stream of data frames numbered from 1 (`seq`); `ack` acknowledges, for the
+// reverse direction, every frame up to and including that number; `credit`
+// is the highest seq the frame's receiver may send (FLOCK credits, papers
+// 002 §3.4.1). `boot` names the sender's incarnation: a new value resets the
+// connection. Ack-only frames carry seq 0 and no records.
+//
+// A data frame carries `records` records back to back, each a WireRecord
+// followed by `primary_len + overflow_len` payload bytes, padded to 8:
+//   kRecRequest   a request slot's records: client (on the source host) ->
+//                 trustee (on the destination host), slot seq `slot_seq`
+//   kRecResponse  the answer to it, trustee -> client
+//   kRecAttach    an application instance attached on the source host;
+//                 payload: AttachAnnounce
+//   kRecDetach    it detached; payload: AttachAnnounce
+//
+// All integers are little-endian (the byte order of every host we run on);
+// IPv4/UDP headers are in network order as usual.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace gossamer::dataplane::wire {
+
+inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
+inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
+inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
+inline constexpr std::size_t kMaxFrame = kEthBytes + kMtu;    // 1514
+inline constexpr std::size_t kMaxUdpPayload = kMtu - kIpBytes - kUdpBytes;
+
+enum FrameType : std::uint8_t { kData = 1, kAckOnly = 2 };
+inline constexpr std::uint8_t kFlagRenew = 1;  // sender asks for more credit
+
+struct FrameHeader {
+  std::uint32_t magic;
+  std::uint8_t version;
+  std::uint8_t type;        // FrameType
+  std::uint8_t conn;        // connection index within the host pair
+  std::uint8_t flags;       // kFlagRenew
+  std::uint16_t src_host;
+  std::uint16_t dst_host;
+  std::uint32_t boot;       // sender incarnation
+  std::uint32_t seq;        // data: this frame's number (from 1); ack-only: 0
+  std::uint32_t ack;        // every frame <= ack of the reverse direction arrived
+  std::uint32_t credit;     // the receiver of this frame may send up to this seq
+  std::uint16_t records;
+  std::uint16_t length;     // bytes of records after this header
+  std::uint16_t coalesced;  // requests (slot records) in this frame, for stats
+  std::uint16_t reserved0;
+  std::uint32_t reserved1;
+};
+static_assert(sizeof(FrameHeader) == 40);
+static_assert(std::is_trivially_copyable_v<FrameHeader>);
+
+inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader);  // 1432
+
+enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach = 3, kRecDetach = 4 };
+
+struct WireRecord {
+  std::uint8_t kind;        // RecordKind
+  std::uint8_t reserved0;
+  std::uint16_t count;      // slot header count
+  std::uint16_t client;     // global thread ids
+  std::uint16_t trustee;
+  std::uint32_t slot_seq;
+  std::uint16_t primary_len;
+  std::uint16_t overflow_len;
+  std::uint16_t slot_flags;
+  std::uint16_t reserved1;
+  std::uint32_t reserved2;
+  std::uint64_t app;        // the run key of the application
+};
+static_assert(sizeof(WireRecord) == 32);
+static_assert(std::is_trivially_copyable_v<WireRecord>);
+
+struct AttachAnnounce {
+  std::uint64_t build_hash;     // hash of the executable's build-id
+  std::uint32_t total_threads;
+  std::uint32_t instance;       // random per attach, names this instance
+};
+static_assert(sizeof(AttachAnnounce) == 16);
+
+constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
+
+// Why a frame was dropped. Every value is a counter in the dataplane's stats.
+enum class Drop : std::uint8_t {
+  kNone = 0,
+  kTooShort,        // shorter than the headers it claims
+  kNotIpv4,         // ethertype
+  kIpHeader,        // version, IHL (options), total length, fragment
+  kIpChecksum,
+  kNotUdp,
+  kNotForUs,        // destination address or port
+  kUdpLength,
+  kUdpChecksum,
+  kBadMagic,
+  kBadVersion,
+  kBadType,
+  kBadHost,         // source host unknown or not matching the source address
+  kBadConn,         // connection index out of range
+  kBadRecord,       // a record's kind or lengths are wrong
+  kCount
+};
+const char* drop_name(Drop d);
+
+// What the parser returns for a frame that passed every check. Pointers
+// point into the frame buffer.
+struct ParsedFrame {
+  FrameHeader hdr;
+  std::uint32_t src_ip;            // network order
+  const std::uint8_t* records;     // hdr.length bytes
+  const std::uint8_t* src_mac;
+};
+
+struct Endpoint {
+  std::uint32_t ip;                // network order
+  std::uint16_t port;              // host order
+};
+
+// The frame's bytes are untrusted. Checks every header, every record's
+// lengths and kinds, and that the source is rack host `hdr.src_host` (its
+// address in `hosts[src_host]`, of `host_count`) — never reads beyond `len`.
+Drop parse_frame(const std::uint8_t* frame, std::size_t len, const Endpoint& self,
+                 const Endpoint* hosts, std::size_t host_count, std::uint32_t self_host,
+                 std::uint32_t connections, ParsedFrame* out);
+
+// Walks the records of a parsed frame (already validated by parse_frame).
+struct RecordView {
+  WireRecord rec;
+  const std::uint8_t* payload;     // primary_len + overflow_len bytes
+};
+class RecordCursor {
+ public:
+  RecordCursor(const std::uint8_t* p, std::size_t len) : p_(p), end_(p + len) {}
+  bool next(RecordView* out);
+ private:
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+};
+
+// Writes Ethernet/IPv4/UDP headers for `payload_len` bytes already placed
+// after them, with the IPv4 checksum and the UDP checksum.
+void write_l2l4(std::uint8_t* frame, const std::uint8_t src_mac[6], const std::uint8_t dst_mac[6],
+                const Endpoint& src, const Endpoint& dst, std::size_t payload_len);
+
+}  // namespace gossamer::dataplane::wire

@@ -1,0 +1,178 @@
+// The attach contract between an application (libgossamer) and its host's
+// gossamer-dataplane: the shared-memory segment the application hands over
+// (a sealed memfd) and the messages on the dataplane's unix socket. Structs
+// only, no logic; offsets, never pointers (STYLE.md "Interfaces between
+// processes"). Included by both sides; neither includes the other's private
+// headers.
+//
+// The dataplane treats everything in the segment as untrusted: it copies a
+// value out, then validates it, and recomputes every offset from the thread
+// counts instead of following the header's.
+//
+// Segment layout (all offsets from the segment start, 4 KiB aligned):
+//
+//   SegmentHeader                                   at 0, one page
+//   request primary blocks   [trustee][client]      T*T * kPrimaryBytes
+//   response primary blocks  [client][trustee]      T*T * kPrimaryBytes
+//   request overflow blocks  [trustee][client]      T*T * kOverflowBytes
+//   response overflow blocks [client][trustee]      T*T * kOverflowBytes
+//   wake words               [local thread]         L * kWakeStride
+//   doorbell rings           [local thread]         L * doorbell_stride
+//
+// T is the rack's thread count (global thread ids), L this host's share. A
+// request slot (trustee r, client c) with c local and r remote is written by
+// client c and read by the dataplane; with c remote and r local it is written
+// by the dataplane and served by trustee r. Response slots mirror that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <gossamer/abi/slots.hpp>
+
+namespace gossamer::abi {
+
+inline constexpr std::uint64_t kSegmentMagic = 0x31524d4153534f47ull;  // "GOSSAMR1"
+inline constexpr std::uint32_t kAttachVersion = 1;
+inline constexpr std::uint32_t kMaxRackThreads = 4096;
+inline constexpr std::uint32_t kMaxRackHosts = 64;
+inline constexpr std::size_t kPage = 4096;
+inline constexpr std::size_t kWakeStride = 64;  // one futex word per cache line
+
+// Doorbell ring entries. A client rings after publishing a request slot to a
+// remote trustee; a trustee rings after answering a remote client.
+inline constexpr std::uint32_t kDoorbellResponse = 0x8000'0000u;  // else: request
+inline constexpr std::uint32_t kDoorbellPeerMask = 0x0000'ffffu;  // global thread id
+
+// One single-producer (the application thread), single-consumer (the
+// dataplane) ring. `head` and `tail` are free-running counters.
+struct DoorbellRing {
+  std::uint32_t head;  // written by the application thread (release)
+  std::uint8_t pad0[60];
+  std::uint32_t tail;  // written by the dataplane (release)
+  std::uint8_t pad1[60];
+  // std::uint32_t entries[doorbell_entries] follow
+};
+static_assert(sizeof(DoorbellRing) == 128);
+static_assert(offsetof(DoorbellRing, tail) == 64);
+
+// Flags in ResponseSlotHeader::flags for slots that crossed hosts.
+inline constexpr std::uint16_t kResponseMore = 1;  // the trustee holds more responses
+
+// ResponseHeader::status bit: this record is a piece of a response; the next
+// record continues it (responses larger than a slot cross hosts in pieces).
+inline constexpr std::uint32_t kStatusPiece = 0x8000'0000u;
+
+struct SegmentHeader {
+  std::uint64_t magic;               // kSegmentMagic
+  std::uint32_t attach_version;      // kAttachVersion
+  std::uint32_t slot_layout;         // kLayoutVersion
+  std::uint64_t segment_bytes;
+  std::uint32_t total_threads;       // T
+  std::uint32_t first_thread;        // global id of this host's thread 0
+  std::uint32_t local_threads;       // L
+  std::uint32_t host_index;
+  std::uint32_t host_count;
+  std::uint32_t doorbell_entries;    // power of two, >= 2 * T
+  std::uint64_t request_primary;     // offsets, see above
+  std::uint64_t response_primary;
+  std::uint64_t request_overflow;
+  std::uint64_t response_overflow;
+  std::uint64_t wake_words;
+  std::uint64_t doorbells;
+  std::uint64_t doorbell_stride;
+  // The dataplane sets this (seq_cst) before it blocks on its eventfd and
+  // clears it when it wakes; an application thread that rang a doorbell and
+  // sees it set writes the eventfd (Dekker, as for the runtime's threads).
+  std::uint32_t dataplane_sleeping;
+  std::uint32_t reserved0;
+  std::uint8_t reserved[144];
+};
+static_assert(sizeof(SegmentHeader) == 256);
+static_assert(offsetof(SegmentHeader, total_threads) == 24);
+static_assert(offsetof(SegmentHeader, request_primary) == 48);
+static_assert(offsetof(SegmentHeader, dataplane_sleeping) == 104);
+static_assert(std::is_trivially_copyable_v<SegmentHeader>);
+
+// The layout every reader recomputes from (T, L); returns false when the
+// counts are out of range.
+struct SegmentLayout {
+  std::uint64_t request_primary, response_primary, request_overflow, response_overflow;
+  std::uint64_t wake_words, doorbells, doorbell_stride, bytes;
+  std::uint32_t doorbell_entries;
+};
+
+constexpr std::uint64_t page_round(std::uint64_t n) { return (n + kPage - 1) & ~std::uint64_t(kPage - 1); }
+
+constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentLayout* out) {
+  if (total == 0 || total > kMaxRackThreads || local == 0 || local > total) return false;
+  std::uint32_t entries = 2;
+  while (entries < 2 * total) entries *= 2;
+  std::uint64_t cells = std::uint64_t(total) * total;
+  SegmentLayout l{};
+  l.request_primary = kPage;
+  l.response_primary = l.request_primary + page_round(cells * kPrimaryBytes);
+  l.request_overflow = l.response_primary + page_round(cells * kPrimaryBytes);
+  l.response_overflow = l.request_overflow + page_round(cells * kOverflowBytes);
+  l.wake_words = l.response_overflow + page_round(cells * kOverflowBytes);
+  l.doorbells = l.wake_words + page_round(std::uint64_t(local) * kWakeStride);
+  l.doorbell_entries = entries;
+  l.doorbell_stride = (sizeof(DoorbellRing) + entries * 4 + 63) & ~std::uint64_t(63);
+  l.bytes = l.doorbells + page_round(local * l.doorbell_stride);
+  *out = l;
+  return true;
+}
+
+// ---- the unix socket (SOCK_SEQPACKET): one struct per message ---------------
+
+enum MessageType : std::uint32_t {
+  kMsgAttach = 1,       // app -> dataplane, with the memfd and an eventfd (SCM_RIGHTS)
+  kMsgAttachOk = 2,     // dataplane -> app: attached; wait for kMsgStart
+  kMsgRefused = 3,      // dataplane -> app: `text` says why; the socket closes
+  kMsgStart = 4,        // dataplane -> app: every host's instance is attached: run
+  kMsgPeerLost = 5,     // dataplane -> app: host `host` lost its instance
+  kMsgDetach = 6,       // app -> dataplane: finished; drain my doorbells
+  kMsgDetached = 7,     // dataplane -> app: drained; the app may unmap and exit
+};
+
+inline constexpr std::uint32_t kMaxBuildId = 64;
+
+struct AttachRequest {
+  std::uint32_t type;            // kMsgAttach
+  std::uint32_t attach_version;  // kAttachVersion
+  std::uint32_t slot_layout;     // kLayoutVersion
+  std::uint32_t build_id_len;    // bytes of build_id used
+  std::uint8_t build_id[kMaxBuildId];  // GNU build-id of the executable
+  std::uint64_t run_key;         // names the rack run (GOSSAMER_RUN_ID), 0 = none
+  std::uint32_t total_threads;
+  std::uint32_t pid;
+  std::uint64_t segment_bytes;
+};
+static_assert(sizeof(AttachRequest) == 104);
+static_assert(std::is_trivially_copyable_v<AttachRequest>);
+
+struct DataplaneMessage {
+  std::uint32_t type;            // kMsgAttachOk .. kMsgDetached
+  std::uint32_t host;            // kMsgPeerLost: the host; else this host's index
+  std::uint32_t host_count;
+  std::uint32_t reserved;
+  char text[240];                // NUL-terminated reason (kMsgRefused, kMsgPeerLost)
+};
+static_assert(sizeof(DataplaneMessage) == 256);
+
+struct AppMessage {
+  std::uint32_t type;            // kMsgDetach
+  std::uint32_t reserved;
+};
+static_assert(sizeof(AppMessage) == 8);
+
+// Threads of the rack, spread evenly: host h holds [first, first + count).
+constexpr void host_threads(std::uint32_t total, std::uint32_t hosts, std::uint32_t h,
+                            std::uint32_t* first, std::uint32_t* count) {
+  std::uint32_t base = total / hosts, extra = total % hosts;
+  *count = base + (h < extra ? 1 : 0);
+  *first = h * base + (h < extra ? h : extra);
+}
+
+}  // namespace gossamer::abi

@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Tests tools/rack-in-a-box: namespaces, addressing, exec, generated configs,
+# netem, dataplane start/stop (with a stub dataplane), up/down idempotence.
+#
+#   rack_in_a_box_net.sh BUILD_DIR
+#
+# BUILD_DIR must hold tools/gossamerctl/gossamerctl. Needs root; exits 77
+# (skipped) without it or without usable network namespaces. Uses a private
+# state directory and namespace prefix, so it never touches a rack that is
+# already up.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+rack=$repo/tools/rack-in-a-box
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+ok() { echo "ok: $*"; }
+
+[ $# -ge 1 ] || fail "usage: $0 BUILD_DIR"
+build=$(cd "$1" && pwd) || fail "build directory '$1' does not exist"
+ctl=$build/tools/gossamerctl/gossamerctl
+[ -x "$ctl" ] || fail "$ctl not found (build the project first)"
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
+for t in ip ping ethtool tc python3; do
+  command -v "$t" >/dev/null 2>&1 || skip "'$t' is not installed"
+done
+
+prefix=gt$$
+prefix=${prefix:0:8}
+probe=${prefix}-probe
+ip netns add "$probe" 2>/dev/null || skip "'ip netns add' does not work here"
+ip netns del "$probe"
+
+tmp=$(mktemp -d /tmp/rack-test.XXXXXX)
+export GOSSAMER_RACK_DIR=$tmp/rack
+export GOSSAMER_RACK_PREFIX=$prefix
+unset GOSSAMER_BUILD
+
+stub_pids=()
+cleanup() {
+  local rc=$? p
+  "$rack" down >/dev/null 2>&1 || true
+  # Stub dataplanes a broken `down` left behind (only ours: they run from $tmp).
+  for p in "${stub_pids[@]}"; do
+    if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -qF "$tmp/build/"; then
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  # Belt and braces: the namespaces are global names.
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    case "$ns" in "$prefix"-*) ip netns del "$ns" 2>/dev/null || true ;; esac
+  done
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Namespaces of this test's prefix currently present, sorted, space-separated.
+our_namespaces() {
+  ip netns list | awk '{print $1}' | grep -E "^$prefix-" | sort | tr '\n' ' ' || true
+}
+
+ping_from() {  # ping_from HOST IP
+  "$rack" exec "$1" -- ping -c1 -W2 "$2" >/dev/null 2>&1
+}
+
+# -- usage and argument errors
+"$rack" --help | grep -q "up --hosts N" || fail "--help does not show the usage"
+if "$rack" bogus >/dev/null 2>&1; then fail "an unknown command succeeded"; fi
+if "$rack" up --hosts 0 --no-dataplane >/dev/null 2>&1; then fail "up --hosts 0 succeeded"; fi
+if "$rack" up --hosts 17 --no-dataplane >/dev/null 2>&1; then fail "up --hosts 17 succeeded"; fi
+if "$rack" exec 0 -- true >/dev/null 2>&1; then fail "exec succeeded with no rack up"; fi
+"$rack" down >/dev/null || fail "down with nothing up failed"
+[ -z "$(our_namespaces)" ] || fail "argument errors left namespaces: $(our_namespaces)"
+ok "usage and argument errors"
+
+# -- up
+"$rack" up --hosts 3 --no-dataplane --build "$build" || fail "up --hosts 3 --no-dataplane failed"
+want="$prefix-h0 $prefix-h1 $prefix-h2 $prefix-sw "
+[ "$(our_namespaces)" = "$want" ] || fail "namespaces are '$(our_namespaces)', want '$want'"
+[ "$(cat "$GOSSAMER_RACK_DIR/hosts")" = 3 ] || fail "hosts file does not say 3"
+[ "$(cat "$GOSSAMER_RACK_DIR/build")" = "$build" ] || fail "build file does not name $build"
+ok "up created $want"
+
+for i in 0 1 2; do
+  mac=$(ip -n "$prefix-h$i" -br link show dev veth0 | awk '{print $3}')
+  [ "$mac" = "02:00:c6:12:00:0$((i + 1))" ] || fail "h$i veth0 MAC is '$mac'"
+  ip -n "$prefix-h$i" -4 -br addr show dev veth0 | grep -q "198.18.0.$((i + 1))/24" ||
+    fail "h$i veth0 lacks 198.18.0.$((i + 1))/24"
+  ip -n "$prefix-h$i" link show dev lo | grep -q 'UP' || fail "h$i lo is down"
+done
+ip netns exec "$prefix-h0" ethtool -k veth0 | grep -q '^generic-receive-offload: off' ||
+  fail "GRO is still on in h0"
+ip -n "$prefix-sw" -br link show master br0 | grep -c '^h[0-9]' | grep -qx 3 ||
+  fail "br0 does not have 3 ports"
+ok "addresses, MACs, offloads and bridge ports"
+
+if "$rack" up --hosts 2 --no-dataplane --build "$build" >"$tmp/up2.out" 2>&1; then
+  fail "a second up succeeded"
+fi
+grep -q "down" "$tmp/up2.out" || fail "second up does not tell to run down: $(cat "$tmp/up2.out")"
+[ "$(our_namespaces)" = "$want" ] || fail "second up changed the namespaces"
+ok "second up refused"
+
+# -- connectivity
+ping_from 0 198.18.0.2 || fail "h0 cannot ping 198.18.0.2"
+ping_from 0 198.18.0.3 || fail "h0 cannot ping 198.18.0.3"
+ping_from 2 198.18.0.1 || fail "h2 cannot ping 198.18.0.1"
+ok "ping between hosts"
+
+# -- exec
+# shellcheck disable=SC2016  # expanded by the inner shell, in the namespace
+got=$("$rack" exec 1 -- sh -c 'echo $GOSSAMER_CONFIG')
+[ "$got" = "$GOSSAMER_RACK_DIR/h1.yaml" ] || fail "exec 1 saw GOSSAMER_CONFIG='$got'"
+rc=0
+"$rack" exec 2 -- sh -c 'exit 7' || rc=$?
+[ "$rc" -eq 7 ] || fail "exec did not pass on the exit status 7 (got $rc)"
+if "$rack" exec 3 -- true 2>"$tmp/exec3.err"; then fail "exec 3 succeeded on a 3-host rack"; fi
+grep -q "out of range" "$tmp/exec3.err" || fail "exec 3: unclear error: $(cat "$tmp/exec3.err")"
+ok "exec"
+
+# -- configs
+for i in 0 1 2; do
+  f=$GOSSAMER_RACK_DIR/h$i.yaml
+  "$ctl" config check "$f" || fail "gossamerctl config check rejected $f"
+  grep -q "index: $i" "$f" || fail "$f lacks index: $i"
+  grep -q "socket: \"$GOSSAMER_RACK_DIR/h$i/dataplane.sock\"" "$f" || fail "$f has the wrong socket"
+  grep -q -- "--vdev=net_af_packet0,iface=veth0" "$f" || fail "$f lacks the af_packet vdev"
+done
+grep -c 'mac: 02:00:c6:12:00:0[123]' "$GOSSAMER_RACK_DIR/h0.yaml" | grep -qx 3 || fail "h0.yaml lacks the 3 MACs"
+ok "configs pass gossamerctl config check"
+
+# -- netem
+if "$rack" netem "" >/dev/null 2>&1; then fail "netem with an empty spec succeeded"; fi
+if "$rack" netem "loss 100%" >"$tmp/netem.out" 2>&1; then
+  if ping_from 0 198.18.0.2; then fail "ping went through with netem loss 100%"; fi
+  "$rack" netem off || fail "netem off failed"
+  ping_from 0 198.18.0.2 || fail "ping fails after netem off"
+  "$rack" netem off || fail "a second netem off failed"
+  ok "netem loss 100% and off"
+elif grep -q "no netem qdisc" "$tmp/netem.out"; then
+  echo "SKIP (part): this kernel has no netem qdisc; netem not tested"
+  "$rack" netem off || fail "netem off failed"
+else
+  fail "netem 'loss 100%' failed: $(cat "$tmp/netem.out")"
+fi
+
+# -- down
+"$rack" down || fail "down failed"
+[ -z "$(our_namespaces)" ] || fail "down left namespaces: $(our_namespaces)"
+[ ! -e "$GOSSAMER_RACK_DIR" ] || fail "down left $GOSSAMER_RACK_DIR"
+"$rack" down || fail "a second down failed"
+ok "down, twice"
+
+# -- dataplane management, with a stub dataplane that creates its socket
+stub=$tmp/build
+mkdir -p "$stub/dataplane" "$stub/tools/gossamerctl"
+ln -s "$ctl" "$stub/tools/gossamerctl/gossamerctl"
+cat >"$stub/dataplane/gossamer-dataplane" <<'EOF'
+#!/usr/bin/env python3
+# Stub dataplane: binds the socket named in the config and waits for SIGTERM.
+# RACK_STUB=fail exits at once; RACK_STUB=stubborn ignores SIGTERM.
+import os, re, signal, socket, sys, time
+cfg = sys.argv[sys.argv.index("--config") + 1]
+path = re.search(r'socket: "([^"]+)"', open(cfg).read()).group(1)
+mode = os.environ.get("RACK_STUB", "")
+if mode == "fail":
+    print("stub dataplane: failing on purpose")
+    sys.exit(3)
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+print("stub dataplane: up", flush=True)
+while True:
+    time.sleep(1)
+EOF
+chmod +x "$stub/dataplane/gossamer-dataplane"
+
+pid_of() { cat "$GOSSAMER_RACK_DIR/h$1/dataplane.pid"; }
+# True if PID runs and is not a zombie (an orphaned dataplane stays a zombie
+# until init reaps it).
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+"$rack" up --hosts 2 --build "$stub" || fail "up with the stub dataplane failed"
+p0=$(pid_of 0)
+p1=$(pid_of 1)
+stub_pids+=("$p0" "$p1")
+alive "$p0" || fail "dataplane 0 (pid $p0) is not running"
+alive "$p1" || fail "dataplane 1 (pid $p1) is not running"
+tr '\0' ' ' <"/proc/$p0/cmdline" | grep -q -- "--config $GOSSAMER_RACK_DIR/h0.yaml" ||
+  fail "pid $p0 is not host 0's dataplane: $(tr '\0' ' ' <"/proc/$p0/cmdline")"
+[ "$(readlink "/proc/$p0/ns/net")" = "$(ip netns exec "$prefix-h0" readlink /proc/self/ns/net)" ] ||
+  fail "host 0's dataplane is not in namespace $prefix-h0"
+"$rack" status | grep -E "^h0 .* $p0 alive" >/dev/null || fail "status does not show h0's dataplane alive"
+"$rack" dataplane 0 restart || fail "dataplane 0 restart failed"
+alive "$p0" && fail "the old dataplane $p0 survived restart"
+[ "$(pid_of 0)" != "$p0" ] || fail "restart kept the pid"
+if "$rack" dataplane 0 start >/dev/null 2>&1; then fail "starting a running dataplane succeeded"; fi
+"$rack" dataplane 1 stop || fail "dataplane 1 stop failed"
+alive "$p1" && fail "dataplane 1 ($p1) survived stop"
+RACK_STUB=stubborn "$rack" dataplane 1 start || fail "starting a stubborn dataplane failed"
+p1=$(pid_of 1)
+p0=$(pid_of 0)
+stub_pids+=("$p0" "$p1")
+"$rack" down || fail "down with dataplanes failed"
+alive "$p0" && fail "down left dataplane $p0"
+alive "$p1" && fail "down left the stubborn dataplane $p1 (no SIGKILL?)"
+[ -z "$(our_namespaces)" ] || fail "down left namespaces: $(our_namespaces)"
+ok "dataplane start/stop/restart, SIGKILL fallback, down"
+
+# -- a dataplane that dies at start: up fails with its log, down cleans up
+if RACK_STUB=fail "$rack" up --hosts 1 --build "$stub" >"$tmp/fail.out" 2>&1; then
+  fail "up succeeded although the dataplane exited"
+fi
+grep -q "failing on purpose" "$tmp/fail.out" || fail "up did not show the dataplane's log: $(cat "$tmp/fail.out")"
+"$rack" down >/dev/null || fail "down after a failed up failed"
+[ -z "$(our_namespaces)" ] || fail "down after a failed up left namespaces: $(our_namespaces)"
+ok "failed dataplane start reported with its log"
+
+# -- leftovers of a crashed run (no state directory) are removed by down
+ip netns add "$prefix-h5"
+ip netns add "$prefix-sw"
+"$rack" down >/dev/null || fail "down of leftovers failed"
+[ -z "$(our_namespaces)" ] || fail "down left crashed-run namespaces: $(our_namespaces)"
+ok "down removes leftovers"
+
+echo "PASS"
