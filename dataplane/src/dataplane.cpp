@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -283,8 +284,10 @@ void Dataplane::attach(int fd) {
   a->memfd = fds[0];
   a->eventfd = fds[1];
   a->pid = req.pid;
-  a->key = req.run_key ^ hash_build_id(req.build_id, req.build_id_len);
+  // A run is named by GOSSAMER_RUN_ID when given (so that a different
+  // build on another host is found and refused), else by the build-id.
   a->build_hash = hash_build_id(req.build_id, req.build_id_len);
+  a->key = req.run_key ? req.run_key : a->build_hash;
   a->instance = std::random_device{}();
   a->total = req.total_threads;
   abi::host_threads(a->total, hosts_, self_, &a->first, &a->local);
@@ -518,6 +521,9 @@ void Dataplane::doorbell(App& a, std::uint32_t li, std::uint32_t entry) {
 void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   wire::WireRecord w{};
   w.kind = kind;
+  // A detach after the application said goodbye is the end of its run, not
+  // a failure its peers must share.
+  if (kind == wire::kRecDetach && a.bad_reason == "detached") w.slot_flags = wire::kDetachGraceful;
   w.app = a.key;
   w.primary_len = sizeof(wire::AttachAnnounce);
   wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
@@ -570,45 +576,108 @@ bool Dataplane::pump_all() {
 bool Dataplane::poll_rx() {
   rte_mbuf* bufs[kBurst];
   std::uint16_t n = rte_eth_rx_burst(port_id_, 0, bufs, kBurst);
-  if (!n) return false;
   std::uint64_t now = rte_rdtsc();
+  if (!held_.empty() && (n || now - held_at_ > tsc_hz_ / 1000)) {
+    // A reordered frame goes in after the next one (or after 1 ms).
+    std::vector<std::uint8_t> f;
+    f.swap(held_);
+    if (n) {
+      rte_mbuf* m = bufs[0];
+      ++stats_.rx_frames;
+      process_frame(rte_pktmbuf_mtod(m, const std::uint8_t*), m->nb_segs == 1 ? m->data_len : 0, now);
+      rte_pktmbuf_free(m);
+      std::memmove(bufs, bufs + 1, sizeof(bufs[0]) * --n);
+    }
+    process_frame(f.data(), f.size(), now);
+  }
+  if (!n) return false;
   for (std::uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = bufs[i];
     ++stats_.rx_frames;
-    wire::ParsedFrame pf;
-    wire::Drop d = m->nb_segs != 1 ? wire::Drop::kTooShort
-                                   : wire::parse_frame(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len,
-                                                       self_ep_, endpoints_.data(), endpoints_.size(), self_,
-                                                       conns_per_host_, &pf);
-    if (d != wire::Drop::kNone) {
-      ++stats_.drops[std::size_t(d)];
-      rte_pktmbuf_free(m);
-      continue;
+    const auto* data = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    std::size_t len = m->nb_segs == 1 ? m->data_len : 0;  // chained mbufs: never ours
+    if (faults_.any()) {
+      auto rnd = [this] {
+        faults_rng_ ^= faults_rng_ << 13;
+        faults_rng_ ^= faults_rng_ >> 7;
+        faults_rng_ ^= faults_rng_ << 17;
+        return double(faults_rng_ >> 11) / double(1ull << 53);
+      };
+      if (rnd() < faults_.loss) {
+        ++stats_.injected_loss;
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      if (rnd() < faults_.duplicate) {
+        ++stats_.injected_duplicates;
+        process_frame(data, len, now);
+      }
+      if (held_.empty() && rnd() < faults_.reorder) {
+        ++stats_.injected_reorders;
+        held_.assign(data, data + len);
+        held_at_ = now;
+        rte_pktmbuf_free(m);
+        continue;
+      }
     }
-    std::uint32_t src = pf.hdr.src_host;
-    Peer& p = peers_[src];
-    if (!p.mac_known) {
-      std::memcpy(p.mac.data(), pf.src_mac, 6);
-      p.mac_known = true;
-    }
-    Connection& c = *p.conns[pf.hdr.conn];
-    auto emit = [this, src](const std::uint8_t* b, std::size_t len) { transmit(src, b, len); };
-    if (c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver) {
-      wire::RecordCursor cur(pf.records, pf.hdr.length);
-      wire::RecordView v;
-      while (cur.next(&v)) deliver(src, v);
-    }
-    if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
-      // The peer restarted: it forgot our applications; tell it again.
-      p.resets_seen[pf.hdr.conn] = c.stats().resets;
-      p.apps.clear();
-      if (pf.hdr.conn == 0)
-        for (auto& a : apps_)
-          if (!a->bad) announce(src, wire::kRecAttach, *a);
-    }
+    process_frame(data, len, now);
     rte_pktmbuf_free(m);
   }
   return true;
+}
+
+void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now) {
+  wire::ParsedFrame pf;
+  wire::Drop d = wire::parse_frame(data, len, self_ep_, endpoints_.data(), endpoints_.size(), self_,
+                                   conns_per_host_, &pf);
+  if (d != wire::Drop::kNone) {
+    ++stats_.drops[std::size_t(d)];
+    return;
+  }
+  std::uint32_t src = pf.hdr.src_host;
+  Peer& p = peers_[src];
+  if (!p.mac_known) {
+    std::memcpy(p.mac.data(), pf.src_mac, 6);
+    p.mac_known = true;
+  }
+  Connection& c = *p.conns[pf.hdr.conn];
+  auto emit = [this, src](const std::uint8_t* b, std::size_t n) { transmit(src, b, n); };
+  if (c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver) {
+    wire::RecordCursor cur(pf.records, pf.hdr.length);
+    wire::RecordView v;
+    while (cur.next(&v)) deliver(src, v);
+  }
+  if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
+    // The peer restarted: it forgot our applications; tell it again.
+    p.resets_seen[pf.hdr.conn] = c.stats().resets;
+    p.apps.clear();
+    if (pf.hdr.conn == 0)
+      for (auto& a : apps_)
+        if (!a->bad) announce(src, wire::kRecAttach, *a);
+  }
+}
+
+void Dataplane::read_faults() {
+  std::ifstream in(socket_path_ + ".faults");
+  std::string text;
+  if (in) std::getline(in, text);
+  if (text == faults_text_) return;
+  faults_text_ = text;
+  Faults f;
+  std::istringstream words(text);
+  std::string key, value;
+  while (words >> key) {
+    double* slot = key == "loss" ? &f.loss : key == "duplicate" ? &f.duplicate : key == "reorder" ? &f.reorder : nullptr;
+    if (!slot || !(words >> value) || value.empty() || value.back() != '%') {
+      spdlog::warn("faults file: cannot use '{}' (supported: loss N%, duplicate N%, reorder N%)", text);
+      f = Faults{};
+      break;
+    }
+    *slot = std::strtod(value.c_str(), nullptr) / 100.0;
+  }
+  faults_ = f;
+  spdlog::info("fault injection on received frames: loss {}%, duplicate {}%, reorder {}%", f.loss * 100,
+               f.duplicate * 100, f.reorder * 100);
 }
 
 void Dataplane::deliver(std::uint32_t src, const wire::RecordView& v) {
@@ -623,9 +692,10 @@ void Dataplane::deliver(std::uint32_t src, const wire::RecordView& v) {
     } else {
       auto it = apps.find(r.app);
       if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
-      if (App* a = app_by_key(r.app); a && a->started)
+      if (App* a = app_by_key(r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
         send_msg(*a, abi::kMsgPeerLost, src,
-                 "the instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name + ") detached");
+                 "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +
+                     ") went away without finishing");
     }
     return;
   }
@@ -704,7 +774,8 @@ void Dataplane::write_stats() {
       << stats_.tx_failed << "\nrecords_no_app " << stats_.records_no_app << "\nrecords_rejected "
       << stats_.records_rejected << "\napps_attached " << stats_.apps_attached << "\napps_refused "
       << stats_.apps_refused << "\napps_detached " << stats_.apps_detached << "\napps_lost " << stats_.apps_lost
-      << "\napps " << apps_.size() << "\nbusy_cycles " << stats_.busy_cycles << "\nidle_cycles "
+      << "\napps " << apps_.size() << "\ninjected_loss " << stats_.injected_loss << "\ninjected_duplicates "
+      << stats_.injected_duplicates << "\ninjected_reorders " << stats_.injected_reorders << "\nbusy_cycles " << stats_.busy_cycles << "\nidle_cycles "
       << stats_.idle_cycles << "\n";
     for (std::size_t d = 1; d < stats_.drops.size(); ++d)
       o << "dropped{reason=\"" << wire::drop_name(wire::Drop(d)) << "\"} " << stats_.drops[d] << "\n";
@@ -767,6 +838,7 @@ void Dataplane::run(const std::atomic<bool>& stop) {
     (worked ? stats_.busy_cycles : stats_.idle_cycles) += now - last;
     last = now;
     if (now - last_stats_write_ > tsc_hz_) {
+      read_faults();
       write_stats();
       last_stats_write_ = now;
     }

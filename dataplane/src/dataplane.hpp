@@ -27,6 +27,7 @@ struct Stats {
   std::uint64_t records_no_app = 0, records_rejected = 0;
   std::uint64_t apps_attached = 0, apps_refused = 0, apps_detached = 0, apps_lost = 0;
   std::uint64_t busy_cycles = 0, idle_cycles = 0;
+  std::uint64_t injected_loss = 0, injected_duplicates = 0, injected_reorders = 0;
 };
 
 class Dataplane {
@@ -77,6 +78,15 @@ class Dataplane {
   void flush_tx();
   std::uint32_t host_of(std::uint32_t total, std::uint32_t g) const;
 
+  // Fault injection for kernels without netem (rack in a box): a file next
+  // to the socket with a netem-style spec, e.g. "loss 2% reorder 10%
+  // duplicate 2%", applied to received frames.
+  struct Faults {
+    double loss = 0, duplicate = 0, reorder = 0;
+    bool any() const { return loss > 0 || duplicate > 0 || reorder > 0; }
+  };
+  void read_faults();
+  void process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now);
   void write_stats();
   void sleep_until_work(std::uint64_t now);
 
@@ -103,6 +113,11 @@ class Dataplane {
   std::vector<std::uint8_t> scratch_;
   Stats stats_;
   std::uint64_t last_stats_write_ = 0;
+  Faults faults_;
+  std::string faults_text_;
+  std::uint64_t faults_rng_ = 0x9e3779b97f4a7c15ull;
+  std::vector<std::uint8_t> held_;   // a frame held back to reorder it
+  std::uint64_t held_at_ = 0;
 };
 
 }  // namespace gossamer::dataplane

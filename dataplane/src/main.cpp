@@ -10,6 +10,7 @@
 #include <gossamer/config.hpp>
 #include <infiniband/verbs.h>
 #include <rte_version.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const gossamer::config::Config& cfg = result.config();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("gossamer-dataplane"));
   spdlog::set_pattern("[%H:%M:%S.%e] gossamer-dataplane[%P] %l: %v");
   if (cfg.dataplane.driver == gossamer::config::Driver::verbs) {
     spdlog::error("dataplane.driver is verbs, but the verbs transport is not implemented yet; use dpdk");

@@ -19,7 +19,8 @@
 //   kRecResponse  the answer to it, trustee -> client
 //   kRecAttach    an application instance attached on the source host;
 //                 payload: AttachAnnounce
-//   kRecDetach    it detached; payload: AttachAnnounce
+//   kRecDetach    it detached (slot_flags kDetachGraceful: after finishing
+//                 its run; else it died); payload: AttachAnnounce
 //
 // All integers are little-endian (the byte order of every host we run on);
 // IPv4/UDP headers are in network order as usual.
@@ -83,6 +84,9 @@ struct WireRecord {
 };
 static_assert(sizeof(WireRecord) == 32);
 static_assert(std::is_trivially_copyable_v<WireRecord>);
+
+// WireRecord::slot_flags of a kRecDetach: the instance finished its run.
+inline constexpr std::uint16_t kDetachGraceful = 1;
 
 struct AttachAnnounce {
   std::uint64_t build_hash;     // hash of the executable's build-id

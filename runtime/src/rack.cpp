@@ -227,7 +227,8 @@ void Rack::monitor() {
       return;
     }
     if (n == ssize_t(sizeof m) && m.type == abi::kMsgPeerLost) {
-      if (finishing_.load(std::memory_order_acquire)) continue;
+      // Peers that finished detach quietly; this is a crash or a kill.
+      if (detaching_.load(std::memory_order_acquire)) continue;
       m.text[sizeof m.text - 1] = 0;
       die("host " + std::to_string(m.host) + " left the rack (" + m.text + "); stopping this instance too");
     }
@@ -250,6 +251,7 @@ void Rack::kick() {
 
 void Rack::detach() {
   finishing();
+  detaching_.store(true, std::memory_order_release);
   abi::AppMessage m{abi::kMsgDetach, 0};
   ::send(sock_, &m, sizeof m, MSG_NOSIGNAL);
   std::unique_lock<std::mutex> g(mu_);

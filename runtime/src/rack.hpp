@@ -54,7 +54,8 @@ class Rack {
   std::byte* seg_ = nullptr;
   int memfd_ = -1, eventfd_ = -1, sock_ = -1;
   std::string socket_path_;
-  std::atomic<bool> finishing_{false};
+  std::atomic<bool> finishing_{false};   // the run is over here (stop received or sent)
+  std::atomic<bool> detaching_{false};   // run() has returned
   std::thread monitor_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -12,6 +12,10 @@
 
 #include <gossamer/gossamer.hpp>
 
+#ifdef GOSSAMER_TEST_OTHER_BUILD
+extern const char kOtherBuild[] = "another build";
+#endif
+
 namespace {
 // Counts destructions of properties that were used (value > 0): copies
 // that only carried the initial value do not count.

@@ -1,0 +1,546 @@
+// The connection protocol (dataplane/src/connection.hpp) over a simulated
+// link with loss, duplication and reordering: every record arrives exactly
+// once and in order, credits bound what is in flight, lost grants and peer
+// restarts do not wedge it. Time is in microseconds (tsc_hz = 1'000'000).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "connection.hpp"
+#include "wire.hpp"
+
+namespace {
+
+using gossamer::dataplane::Connection;
+using gossamer::dataplane::wire::FrameHeader;
+using gossamer::dataplane::wire::kAckOnly;
+using gossamer::dataplane::wire::kData;
+using gossamer::dataplane::wire::kMaxUdpPayload;
+using gossamer::dataplane::wire::kRecRequest;
+using gossamer::dataplane::wire::kRecResponse;
+using gossamer::dataplane::wire::RecordCursor;
+using gossamer::dataplane::wire::RecordView;
+using gossamer::dataplane::wire::WireRecord;
+
+constexpr std::uint64_t kHz = 1'000'000;
+constexpr std::uint64_t kStep = 50;       // µs per loop step
+constexpr std::uint64_t kLatency = 20;    // µs one way
+constexpr std::uint8_t kIndex = 3;
+
+struct Faults {
+  double loss = 0, dup = 0, reorder = 0;
+};
+
+// Payload of the record with slot seq `s`: 0..1000 bytes, byte i = s + i.
+std::size_t body_of(std::uint32_t s) { return (std::size_t(s) * 7919u) % 1001u; }
+std::uint8_t byte_of(std::uint32_t s, std::size_t i) { return std::uint8_t(s * 13u + i); }
+
+void enqueue_record(Connection& c, std::uint32_t slot_seq) {
+  std::size_t body = body_of(slot_seq);
+  std::vector<std::uint8_t> payload(body);
+  for (std::size_t i = 0; i < body; ++i) payload[i] = byte_of(slot_seq, i);
+  WireRecord r{};
+  r.kind = slot_seq % 3 ? kRecRequest : kRecResponse;
+  r.count = 1;
+  r.client = 1;
+  r.trustee = 2;
+  r.slot_seq = slot_seq;
+  r.primary_len = std::uint16_t(std::min<std::size_t>(body, 96));
+  r.overflow_len = std::uint16_t(body - r.primary_len);
+  r.app = 0x5eed;
+  c.enqueue(r, payload.data());
+}
+
+// One direction of the wire. Frames are copied when emitted and handed to
+// the receiver at their delivery time; reordered ones are held longer.
+class Link {
+ public:
+  Link(std::mt19937* rng, Faults f) : rng_(rng), faults_(f) {}
+
+  // Returns true to drop an emitted frame (before loss is applied).
+  std::function<bool(const FrameHeader&)> filter;
+  // May edit an emitted frame's header.
+  std::function<void(FrameHeader&)> rewrite;
+
+  void push(const std::uint8_t* p, std::size_t len, std::uint64_t now) {
+    EXPECT_GE(len, sizeof(FrameHeader));
+    EXPECT_LE(len, kMaxUdpPayload);
+    FrameHeader h;
+    std::memcpy(&h, p, sizeof h);
+    EXPECT_EQ(h.length, len - sizeof h);
+    ++emitted;
+    if (h.type == kData) {
+      max_seq = std::max(max_seq, h.seq);
+      ++data_emitted;
+    } else {
+      ++acks_emitted;
+    }
+    max_credit = std::max(max_credit, h.credit);
+    if (filter && filter(h)) {
+      ++filtered;
+      return;
+    }
+    if (chance(faults_.loss)) {
+      ++lost;
+      return;
+    }
+    int copies = chance(faults_.dup) ? 2 : 1;
+    for (int i = 0; i < copies; ++i) {
+      Packet pk;
+      pk.bytes.assign(p, p + len);
+      if (rewrite) {
+        FrameHeader e;
+        std::memcpy(&e, pk.bytes.data(), sizeof e);
+        rewrite(e);
+        std::memcpy(pk.bytes.data(), &e, sizeof e);
+      }
+      pk.at = now + kLatency;
+      if (chance(faults_.reorder)) pk.at += 25 + (*rng_)() % 400;
+      pk.id = next_id_++;
+      q_.push_back(std::move(pk));
+    }
+  }
+
+  // Frames due by `now`, in delivery order; removed from the link.
+  std::vector<std::vector<std::uint8_t>> due(std::uint64_t now) {
+    std::vector<Packet> ready;
+    std::vector<Packet> rest;
+    for (auto& pk : q_) (pk.at <= now ? ready : rest).push_back(std::move(pk));
+    q_ = std::move(rest);
+    std::sort(ready.begin(), ready.end(), [](const Packet& a, const Packet& b) {
+      return a.at != b.at ? a.at < b.at : a.id < b.id;
+    });
+    std::vector<std::vector<std::uint8_t>> out;
+    for (auto& pk : ready) out.push_back(std::move(pk.bytes));
+    return out;
+  }
+  bool empty() const { return q_.empty(); }
+
+  std::uint64_t emitted = 0, data_emitted = 0, acks_emitted = 0, filtered = 0, lost = 0;
+  std::uint32_t max_seq = 0;     // highest data seq emitted
+  std::uint32_t max_credit = 0;  // highest credit field emitted
+
+ private:
+  struct Packet {
+    std::vector<std::uint8_t> bytes;
+    std::uint64_t at;
+    std::uint64_t id;
+  };
+  bool chance(double p) {
+    return p > 0 && std::uniform_real_distribution<double>(0, 1)(*rng_) < p;
+  }
+  std::mt19937* rng_;
+  Faults faults_;
+  std::vector<Packet> q_;
+  std::uint64_t next_id_ = 0;
+};
+
+struct Side {
+  std::unique_ptr<Connection> conn;
+  std::vector<std::uint32_t> delivered;  // slot seqs of records delivered here
+  std::uint64_t delivered_frames = 0;
+  std::uint64_t payload_errors = 0;
+};
+
+struct Sim {
+  Sim(std::uint32_t credits, std::uint32_t seed, Faults f, std::uint32_t boot_a = 100,
+      std::uint32_t boot_b = 200)
+      : rng(seed), ab(&rng, f), ba(&rng, f), credits(credits) {
+    a.conn = std::make_unique<Connection>(0, 1, kIndex, credits, boot_a, kHz);
+    b.conn = std::make_unique<Connection>(1, 0, kIndex, credits, boot_b, kHz);
+  }
+
+  Connection::Emit emit_a() {
+    return [this](const std::uint8_t* p, std::size_t len) { ab.push(p, len, now); };
+  }
+  Connection::Emit emit_b() {
+    return [this](const std::uint8_t* p, std::size_t len) { ba.push(p, len, now); };
+  }
+
+  // Hands a frame to `to`; records of a delivered frame go to its list.
+  static Connection::Accept deliver(Side& to, const std::vector<std::uint8_t>& bytes,
+                                    std::uint64_t now, const Connection::Emit& emit) {
+    FrameHeader h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    Connection::Accept acc = to.conn->on_frame(h, now, emit);
+    if (acc == Connection::Accept::kDeliver) {
+      EXPECT_EQ(h.type, kData);
+      ++to.delivered_frames;
+      RecordCursor cur(bytes.data() + sizeof h, h.length);
+      RecordView v;
+      std::size_t n = 0;
+      while (cur.next(&v)) {
+        ++n;
+        to.delivered.push_back(v.rec.slot_seq);
+        std::size_t body = std::size_t(v.rec.primary_len) + v.rec.overflow_len;
+        if (body != body_of(v.rec.slot_seq)) ++to.payload_errors;
+        for (std::size_t i = 0; i < body; ++i)
+          if (v.payload[i] != byte_of(v.rec.slot_seq, i)) {
+            ++to.payload_errors;
+            break;
+          }
+      }
+      EXPECT_EQ(n, h.records);
+    }
+    return acc;
+  }
+
+  void step() {
+    now += kStep;
+    auto ea = emit_a(), eb = emit_b();
+    for (auto& f : ab.due(now)) deliver(b, f, now, eb);
+    for (auto& f : ba.due(now)) deliver(a, f, now, ea);
+    a.conn->pump(now, ea);
+    b.conn->pump(now, eb);
+    a.conn->timers(now, ea);
+    b.conn->timers(now, eb);
+    a.conn->flush_ack(ea);
+    b.conn->flush_ack(eb);
+  }
+
+  bool quiet() const {
+    return !a.conn->has_pending() && !b.conn->has_pending() && a.conn->unacked() == 0 &&
+           b.conn->unacked() == 0;
+  }
+
+  // Steps until `done` or `max_steps`; returns the steps taken.
+  template <class Done>
+  std::uint64_t run(Done done, std::uint64_t max_steps) {
+    std::uint64_t steps = 0;
+    while (!done() && steps < max_steps) {
+      step();
+      ++steps;
+    }
+    return steps;
+  }
+
+  std::uint64_t now = 1000;
+  std::mt19937 rng;
+  Link ab, ba;
+  Side a, b;
+  std::uint32_t credits;
+};
+
+std::vector<std::uint32_t> iota(std::uint32_t first, std::uint32_t n) {
+  std::vector<std::uint32_t> v(n);
+  for (std::uint32_t i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+
+// Exactly once and in order, with the first difference in the message.
+void expect_sequence(const std::vector<std::uint32_t>& got, const std::vector<std::uint32_t>& want) {
+  if (got == want) return;
+  std::size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  ADD_FAILURE() << "delivered " << got.size() << " records, expected " << want.size()
+                << "; first difference at index " << i << ": got "
+                << (i < got.size() ? std::to_string(got[i]) : "nothing") << ", expected "
+                << (i < want.size() ? std::to_string(want[i]) : "nothing");
+}
+
+// ---- no faults -------------------------------------------------------------------
+
+TEST(Connection, NoFaultsExactlyOnceInOrderAndCoalesced) {
+  constexpr std::uint32_t kN = 10'000;
+  Sim sim(64, 1, {});
+  for (std::uint32_t s = 1; s <= kN; ++s) enqueue_record(*sim.a.conn, s);
+  EXPECT_TRUE(sim.a.conn->has_pending());
+  std::uint64_t steps =
+      sim.run([&] { return sim.b.delivered.size() >= kN && sim.quiet() && sim.ab.empty(); },
+              200'000);
+  EXPECT_LT(steps, 200'000u);
+  expect_sequence(sim.b.delivered, iota(1, kN));
+  EXPECT_EQ(sim.b.payload_errors, 0u);
+  EXPECT_TRUE(sim.a.delivered.empty());
+
+  const auto& sa = sim.a.conn->stats();
+  const auto& sb = sim.b.conn->stats();
+  EXPECT_EQ(sa.records_sent, kN);
+  EXPECT_EQ(sb.records_received, kN);
+  EXPECT_LT(sa.frames_sent, kN) << "no coalescing";
+  EXPECT_EQ(sa.frames_sent, sim.b.delivered_frames);
+  EXPECT_EQ(sa.requests_sent + sa.responses_sent, kN);
+  EXPECT_EQ(sa.retransmits, 0u);
+  EXPECT_EQ(sa.timeouts, 0u);
+  EXPECT_EQ(sb.duplicates, 0u);
+  EXPECT_EQ(sb.out_of_order, 0u);
+  EXPECT_EQ(sa.resets + sb.resets, 0u);
+  EXPECT_EQ(sim.b.conn->peer_boot(), 100u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), 200u);
+  EXPECT_EQ(sim.a.conn->next_deadline(), UINT64_MAX);
+}
+
+TEST(Connection, TrickleIsDeliveredPromptly) {
+  // One record now and then: each goes out at once, alone.
+  Sim sim(8, 1, {});
+  for (std::uint32_t s = 1; s <= 50; ++s) {
+    enqueue_record(*sim.a.conn, s);
+    sim.run([] { return false; }, 4);
+    ASSERT_EQ(sim.b.delivered.size(), s) << "record " << s << " not delivered within 200 us";
+  }
+  expect_sequence(sim.b.delivered, iota(1, 50));
+  EXPECT_EQ(sim.a.conn->stats().frames_sent, 50u);
+}
+
+// ---- faults ----------------------------------------------------------------------
+
+constexpr Faults kFaults{0.05, 0.05, 0.20};
+
+class ConnectionFaults : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(ConnectionFaults, ExactlyOnceInOrder) {
+  constexpr std::uint32_t kN = 10'000;
+  constexpr std::uint64_t kMaxSteps = 400'000;  // 20 s of simulated time
+  Sim sim(32, GetParam(), kFaults);
+  // Bursts of up to 50 records every few steps, so that both coalescing and
+  // credit stalls happen while frames are lost.
+  std::uint32_t next = 1;
+  std::mt19937 load(GetParam() * 7919u);
+  std::uint64_t steps = sim.run(
+      [&] {
+        if (next <= kN && load() % 4 == 0)
+          for (std::uint32_t k = 1 + load() % 50; k && next <= kN; --k)
+            enqueue_record(*sim.a.conn, next++);
+        return next > kN && sim.b.delivered.size() >= kN && sim.quiet();
+      },
+      kMaxSteps);
+  EXPECT_LT(steps, kMaxSteps) << "did not finish";
+  expect_sequence(sim.b.delivered, iota(1, kN));
+  EXPECT_EQ(sim.b.payload_errors, 0u);
+  const auto& sa = sim.a.conn->stats();
+  const auto& sb = sim.b.conn->stats();
+  EXPECT_GT(sa.retransmits, 0u);
+  EXPECT_GT(sb.duplicates, 0u);
+  EXPECT_GT(sim.ab.lost, 0u);
+  EXPECT_EQ(sb.records_received, kN);
+  EXPECT_EQ(sa.resets + sb.resets + sa.stale_boot + sb.stale_boot, 0u);
+}
+
+TEST_P(ConnectionFaults, BothDirections) {
+  constexpr std::uint32_t kN = 5'000;
+  constexpr std::uint64_t kMaxSteps = 400'000;
+  Sim sim(16, GetParam() + 100, kFaults);
+  std::uint32_t next_a = 1, next_b = 1;
+  std::mt19937 load(GetParam());
+  std::uint64_t steps = sim.run(
+      [&] {
+        for (std::uint32_t k = load() % 6; k && next_a <= kN; --k) enqueue_record(*sim.a.conn, next_a++);
+        for (std::uint32_t k = load() % 6; k && next_b <= kN; --k) enqueue_record(*sim.b.conn, next_b++);
+        return next_a > kN && next_b > kN && sim.a.delivered.size() >= kN &&
+               sim.b.delivered.size() >= kN && sim.quiet();
+      },
+      kMaxSteps);
+  EXPECT_LT(steps, kMaxSteps) << "did not finish";
+  expect_sequence(sim.b.delivered, iota(1, kN));
+  expect_sequence(sim.a.delivered, iota(1, kN));
+  EXPECT_EQ(sim.a.payload_errors + sim.b.payload_errors, 0u);
+  EXPECT_GT(sim.a.conn->stats().retransmits, 0u);
+  EXPECT_GT(sim.b.conn->stats().retransmits, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ConnectionFaults, ::testing::Values(1u, 2u, 3u, 4u, 5u));
+
+// ---- credits ---------------------------------------------------------------------
+
+// Runs `n` records A -> B, checking at every step that A never sent a seq
+// beyond what B granted, nor more than C frames beyond what B delivered.
+void run_with_credit_checks(Sim& sim, std::uint32_t n, std::uint64_t max_steps) {
+  const std::uint32_t c = std::max<std::uint32_t>(sim.credits, 2);
+  for (std::uint32_t s = 1; s <= n; ++s) enqueue_record(*sim.a.conn, s);
+  std::uint64_t steps = 0;
+  while (!(sim.b.delivered.size() >= n && sim.quiet()) && steps < max_steps) {
+    sim.step();
+    ++steps;
+    std::uint32_t granted = std::max(c, sim.ba.max_credit);
+    ASSERT_LE(sim.ab.max_seq, granted) << "at step " << steps;
+    ASSERT_LE(sim.ab.max_seq, sim.b.delivered_frames + c) << "at step " << steps;
+  }
+  EXPECT_LT(steps, max_steps) << "did not finish";
+  expect_sequence(sim.b.delivered, iota(1, n));
+}
+
+TEST(ConnectionCredits, SmallWindowStallsAndRenews) {
+  Sim sim(4, 11, {});
+  run_with_credit_checks(sim, 3'000, 200'000);
+  const auto& sa = sim.a.conn->stats();
+  const auto& sb = sim.b.conn->stats();
+  EXPECT_GT(sa.credit_stalls, 0u);
+  EXPECT_GT(sa.renewals_requested, 0u);
+  EXPECT_GT(sb.renewals_granted, 0u);
+  EXPECT_LE(sb.renewals_granted, sa.renewals_requested);
+}
+
+class ConnectionCreditFaults : public ::testing::TestWithParam<std::tuple<std::uint32_t, std::uint32_t>> {};
+
+TEST_P(ConnectionCreditFaults, NeverBeyondGrant) {
+  auto [credits, seed] = GetParam();
+  Sim sim(credits, seed, kFaults);
+  run_with_credit_checks(sim, 3'000, 400'000);
+  EXPECT_GT(sim.a.conn->stats().credit_stalls, 0u);
+  EXPECT_GT(sim.a.conn->stats().renewals_requested, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(CreditsSeeds, ConnectionCreditFaults,
+                         ::testing::Combine(::testing::Values(1u, 2u, 4u, 16u),
+                                            ::testing::Values(1u, 2u, 3u)));
+
+TEST(ConnectionCredits, AtLeastTwo) {
+  // credits 0 and 1 act as 2: two frames before any grant.
+  for (std::uint32_t credits : {0u, 1u, 2u}) {
+    SCOPED_TRACE(credits);
+    Sim sim(credits, 1, {});
+    for (std::uint32_t s = 1; s <= 20; ++s) enqueue_record(*sim.a.conn, s);
+    EXPECT_EQ(sim.a.conn->credits_left(), 2u);
+    EXPECT_EQ(sim.a.conn->pump(sim.now, sim.emit_a()), 2u);
+    EXPECT_EQ(sim.a.conn->credits_left(), 0u);
+    EXPECT_EQ(sim.a.conn->pump(sim.now, sim.emit_a()), 0u);
+    EXPECT_EQ(sim.a.conn->stats().credit_stalls, 1u);
+    EXPECT_TRUE(sim.a.conn->has_pending());
+  }
+}
+
+// ---- lost acks and grants ----------------------------------------------------------
+
+TEST(ConnectionCredits, LostAcksDoNotDeadlock) {
+  // Every ack-only frame from B is lost for 30 ms: A times out and
+  // retransmits (backing off) until acks get through again.
+  Sim sim(4, 5, {});
+  const std::uint64_t from = sim.now + 2'000, until = from + 30'000;
+  sim.ba.filter = [&](const FrameHeader& h) {
+    return h.type == kAckOnly && sim.now >= from && sim.now < until;
+  };
+  run_with_credit_checks(sim, 2'000, 400'000);
+  EXPECT_GT(sim.ba.filtered, 0u);
+  EXPECT_GT(sim.a.conn->stats().timeouts, 0u);
+  EXPECT_GT(sim.a.conn->stats().retransmits, 0u);
+  EXPECT_GT(sim.now, until);
+}
+
+TEST(ConnectionCredits, WithheldGrantRecoveredByProbe) {
+  // For 30 ms every frame from B carries no new credit (the grant is lost,
+  // acks still arrive): A drains its window, has nothing in flight, and
+  // must probe with an ack-only kFlagRenew frame until a grant arrives.
+  constexpr std::uint32_t kC = 4;
+  Sim sim(kC, 6, {});
+  const std::uint64_t until = sim.now + 30'000;
+  sim.ba.rewrite = [&](FrameHeader& h) {
+    if (sim.now < until) h.credit = std::min(h.credit, kC);
+  };
+  std::uint64_t probes_seen = 0;
+  sim.ab.filter = [&](const FrameHeader& h) {
+    if (h.type == kAckOnly && (h.flags & gossamer::dataplane::wire::kFlagRenew)) ++probes_seen;
+    return false;
+  };
+  for (std::uint32_t s = 1; s <= 500; ++s) enqueue_record(*sim.a.conn, s);
+  std::uint64_t steps = sim.run([&] { return sim.b.delivered.size() >= 500 && sim.quiet(); }, 400'000);
+  EXPECT_LT(steps, 400'000u);
+  expect_sequence(sim.b.delivered, iota(1, 500));
+  const auto& sa = sim.a.conn->stats();
+  EXPECT_GT(sa.credit_probes, 0u);
+  EXPECT_EQ(probes_seen, sa.credit_probes);
+  EXPECT_GT(sa.credit_stalls, 0u);
+  EXPECT_GT(sim.now, until);
+  // Only the first C frames went out before the window closed.
+  EXPECT_GE(sa.credit_probes, 30'000u / 5'000u - 1);
+}
+
+TEST(ConnectionCredits, LostGrantFramesDoNotDeadlock) {
+  // Lossy link, and for 20 ms every frame from B that would raise A's
+  // credit is dropped entirely.
+  constexpr std::uint32_t kC = 4;
+  Sim sim(kC, 8, {0.02, 0.0, 0.1});
+  const std::uint64_t until = sim.now + 20'000;
+  sim.ba.filter = [&](const FrameHeader& h) { return sim.now < until && h.credit > kC; };
+  run_with_credit_checks(sim, 1'000, 400'000);
+  EXPECT_GT(sim.ba.filtered, 0u);
+}
+
+// ---- peer restart ------------------------------------------------------------------
+
+class ConnectionRestart : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ConnectionRestart, NewBootResetsAndOldBootIsStale) {
+  const bool faults = GetParam();
+  constexpr std::uint32_t kC = 16;
+  Sim sim(kC, 9, faults ? kFaults : Faults{});
+  // Traffic both ways before the restart, so both directions must reset.
+  for (std::uint32_t s = 1; s <= 5'000; ++s) enqueue_record(*sim.a.conn, s);
+  for (std::uint32_t s = 1; s <= 100; ++s) enqueue_record(*sim.b.conn, s);
+  sim.run([&] { return sim.b.delivered.size() >= 1'000 && sim.a.delivered.size() >= 100; },
+          100'000);
+  ASSERT_GE(sim.b.delivered.size(), 1'000u);
+  ASSERT_TRUE(sim.a.conn->has_pending() || sim.a.conn->unacked() > 0);
+  expect_sequence(sim.b.delivered, iota(1, std::uint32_t(sim.b.delivered.size())));
+  expect_sequence(sim.a.delivered, iota(1, 100));
+
+  // B restarts with a larger boot value; frames in flight stay in flight.
+  std::unique_ptr<Connection> old_b = std::move(sim.b.conn);
+  sim.b.conn = std::make_unique<Connection>(1, 0, kIndex, kC, 201, kHz);
+  sim.b.delivered.clear();
+  sim.b.delivered_frames = 0;
+  sim.a.delivered.clear();
+  std::uint64_t steps = sim.run([&] { return sim.a.conn->stats().resets >= 1; }, 100'000);
+  ASSERT_LT(steps, 100'000u);
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), 201u);
+  // What A had for the old incarnation is gone, and none of it reached the
+  // new one.
+  EXPECT_FALSE(sim.a.conn->has_pending());
+  EXPECT_EQ(sim.a.conn->unacked(), 0u);
+  EXPECT_EQ(sim.a.conn->credits_left(), kC);
+
+  // A new stream both ways, from seq 1.
+  for (std::uint32_t s = 1; s <= 2'000; ++s) enqueue_record(*sim.a.conn, 100'000 + s);
+  for (std::uint32_t s = 1; s <= 500; ++s) enqueue_record(*sim.b.conn, 200'000 + s);
+  steps = sim.run(
+      [&] {
+        return sim.b.delivered.size() >= 2'000 && sim.a.delivered.size() >= 500 && sim.quiet();
+      },
+      400'000);
+  EXPECT_LT(steps, 400'000u);
+  expect_sequence(sim.b.delivered, iota(100'001, 2'000));
+  expect_sequence(sim.a.delivered, iota(200'001, 500));
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  EXPECT_EQ(sim.b.conn->stats().resets, 0u);
+  EXPECT_EQ(sim.b.conn->peer_boot(), 100u);
+
+  // The old incarnation speaks again: dropped as stale, nothing delivered,
+  // no second reset.
+  std::uint64_t stale = sim.a.conn->stats().stale_boot;
+  std::vector<std::vector<std::uint8_t>> old_frames;
+  Connection::Emit capture = [&](const std::uint8_t* p, std::size_t len) {
+    old_frames.emplace_back(p, p + len);
+  };
+  enqueue_record(*old_b, 777);
+  old_b->pump(sim.now, capture);
+  old_b->timers(sim.now + 1'000'000, capture);  // retransmits what it had
+  old_b->flush_ack(capture);
+  ASSERT_FALSE(old_frames.empty());
+  auto ea = sim.emit_a();
+  sim.a.delivered.clear();
+  for (const auto& f : old_frames)
+    EXPECT_EQ(Sim::deliver(sim.a, f, sim.now, ea), Connection::Accept::kDrop);
+  EXPECT_TRUE(sim.a.delivered.empty());
+  EXPECT_EQ(sim.a.conn->stats().stale_boot, stale + old_frames.size());
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), 201u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, ConnectionRestart, ::testing::Bool());
+
+TEST(Connection, FirstFrameSetsPeerBoot) {
+  Sim sim(8, 1, {});
+  EXPECT_EQ(sim.b.conn->peer_boot(), 0u);
+  enqueue_record(*sim.a.conn, 1);
+  sim.run([&] { return !sim.b.delivered.empty(); }, 10);
+  EXPECT_EQ(sim.b.conn->peer_boot(), 100u);
+  EXPECT_EQ(sim.b.conn->stats().resets, 0u);
+}
+
+}  // namespace

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Speaks the attach handshake (gossamer/abi/attach.hpp) to a dataplane the
+way a buggy or foreign application would, and prints the dataplane's answer.
+
+  attach_probe.py SOCKET CASE
+CASE: wrong-version | no-build-id | unsealed | wrong-size | garbage
+Prints "refused: TEXT" or "accepted" and exits 0 if it got an answer."""
+import os
+import socket
+import struct
+import sys
+
+ATTACH = 1
+REFUSED = 3
+ATTACH_OK = 2
+
+
+def request(version=1, layout=None, build_id=b"\x01" * 20, threads=4, seg=4096):
+    if layout is None:
+        layout = (2 << 24) | (128 << 12) | (1024 >> 6)
+    bid = build_id.ljust(64, b"\0")
+    return struct.pack("<IIII64sQIIQ", ATTACH, version, layout, len(build_id), bid, 0, threads,
+                       os.getpid(), seg)
+
+
+def main():
+    path, case = sys.argv[1], sys.argv[2]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)
+    s.connect(path)
+    fd = os.memfd_create("probe", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, 4096)
+    ev = os.eventfd(0) if hasattr(os, "eventfd") else os.memfd_create("ev")
+    if case != "unsealed":
+        import fcntl
+        fcntl.fcntl(fd, 1033, 0x0002 | 0x0004)  # F_ADD_SEALS: SHRINK | GROW
+    if case == "wrong-version":
+        msg = request(version=99)
+    elif case == "no-build-id":
+        msg = request(build_id=b"")
+    elif case == "wrong-size":
+        msg = request()[:50]
+    elif case == "garbage":
+        msg = os.urandom(104)
+    else:
+        msg = request()
+    socket.send_fds(s, [msg], [fd, ev])
+    try:
+        reply = s.recv(512)
+    except socket.timeout:
+        print("no answer")
+        return 1
+    if len(reply) < 16:
+        print("closed")
+        return 0
+    typ = struct.unpack_from("<I", reply)[0]
+    text = reply[16:].split(b"\0")[0].decode(errors="replace")
+    print(("refused: " + text) if typ == REFUSED else ("accepted" if typ == ATTACH_OK else f"type {typ}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

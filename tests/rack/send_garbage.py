@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Sends malformed frames from a raw socket on IFACE to DST_MAC: random
+bytes, truncated headers, UDP to the dataplane port with a bad magic, a bad
+version, wrong lengths, a bogus source host, and truncated copies of a
+plausible frame. Run inside a rack-in-a-box host namespace.
+
+  send_garbage.py IFACE DST_MAC SRC_IP DST_IP PORT COUNT"""
+import random
+import socket
+import struct
+import sys
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, payload):
+    udp = struct.pack("!HHHH", port, port, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                     socket.inet_aton(src_ip), socket.inet_aton(dst_ip))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return dst_mac + src_mac + b"\x08\x00" + ip + udp
+
+
+def header(magic=0x464D5347, version=1, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0):
+    return struct.pack("<IBBBBHHIIIIHHHHI", magic, version, typ, conn, 0, src, dst, 12345, seq, 0, 32,
+                       records, length, 0, 0, 0)
+
+
+def main():
+    iface, dst, src_ip, dst_ip, port, count = sys.argv[1:7]
+    port, count = int(port), int(count)
+    dst_mac = bytes.fromhex(dst.replace(":", ""))
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    src_mac = s.getsockname()[4]
+    rnd = random.Random(42)
+    frames = []
+    for _ in range(count):
+        frames.append(dst_mac + src_mac + bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 200))))
+        frames.append(dst_mac + src_mac + b"\x08\x00" + bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 60))))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(magic=0xdeadbeef)))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(version=9)))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(records=3, length=40) + b"\0" * 40))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(src=7)))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(conn=200)))
+        rec = struct.pack("<BBHHHIHHHHIQ", 9, 0, 1, 0, 0, 1, 8, 0, 0, 0, 0, 1) + b"\0" * 8
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(records=1, length=len(rec)) + rec))
+        good = udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header())
+        frames.append(good[:rnd.randint(14, len(good) - 1)])
+    for f in frames:
+        s.send(f.ljust(14, b"\0"))
+    print(f"sent {len(frames)} malformed frames")
+
+
+if __name__ == "__main__":
+    main()
