@@ -26,6 +26,7 @@ std::string check_attach(const void* msg, std::size_t msg_len, const abi::Segmen
            std::to_string(abi::kLayoutVersion) + " (rebuild the application against this libgossamer)";
   if (r.build_id_len == 0 || r.build_id_len > abi::kMaxBuildId)
     return "the executable has no GNU build-id (link with --build-id)";
+  if (c.host_count == 0 || c.host_index >= c.host_count) return "the dataplane's rack is empty";
   if (c.fds != 2) return "attach needs exactly two descriptors (memfd, eventfd)";
   if (!c.sealed) return "the segment memfd is not sealed against shrinking and growing";
   if (r.total_threads == 0 || r.total_threads > abi::kMaxRackThreads)
