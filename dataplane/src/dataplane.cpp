@@ -53,10 +53,6 @@ std::uint32_t parse_ip(const std::string& s) {
   return a.s_addr;
 }
 
-std::string expand_host(std::string path, const std::string& host) {
-  for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, host);
-  return path;
-}
 }  // namespace
 
 Dataplane::Dataplane(const config::Config& cfg)
@@ -64,7 +60,7 @@ Dataplane::Dataplane(const config::Config& cfg)
       self_(cfg.host.index),
       hosts_(std::uint32_t(cfg.rack.hosts.size())),
       conns_per_host_(std::max<std::uint32_t>(1, std::min<std::uint32_t>(cfg.connections.per_remote_host, 255))) {
-  socket_path_ = expand_host(cfg.dataplane.socket, cfg.self().name);
+  socket_path_ = cfg.dataplane_socket();
   for (const auto& h : cfg.rack.hosts) endpoints_.push_back({parse_ip(h.data.ip), h.data.port});
   self_ep_ = endpoints_[self_];
   // Incarnations are ordered by start time (4 ms ticks), so a frame of a

@@ -59,10 +59,6 @@ int find_build_id(dl_phdr_info* info, std::size_t, void* data) {
   return 1;  // only the first object: the executable
 }
 
-std::string expand_host(std::string path, const std::string& host) {
-  for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, host);
-  return path;
-}
 
 std::uint64_t run_key() {
   const char* id = std::getenv("GOSSAMER_RUN_ID");
@@ -152,7 +148,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   std::memcpy(r->seg_, &h, sizeof h);
   r->eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
-  r->socket_path_ = expand_host(cfg.dataplane.socket, cfg.self().name);
+  r->socket_path_ = cfg.dataplane_socket();
   r->sock_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;

@@ -196,6 +196,12 @@ struct Config {
 
   // This host's rack entry (rack.hosts[host.index]); valid on loaded configs.
   const RackHost& self() const { return rack.hosts.at(host.index); }
+  // dataplane.socket with "{host}" replaced by this host's name.
+  std::string dataplane_socket() const {
+    std::string path = dataplane.socket;
+    for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, self().name);
+    return path;
+  }
 };
 
 struct Error {
