@@ -1,0 +1,208 @@
+// echo: small closures echoed between the two hosts of a rack. A rack
+// application: start it on every host with the same GOSSAMER_RUN_ID (see
+// tools/bench/echo-rack, which also runs the kernel-TCP baseline).
+//
+// Host 0's threads each run F fibers; every fiber repeatedly applies, with a
+// blocking apply, a closure that captures a B-byte payload to a counter on
+// one of host 1's trustees (round robin over them); the closure bumps the
+// counter and returns the payload, which the fiber checks. Each request's
+// latency is measured with steady_clock around the apply. After S seconds
+// the fibers stop issuing (requests in flight still complete and count) and
+// host 0 prints one line:
+//   echo size=32 threads=4 fibers=32 seconds=3 requests=N rps=R p50_us=X p99_us=Y
+// B = 32 sends a std::array<char, 32> captured in the closure (the closure
+// is 32 bytes); other sizes send a std::string as an apply_with argument.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <gossamer/gossamer.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kFixed = 32;       // the captured-array payload size
+constexpr std::size_t kMaxTargets = 64;  // host-1 trustees addressed
+
+struct Params {
+  std::size_t threads = 4, fibers = 32, size = 32;
+  double seconds = 3;
+  gossamer::Polling polling = gossamer::Polling::adaptive;
+};
+
+// Filled by one host-0 thread once its fibers are done; read by main.
+struct ThreadResult {
+  std::vector<std::uint32_t> lat_ns;
+  std::uint64_t requests = 0, mismatches = 0;
+  Clock::time_point last_done{};
+};
+
+// The payload of request `seq` of fiber `id`: distinct per request, so that
+// an echo of the wrong bytes is caught.
+void fill(char* p, std::size_t n, std::uint64_t id, std::uint64_t seq) {
+  std::uint64_t x = id * 0x9E3779B97F4A7C15ull + seq;
+  for (std::size_t i = 0; i < n; ++i) p[i] = char((x >> ((i % 8) * 8)) + i);
+}
+
+// The host-0 share of the rack's threads (abi::host_threads with 2 hosts).
+std::size_t host0_threads(std::size_t total, std::size_t hosts) {
+  return total / hosts + (total % hosts ? 1 : 0);
+}
+
+int bench(const Params& p) {
+  const std::size_t n = gossamer::thread_count();
+  if (gossamer::host_count() != 2) {
+    std::fprintf(stderr, "echo: needs a rack of exactly 2 hosts (this one has %zu); run it with tools/bench/echo-rack\n",
+                 gossamer::host_count());
+    return 2;
+  }
+  const std::size_t c0 = host0_threads(n, 2);  // threads [0, c0) are on host 0, [c0, n) on host 1
+  const std::size_t targets = std::min(n - c0, kMaxTargets);
+  if (c0 == 0 || targets == 0) {
+    std::fprintf(stderr, "echo: --threads %zu leaves a host without threads\n", n);
+    return 2;
+  }
+
+  // One counter on each host-1 trustee.
+  std::vector<gossamer::Trust<long>> counters;
+  std::array<gossamer::TrustRef<long>, kMaxTargets> refs{};
+  for (std::size_t i = 0; i < targets; ++i) {
+    counters.push_back(gossamer::trustee(c0 + i).entrust(0L));
+    refs[i] = counters.back().ref();
+  }
+
+  std::vector<ThreadResult> results(c0);
+  ThreadResult* results_p = results.data();  // host 0 only: the fibers below run in this process
+  const std::size_t fibers = p.fibers, size = p.size;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.seconds));
+
+  std::vector<gossamer::FiberHandle> hs;
+  for (std::size_t t = 0; t < c0; ++t) {
+    hs.push_back(gossamer::spawn_on(t, [refs, targets, fibers, size, deadline, results_p, t] {
+      struct FiberResult {
+        std::vector<std::uint32_t> lat_ns;
+        std::uint64_t mismatches = 0;
+        Clock::time_point last_done{};
+      };
+      std::vector<FiberResult> fr(fibers);
+      std::vector<gossamer::FiberHandle> fs;
+      for (std::size_t f = 0; f < fibers; ++f) {
+        fs.push_back(gossamer::spawn([&fr, refs, targets, fibers, size, deadline, t, f] {
+          FiberResult& me = fr[f];
+          me.lat_ns.reserve(1 << 14);
+          const std::uint64_t id = t * fibers + f;
+          std::size_t target = id % targets;
+          std::string s(size, '\0');
+          for (std::uint64_t seq = 0;; ++seq) {
+            bool ok;
+            auto start = Clock::now();
+            if (size == kFixed) {
+              std::array<char, kFixed> payload;
+              fill(payload.data(), kFixed, id, seq);
+              auto back = refs[target].apply([payload](long& c) {
+                ++c;
+                return payload;
+              });
+              ok = back == payload;
+            } else {
+              fill(s.data(), size, id, seq);
+              std::string back = refs[target].apply_with(
+                  [](long& c, std::string x) {
+                    ++c;
+                    return x;
+                  },
+                  s);
+              ok = back == s;
+            }
+            auto now = Clock::now();
+            me.lat_ns.push_back(std::uint32_t(std::min<std::int64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count(), UINT32_MAX)));
+            if (!ok) ++me.mismatches;
+            if (++target == targets) target = 0;
+            if (now >= deadline) {
+              me.last_done = now;
+              break;
+            }
+          }
+        }));
+      }
+      for (auto& h : fs) h.join();
+      ThreadResult& out = results_p[t];
+      for (auto& r : fr) {
+        out.lat_ns.insert(out.lat_ns.end(), r.lat_ns.begin(), r.lat_ns.end());
+        out.mismatches += r.mismatches;
+        out.last_done = std::max(out.last_done, r.last_done);
+      }
+      out.requests = out.lat_ns.size();
+    }));
+  }
+  for (auto& h : hs) h.join();
+
+  std::vector<std::uint32_t> lat;
+  std::uint64_t requests = 0, mismatches = 0;
+  Clock::time_point end = t0;
+  for (auto& r : results) {
+    lat.insert(lat.end(), r.lat_ns.begin(), r.lat_ns.end());
+    requests += r.requests;
+    mismatches += r.mismatches;
+    end = std::max(end, r.last_done);
+  }
+  // Every closure bumped a counter once: the totals must match.
+  long counted = 0;
+  for (auto& c : counters) counted += c.apply([](long& v) { return v; });
+
+  double secs = std::chrono::duration<double>(end - t0).count();
+  auto pct = [&](double q) {
+    if (lat.empty()) return 0.0;
+    std::size_t k = std::min(lat.size() - 1, std::size_t(q * double(lat.size())));
+    std::nth_element(lat.begin(), lat.begin() + std::ptrdiff_t(k), lat.end());
+    return lat[k] / 1000.0;
+  };
+  double p50 = pct(0.50), p99 = pct(0.99);
+  std::printf("echo size=%zu threads=%zu fibers=%zu seconds=%g requests=%llu rps=%.0f p50_us=%.1f p99_us=%.1f\n",
+              size, n, fibers, p.seconds, (unsigned long long)requests, secs > 0 ? double(requests) / secs : 0.0,
+              p50, p99);
+  std::fflush(stdout);
+  int rc = 0;
+  if (mismatches) {
+    std::fprintf(stderr, "echo: %llu responses did not echo their payload\n", (unsigned long long)mismatches);
+    rc = 1;
+  }
+  if (std::uint64_t(counted) != requests) {
+    std::fprintf(stderr, "echo: the trustees counted %ld requests, the clients %llu\n", counted,
+                 (unsigned long long)requests);
+    rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"echo: closures echoed between the 2 hosts of a rack (run on every host, same GOSSAMER_RUN_ID)"};
+  Params p;
+  std::string polling = "adaptive";
+  app.add_option("--threads", p.threads, "runtime threads in the whole rack (half on each host)")->check(CLI::Range(2, 4096));
+  app.add_option("--fibers", p.fibers, "fibers per host-0 thread")->check(CLI::Range(1, 100000));
+  app.add_option("--seconds", p.seconds, "how long the fibers keep issuing requests")->check(CLI::PositiveNumber);
+  app.add_option("--size", p.size, "payload bytes (32: captured std::array; else an apply_with std::string)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
+  CLI11_PARSE(app, argc, argv);
+  p.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
+
+  gossamer::Options o;
+  o.threads = p.threads;
+  o.polling = p.polling;
+  // main runs on host 0 only; host 1's instance serves until host 0's main
+  // has returned and the rack is quiet, then run() returns 0 there.
+  int r = gossamer::run(o, [p]() -> int { return bench(p); });
+  return r;
+}
