@@ -303,6 +303,23 @@ bool Worker::flush(ThreadId to) {
   return true;
 }
 
+// Runs the oldest completion of the channel with one response. Rack probes
+// and stops (control) are not the application's: they are not counted.
+void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  Completion c = ch.pop();
+  bool control = is_control_completion(c.fn);
+  {
+    DelegatedScope scope;  // then-callbacks must not block
+    if (c.fn) c.fn(c, status, data, len);
+    else if (status != abi::kOk) report_async_failure(status, data, len);
+  }
+  if (!control) {
+    --outstanding_;
+    ++responses_received_;
+    ++activity_;
+  }
+}
+
 // Walks the response records of a batch in order and runs each completion.
 bool Worker::poll_responses(ThreadId to) {
   Channel& ch = channels_[to];
@@ -345,18 +362,7 @@ bool Worker::poll_responses(ThreadId to) {
     const std::byte* data = regions[r].p + off + sizeof rh;
     if (off + sizeof rh + rh.length > regions[r].len) fatal("response overruns its block");
     off += sizeof rh + abi::align_record(rh.length);
-    Completion c = ch.pop();
-    bool control = is_control_completion(c.fn);
-    {
-      DelegatedScope scope;  // then-callbacks must not block
-      if (c.fn) c.fn(c, rh.status, data, rh.length);
-      else if (rh.status != abi::kOk) report_async_failure(rh.status, data, rh.length);
-    }
-    if (!control) {
-      --outstanding_;
-      ++responses_received_;
-      ++activity_;
-    }
+    complete_next(ch, rh.status, data, rh.length);
   }
   delete spill;
   return true;
@@ -406,18 +412,7 @@ bool Worker::poll_remote_responses(ThreadId to) {
         rh.length = std::uint32_t(ch.partial.size());
       }
       if (ch.ring_size == 0) fatal("more responses than requests from another host");
-      Completion c = ch.pop();
-      bool control = is_control_completion(c.fn);
-      {
-        DelegatedScope scope;
-        if (c.fn) c.fn(c, rh.status, data, rh.length);
-        else if (rh.status != abi::kOk) report_async_failure(rh.status, data, rh.length);
-      }
-      if (!control) {
-        --outstanding_;
-        ++responses_received_;
-        ++activity_;
-      }
+      complete_next(ch, rh.status, data, rh.length);
       ch.partial.clear();
     }
   }

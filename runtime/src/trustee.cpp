@@ -140,6 +140,14 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
     out.fail(abi::kException, "the closure threw something that is not a std::exception");
   }
 }
+// Exactly one response per record, whatever the invoker did.
+template <class Writer>
+void dispatch_one(Worker& w, ThreadId client, const RequestHeader& h, const std::byte* body, Writer& out) {
+  std::uint32_t before = out.written();
+  dispatch(w, client, h, body, out);
+  if (out.written() == before) out.reserve(0);  // an invoker that said nothing
+  if (out.written() != before + 1) fatal("an invoker wrote more than one response");
+}
 }  // namespace
 
 bool Worker::serve_requests() {
@@ -191,10 +199,7 @@ void Worker::serve_slot(ThreadId client, const abi::RequestSlotHeader& h) {
         body = external;
         rh.length = std::uint32_t(ext.length);
       }
-      std::uint32_t before = out.written();
-      dispatch(*this, client, rh, body, out);
-      if (out.written() == before) out.reserve(0);  // an invoker that said nothing
-      if (out.written() != before + 1) fatal("an invoker wrote more than one response");
+      dispatch_one(*this, client, rh, body, out);
       delete[] external;
       ++done;
       off += size;
@@ -279,10 +284,7 @@ void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
         body = rc->in_partial.data();
         rh.length = std::uint32_t(rc->in_partial.size());
       }
-      std::uint32_t before = out.written();
-      dispatch(*this, client, rh, body, out);
-      if (out.written() == before) out.reserve(0);
-      if (out.written() != before + 1) fatal("an invoker wrote more than one response");
+      dispatch_one(*this, client, rh, body, out);
       rc->in_partial.clear();
     }
   }

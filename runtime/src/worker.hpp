@@ -185,6 +185,7 @@ class Worker {
   void serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
   bool poll_remote_responses(ThreadId to);
+  void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
   void ring_doorbell(std::uint32_t entry);
 
   [[noreturn]] static void fiber_main_fail(const char* what);
