@@ -47,6 +47,7 @@ void Connection::fill_header(FrameHeader* h, std::uint8_t type, std::uint32_t se
   h->src_host = self_;
   h->dst_host = peer_;
   h->boot = boot_;
+  h->dst_boot = peer_boot_;
   h->seq = seq;
   h->ack = expected_ - 1;
   h->credit = grant_;
@@ -138,6 +139,14 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
     }
     reset(h.boot);
   }
+  if (h.dst_boot != 0 && h.dst_boot != boot_) {
+    // Sent to our previous incarnation (or a forged one): its ack, credit and
+    // seq describe a conversation we no longer have. Our next frame tells the
+    // peer who we are now, and it resets.
+    ++stats_.wrong_incarnation;
+    ack_owed_ = true;
+    return Accept::kDrop;
+  }
   // The reverse direction: acks and credit.
   if (std::int32_t(h.ack - acked_) > 0 && std::int32_t(h.ack - next_seq_) < 0) {
     acked_ = h.ack;
@@ -189,6 +198,7 @@ void Connection::retransmit_all(std::uint64_t now, const Emit& emit) {
     std::memcpy(&h, s.bytes.data(), sizeof h);
     h.ack = expected_ - 1;
     h.credit = grant_;
+    h.dst_boot = peer_boot_;
     std::memcpy(s.bytes.data(), &h, sizeof h);
     emit(s.bytes.data(), s.bytes.size());
     s.sent_at = now;

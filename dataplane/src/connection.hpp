@@ -32,6 +32,7 @@ struct ConnectionStats {
   std::uint64_t requests_sent = 0, responses_sent = 0;  // slot records, for coalescing
   std::uint64_t retransmits = 0, timeouts = 0, fast_retransmits = 0;
   std::uint64_t duplicates = 0, out_of_order = 0, stale_boot = 0, resets = 0;
+  std::uint64_t wrong_incarnation = 0;  // frames naming another incarnation of us
   std::uint64_t credit_stalls = 0, renewals_requested = 0, renewals_granted = 0;
   std::uint64_t credit_probes = 0;
 };

@@ -787,7 +787,8 @@ void Dataplane::write_stats() {
           << l << s.fast_retransmits << "\nduplicates" << l << s.duplicates << "\nout_of_order" << l
           << s.out_of_order << "\ncredit_stalls" << l << s.credit_stalls << "\nrenewals_requested" << l
           << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
-          << peers_[h].conns[c]->credits_left() << "\nresets" << l << s.resets << "\n";
+          << peers_[h].conns[c]->credits_left() << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
+          << s.wrong_incarnation << "\n";
       }
     }
   }

@@ -59,7 +59,7 @@ struct FrameHeader {
   std::uint16_t length;     // bytes of records after this header
   std::uint16_t coalesced;  // requests (slot records) in this frame, for stats
   std::uint16_t reserved0;
-  std::uint32_t reserved1;
+  std::uint32_t dst_boot;   // receiver incarnation this frame is for; 0: not known yet
 };
 static_assert(sizeof(FrameHeader) == 40);
 static_assert(std::is_trivially_copyable_v<FrameHeader>);
