@@ -113,6 +113,7 @@ class Dataplane {
   std::vector<std::uint8_t> scratch_;
   Stats stats_;
   std::uint64_t last_stats_write_ = 0;
+  std::uint64_t last_work_ = 0;  // tsc of the last loop that found work
   Faults faults_;
   std::string faults_text_;
   std::uint64_t faults_rng_ = 0x9e3779b97f4a7c15ull;
