@@ -21,6 +21,20 @@ std::size_t socket_path_bytes(std::string_view path, std::size_t host_name_bytes
   return bytes;
 }
 
+// `socket` and `socket_group` of a section: a unix socket path, checked with
+// {host} at its longest, so that a shared rack file that is valid for one
+// host is valid for all of them.
+void read_socket(MapReader& r, std::string& socket, std::string& group) {
+  if (r.string("socket", socket, /*non_empty=*/true)) {
+    const std::size_t bytes = socket_path_bytes(socket, kMaxHostName);
+    if (bytes > kMaxSocketPath)
+      r.diag().error(r.value_mark("socket"), r.path_of("socket"),
+                     "path is " + std::to_string(bytes) + " bytes, a unix socket path holds at most " +
+                         std::to_string(kMaxSocketPath));
+  }
+  r.string("socket_group", group);
+}
+
 bool read_polling(MapReader& r, Polling& out) {
   return r.choice("polling", out, {{"busy", Polling::busy}, {"adaptive", Polling::adaptive}});
 }
@@ -144,17 +158,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   }
   r.integer("cores", out.cores, {1, 64});
   read_polling(r, out.polling);
-  if (r.string("socket", out.socket, /*non_empty=*/true)) {
-    // Checked with {host} at its longest, so that a shared rack file that is
-    // valid for one host is valid for all of them.
-    const std::size_t bytes = socket_path_bytes(out.socket, kMaxHostName);
-    if (bytes > kMaxSocketPath)
-      r.diag().error(r.value_mark("socket"), r.path_of("socket"),
-                     "path is " + std::to_string(bytes) +
-                         " bytes, a unix socket path holds at most " +
-                         std::to_string(kMaxSocketPath));
-  }
-  r.string("socket_group", out.socket_group);
+  read_socket(r, out.socket, out.socket_group);
 }
 
 void read_connections(MapReader r, ConnectionsConfig& out) {
@@ -187,6 +191,7 @@ void read_controlplane(MapReader r, ControlplaneConfig& out) {
                        " must be greater than heartbeat_interval_ms (" +
                        std::to_string(out.heartbeat_interval_ms) + ")");
   }
+  read_socket(r, out.socket, out.socket_group);
 }
 
 void read_metrics(MapReader r, MetricsConfig& out, const SocketAddress& controlplane_listen) {

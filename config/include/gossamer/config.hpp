@@ -166,6 +166,9 @@ struct ControlplaneConfig {
   std::string psk_file = "/etc/gossamer/psk";          // rack pre-shared key
   std::uint32_t heartbeat_interval_ms = 200;
   std::uint32_t heartbeat_timeout_ms = 1000;           // > heartbeat_interval_ms
+  // Unix socket gossamerctl talks to ("{host}" as in dataplane.socket).
+  std::string socket = "/run/gossamer/gossamerd.sock";
+  std::string socket_group;       // group allowed to use gossamerctl; "" = root only
   bool operator==(const ControlplaneConfig&) const = default;
 };
 
@@ -197,8 +200,10 @@ struct Config {
   // This host's rack entry (rack.hosts[host.index]); valid on loaded configs.
   const RackHost& self() const { return rack.hosts.at(host.index); }
   // dataplane.socket with "{host}" replaced by this host's name.
-  std::string dataplane_socket() const {
-    std::string path = dataplane.socket;
+  std::string dataplane_socket() const { return expand_host(dataplane.socket); }
+  // controlplane.socket, expanded the same way.
+  std::string controlplane_socket() const { return expand_host(controlplane.socket); }
+  std::string expand_host(std::string path) const {
     for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, self().name);
     return path;
   }
