@@ -1,8 +1,9 @@
-// gossamerd: the per-host control-plane daemon. For now it validates its
-// configuration and shows that the metrics exporter (prometheus-cpp) is
-// linked; membership, launch and metrics arrive with the control-plane and
-// metrics issues.
+// gossamerd: the per-host control-plane daemon (see daemon.hpp).
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -10,12 +11,34 @@
 #include <gossamer/config.hpp>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon.hpp"
+
+namespace {
+
+// gossamer-dataplane next to this binary (installed) or in the build tree.
+std::string find_dataplane() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto candidate : {self.parent_path() / "gossamer-dataplane",
+                         self.parent_path().parent_path() / "dataplane" / "gossamer-dataplane"})
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gossamerd: the per-host control-plane daemon", "gossamerd"};
-  std::string config_path;
-  bool version = false;
+  std::string config_path, dataplane;
+  bool version = false, no_dataplane = false;
   app.add_option("-c,--config", config_path, "this host's YAML configuration");
+  app.add_option("--dataplane", dataplane,
+                 "the gossamer-dataplane binary to supervise (default: next to gossamerd, or the build tree's)");
+  app.add_flag("--no-dataplane", no_dataplane, "do not start a dataplane (it is managed elsewhere)");
   app.add_flag("--version", version, "print what is linked and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -37,8 +60,34 @@ int main(int argc, char** argv) {
     gossamer::config::write_errors(result, std::cerr);
     return 1;
   }
-  std::fprintf(stderr,
-               "gossamerd: configuration ok, but the daemon itself is not implemented yet "
-               "(issue 5: membership, launch, fate sharing, large requests)\n");
-  return 3;
+  gossamer::config::Config cfg = std::move(result).config();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("gossamerd"));
+  spdlog::set_pattern("[%H:%M:%S.%e] gossamerd[%P] " + cfg.self().name + " %l: %v");
+
+  std::string key, error;
+  if (!gossamer::cp::load_psk(cfg.controlplane.psk_file, &key, &error)) {
+    spdlog::error("{}", error);
+    return 1;
+  }
+  gossamer::cp::DaemonOptions opt;
+  opt.config_path = std::filesystem::absolute(config_path).string();
+  if (!no_dataplane) {
+    opt.dataplane_path = dataplane.empty() ? find_dataplane() : dataplane;
+    if (opt.dataplane_path.empty() || ::access(opt.dataplane_path.c_str(), X_OK) != 0) {
+      spdlog::error("no gossamer-dataplane binary at '{}'; pass --dataplane PATH, or --no-dataplane",
+                    opt.dataplane_path.empty() ? std::string("(not found next to gossamerd)") : opt.dataplane_path);
+      return 1;
+    }
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+
+  boost::asio::io_context io;
+  gossamer::cp::Daemon daemon(io, std::move(cfg), opt, std::move(key));
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](boost::system::error_code ec, int sig) {
+    if (!ec) daemon.shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  });
+  if (!daemon.start()) return 1;
+  io.run();
+  return 0;
 }

@@ -22,11 +22,15 @@
 namespace gossamer::detail {
 
 namespace {
-[[noreturn]] void die(const std::string& m) {
+[[noreturn]] void die(const std::string& m, int status = 1) {
   std::fprintf(stderr, "gossamer: %s\n", m.c_str());
   std::fflush(stderr);
-  std::_Exit(1);
+  std::_Exit(status);
 }
+
+// Exit status of an instance stopped because another host's instance left:
+// gossamerd tells this consequence from the cause (controlplane/src/daemon.hpp).
+constexpr int kExitPeerLost = 75;
 
 // The executable's GNU build-id (NT_GNU_BUILD_ID note), the identity every
 // host's instance must share.
@@ -226,7 +230,8 @@ void Rack::monitor() {
       // Peers that finished detach quietly; this is a crash or a kill.
       if (detaching_.load(std::memory_order_acquire)) continue;
       m.text[sizeof m.text - 1] = 0;
-      die("host " + std::to_string(m.host) + " left the rack (" + m.text + "); stopping this instance too");
+      die("host " + std::to_string(m.host) + " left the rack (" + m.text + "); stopping this instance too",
+          kExitPeerLost);
     }
     if (n <= 0) {
       if (finishing_.load(std::memory_order_acquire)) {

@@ -14,5 +14,7 @@ namespace gossamer::ctl {
 
 // `gossamerctl config check FILE...`
 void add_config_commands(CLI::App& app);
+// `gossamerctl [-c FILE] run|status` (run_cmd.cpp)
+void add_run_commands(CLI::App& app);
 
 }  // namespace gossamer::ctl

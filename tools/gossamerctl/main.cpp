@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gossamerctl: inspect and control a Gossamer rack", "gossamerctl"};
   app.require_subcommand(1);
   gossamer::ctl::add_config_commands(app);
+  gossamer::ctl::add_run_commands(app);
   // Subcommand callbacks run inside parse; they signal failure through
   // CLI::RuntimeError, and usage errors get CLI11's usual exit codes.
   try {

@@ -1,0 +1,1090 @@
+#include "daemon.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+extern char** environ;
+
+namespace gossamer::cp {
+
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::seconds(2);
+constexpr auto kRedialDelay = std::chrono::milliseconds(250);
+constexpr auto kPrepareTimeout = std::chrono::seconds(10);
+constexpr auto kKillDelay = std::chrono::seconds(1);       // SIGTERM, then SIGKILL
+constexpr auto kDrainLimit = std::chrono::milliseconds(500);  // output after the exit
+constexpr auto kCauseWindow = std::chrono::milliseconds(300);  // gather consequences
+constexpr auto kMaxDataplaneBackoff = std::chrono::milliseconds(10'000);
+constexpr auto kDataplaneStable = std::chrono::seconds(10);
+constexpr std::size_t kOutputBacklog = 8u << 20;  // pause an instance's pipes above this
+
+std::string random_id() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+std::string describe_exit(int code, int sig) {
+  if (sig) {
+    const char* name = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "exited with status " + std::to_string(code);
+}
+
+// fork + exec with stdin from /dev/null and the given stdout/stderr; the child
+// gets its own process group (so a stop reaches whatever it forked) and dies
+// with this daemon. Returns the pid, or -1 with *error.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
+            int out_fd, int err_fd, bool own_group, std::string* error) {
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    return -1;
+  }
+  std::vector<char*> av, ev;
+  for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
+  for (auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
+  ev.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    *error = std::string("fork: ") + std::strerror(errno);
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(s, SIG_DFL);
+    if (own_group) ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) ::dup2(null, 0);
+    if (out_fd >= 0) ::dup2(out_fd, 1);
+    if (err_fd >= 0) ::dup2(err_fd, 2);
+    const char* stage = "chdir";
+    if (cwd.empty() || ::chdir(cwd.c_str()) == 0) {
+      stage = "exec";
+      ::execve(av[0], av.data(), ev.data());
+    }
+    int e = errno;
+    char msg[256];
+    int n = std::snprintf(msg, sizeof msg, "%s %s: %s", stage, stage[0] == 'c' ? cwd.c_str() : av[0],
+                          std::strerror(e));
+    (void)!::write(status_pipe[1], msg, std::size_t(n));
+    ::_exit(127);
+  }
+  ::close(status_pipe[1]);
+  char msg[256];
+  ssize_t n = ::read(status_pipe[0], msg, sizeof msg);  // EOF on a successful exec
+  ::close(status_pipe[0]);
+  if (n > 0) {
+    *error = std::string(msg, std::size_t(n));
+    ::waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+}  // namespace
+
+// One application run. On the origin host it also holds the gossamerctl
+// link and what every host reported; on the others only the local instance.
+struct Daemon::Run {
+  Prepare spec;
+  bool is_origin = false;
+  bool started = false;
+  // the local instance
+  pid_t pid = 0;
+  int pgid = 0;
+  bool reaped = false;
+  int code = -1, sig = 0;
+  bool stopping = false;
+  bool exited_sent = false;
+  std::string exec_error;
+  std::unique_ptr<asio::posix::stream_descriptor> streams[2];
+  std::array<char, kOutputChunk> buf[2];
+  std::unique_ptr<asio::steady_timer> kill_timer, drain_timer;
+  // origin only
+  std::shared_ptr<UnixLink> ctl;
+  std::vector<int> prepared;   // per host: 0 waiting, 1 ok, -1 failed
+  std::vector<bool> finished;  // per host: exited or lost
+  std::unique_ptr<asio::steady_timer> prepare_timer, cause_timer;
+  bool failed = false, stop_sent = false, done = false;
+  int cause_rank = -1;  // higher wins; ties: first
+  int cause_status = 0;
+  std::string cause;
+};
+
+Daemon::Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string key)
+    : io_(io),
+      cfg_(std::move(cfg)),
+      opt_(std::move(opt)),
+      key_(std::move(key)),
+      self_(cfg_.host.index),
+      hosts_(std::uint32_t(cfg_.rack.hosts.size())),
+      tcp_acceptor_(io),
+      ctl_acceptor_(io),
+      sigchld_(io, SIGCHLD),
+      heartbeat_timer_(io),
+      peers_(hosts_),
+      dataplane_timer_(io),
+      shutdown_timer_(io) {}
+
+std::string Daemon::host_name(std::uint32_t h) const {
+  return "host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name + ")";
+}
+
+std::uint64_t Daemon::rack_id() const {
+  std::uint64_t x = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) x = (x ^ c) * 1099511628211ull;
+    x = (x ^ 0xff) * 1099511628211ull;
+  };
+  mix(std::to_string(hosts_));
+  for (auto& h : cfg_.rack.hosts) mix(h.name), mix(h.control.to_string());
+  return x;
+}
+
+bool Daemon::start() {
+  boost::system::error_code ec;
+  // Peers.
+  const auto& l = cfg_.controlplane.listen;
+  asio::ip::tcp::endpoint ep(asio::ip::make_address(l.ip, ec), l.port);
+  if (ec) {
+    spdlog::error("controlplane.listen {}: {}", l.to_string(), ec.message());
+    return false;
+  }
+  tcp_acceptor_.open(ep.protocol(), ec);
+  if (!ec) tcp_acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) tcp_acceptor_.bind(ep, ec);
+  if (!ec) tcp_acceptor_.listen(64, ec);
+  if (ec) {
+    spdlog::error("cannot listen on {} (controlplane.listen): {}", l.to_string(), ec.message());
+    return false;
+  }
+  // gossamerctl.
+  ctl_path_ = cfg_.controlplane_socket();
+  std::error_code fs_ec;
+  std::filesystem::create_directories(std::filesystem::path(ctl_path_).parent_path(), fs_ec);
+  {
+    asio::local::stream_protocol::socket probe(io_);
+    probe.connect(asio::local::stream_protocol::endpoint(ctl_path_), ec);
+    if (!ec) {
+      spdlog::error("another gossamerd answers on {} (controlplane.socket)", ctl_path_);
+      return false;
+    }
+    ::unlink(ctl_path_.c_str());  // a stale socket of a daemon that died
+  }
+  ctl_acceptor_.open(asio::local::stream_protocol(), ec);
+  if (!ec) ctl_acceptor_.bind(asio::local::stream_protocol::endpoint(ctl_path_), ec);
+  if (!ec) ctl_acceptor_.listen(16, ec);
+  if (ec) {
+    spdlog::error("cannot listen on {} (controlplane.socket): {}", ctl_path_, ec.message());
+    return false;
+  }
+  mode_t mode = 0600;
+  if (!cfg_.controlplane.socket_group.empty()) {
+    struct group* g = ::getgrnam(cfg_.controlplane.socket_group.c_str());
+    if (!g) {
+      spdlog::error("controlplane.socket_group: no group '{}'", cfg_.controlplane.socket_group);
+      return false;
+    }
+    if (::chown(ctl_path_.c_str(), uid_t(-1), g->gr_gid) != 0) {
+      spdlog::error("chown {}: {}", ctl_path_, std::strerror(errno));
+      return false;
+    }
+    mode = 0660;
+  }
+  ::chmod(ctl_path_.c_str(), mode);
+
+  watch_children();
+  if (!opt_.dataplane_path.empty()) start_dataplane();
+  accept_peer();
+  accept_ctl();
+  for (std::uint32_t h = self_ + 1; h < hosts_; ++h) dial(h);
+  heartbeat_tick();
+  spdlog::info("gossamerd: {} of {} hosts, peers on {}, gossamerctl on {}", host_name(self_), hosts_, l.to_string(),
+               ctl_path_);
+  return true;
+}
+
+// ---- mesh ---------------------------------------------------------------------------
+
+// The acceptor's side of the handshake; the dialer's is in dial().
+void Daemon::accept_peer() {
+  tcp_acceptor_.async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket s) {
+    if (shutting_down_) return;
+    if (!ec) {
+      s.set_option(asio::ip::tcp::no_delay(true), ec);
+      auto link = std::make_shared<TcpLink>(std::move(s), kMaxHandshakeBody);
+      struct Hs {
+        Nonce mine = random_nonce(), theirs{};
+        std::uint32_t host = UINT32_MAX;
+        bool authenticated = false;
+        asio::steady_timer timer;
+        explicit Hs(asio::io_context& io) : timer(io) {}
+      };
+      auto hs = std::make_shared<Hs>(io_);
+      std::weak_ptr<TcpLink> weak = link;
+      hs->timer.expires_after(kHandshakeTimeout);
+      hs->timer.async_wait([this, weak, hs](boost::system::error_code e) {
+        if (e || hs->authenticated) return;
+        if (auto k = weak.lock()) {
+          ++protocol_errors_;
+          k->close("no handshake within 2 s", true);
+        }
+      });
+      std::string from = link->socket().remote_endpoint(ec).address().to_string();
+      link->start(
+          [this, link = link.get(), hs, from](Type t, std::string_view body) {
+            auto self_link = link->shared_from_this();
+            if (hs->authenticated) return on_peer_message(hs->host, t, body);
+            auto reject = [&](const std::string& why) {
+              ++protocol_errors_;
+              spdlog::warn("peer connection from {} refused: {}", from, why);
+              link->close(why, true);
+            };
+            if (hs->host == UINT32_MAX) {
+              Hello h;
+              if (t != Type::kHello || !decode(body, h)) return reject("expected a hello");
+              if (h.version != kVersion)
+                return reject("protocol version " + std::to_string(h.version) + ", this daemon speaks " +
+                              std::to_string(kVersion));
+              if (h.host >= self_) return reject("host index " + std::to_string(h.host) + " may not dial " + host_name(self_));
+              if (h.rack != rack_id()) return reject(host_name(h.host) + " has a different rack section");
+              hs->host = h.host;
+              hs->theirs = h.nonce;
+              Challenge c;
+              c.host = self_;
+              c.nonce = hs->mine;
+              c.mac = handshake_mac(key_, Role::kAcceptor, hs->theirs, hs->mine, h.host, self_, rack_id());
+              link->send(Type::kChallenge, c);
+              return;
+            }
+            Proof p;
+            if (t != Type::kProof || !decode(body, p)) return reject("expected a proof");
+            if (!mac_equal(p.mac, handshake_mac(key_, Role::kDialer, hs->theirs, hs->mine, hs->host, self_,
+                                                rack_id())))
+              return reject("wrong pre-shared key (claimed to be " + host_name(hs->host) + ")");
+            hs->authenticated = true;
+            hs->timer.cancel();
+            link->set_max_body(kMaxBody);
+            peer_authenticated(hs->host, self_link);
+          },
+          [this, link = link.get(), hs](const std::string& why) {
+            if (hs->authenticated && peers_[hs->host].link.get() == link) peer_down(hs->host, "connection lost: " + why);
+          });
+    }
+    accept_peer();
+  });
+}
+
+void Daemon::dial(std::uint32_t h) {
+  if (shutting_down_ || peers_[h].link || peers_[h].dialing) return;
+  peers_[h].dialing = true;
+  const auto& a = cfg_.rack.hosts[h].control;
+  boost::system::error_code ec;
+  asio::ip::tcp::endpoint ep(asio::ip::make_address(a.ip, ec), a.port);
+  auto sock = std::make_shared<asio::ip::tcp::socket>(io_);
+  auto timer = std::make_shared<asio::steady_timer>(io_);
+  timer->expires_after(kHandshakeTimeout);
+  timer->async_wait([sock](boost::system::error_code e) {
+    if (!e) sock->close();
+  });
+  sock->async_connect(ep, [this, h, sock, timer](boost::system::error_code e) {
+    if (e || shutting_down_) {
+      timer->cancel();
+      peers_[h].dialing = false;
+      return schedule_redial(h);
+    }
+    sock->set_option(asio::ip::tcp::no_delay(true), e);
+    auto link = std::make_shared<TcpLink>(std::move(*sock), kMaxHandshakeBody);
+    struct Hs {
+      Nonce mine = random_nonce();
+      bool authenticated = false;
+    };
+    auto hs = std::make_shared<Hs>();
+    link->start(
+        [this, h, link = link.get(), hs, timer](Type t, std::string_view body) {
+          auto self_link = link->shared_from_this();
+          if (hs->authenticated) return on_peer_message(h, t, body);
+          Challenge c;
+          if (t != Type::kChallenge || !decode(body, c) || c.host != h ||
+              !mac_equal(c.mac, handshake_mac(key_, Role::kAcceptor, hs->mine, c.nonce, self_, h, rack_id()))) {
+            ++protocol_errors_;
+            spdlog::warn("{} failed the handshake (wrong pre-shared key, or not a gossamerd)", host_name(h));
+            return link->close("handshake failed", true);
+          }
+          Proof p;
+          p.mac = handshake_mac(key_, Role::kDialer, hs->mine, c.nonce, self_, h, rack_id());
+          link->send(Type::kProof, p);
+          hs->authenticated = true;
+          timer->cancel();
+          link->set_max_body(kMaxBody);
+          peer_authenticated(h, self_link);
+        },
+        [this, h, link = link.get(), hs, timer](const std::string& why) {
+          timer->cancel();
+          peers_[h].dialing = false;
+          if (hs->authenticated && peers_[h].link.get() == link) peer_down(h, "connection lost: " + why);
+          schedule_redial(h);
+        });
+    Hello hello;
+    hello.host = self_;
+    hello.rack = rack_id();
+    hello.nonce = hs->mine;
+    link->send(Type::kHello, hello);
+  });
+}
+
+void Daemon::schedule_redial(std::uint32_t h) {
+  if (shutting_down_) return;
+  auto& p = peers_[h];
+  if (!p.redial) p.redial = std::make_unique<asio::steady_timer>(io_);
+  p.redial->expires_after(kRedialDelay);
+  p.redial->async_wait([this, h](boost::system::error_code e) {
+    if (!e) dial(h);
+  });
+}
+
+void Daemon::peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link) {
+  auto& p = peers_[h];
+  if (p.link && p.link != link) {
+    auto old = std::move(p.link);
+    p.up = false;
+    old->close("replaced by a new connection", true);
+  }
+  p.link = std::move(link);
+  p.dialing = false;
+  p.up = true;
+  p.last_heard = Clock::now();
+  spdlog::info("{} is up", host_name(h));
+  Heartbeat hb;
+  hb.seq = heartbeat_seq_;
+  hb.dataplane = std::uint8_t(dataplane_state_);
+  hb.dataplane_restarts = dataplane_restarts_;
+  hb.instances = local_instances();
+  p.link->send(Type::kHeartbeat, hb);
+}
+
+void Daemon::peer_down(std::uint32_t h, const std::string& why) {
+  auto& p = peers_[h];
+  if (!p.up && !p.link) return;
+  const bool was_up = p.up;
+  p.up = false;
+  if (p.link) {
+    auto l = std::move(p.link);
+    l->close(why, true);
+  }
+  if (was_up) spdlog::warn("{} is down: {}", host_name(h), why);
+  // Fate sharing: every run spans every host.
+  std::vector<std::shared_ptr<Run>> affected;
+  for (auto& [id, r] : runs_) affected.push_back(r);
+  for (auto& r : affected) {
+    if (r->done) continue;
+    if (r->is_origin) {
+      if (!r->finished[h]) {
+        r->finished[h] = true;
+        if (r->prepared[h] == 0) r->prepared[h] = -1;
+        fail_run(*r, h, 3, 1, host_name(h) + " " + why);
+        maybe_finish(r->spec.run);
+      }
+    } else if (r->spec.origin == h) {
+      // Nobody to report to: stop, and forget the run once the instance ended.
+      stop_instance(*r, "the run's origin " + host_name(h) + " is down");
+      if (!r->pid || r->reaped) runs_.erase(r->spec.run);
+    }
+  }
+  if (h > self_) schedule_redial(h);
+}
+
+void Daemon::heartbeat_tick() {
+  const auto now = Clock::now();
+  Heartbeat hb;
+  hb.seq = ++heartbeat_seq_;
+  hb.dataplane = std::uint8_t(dataplane_state_);
+  hb.dataplane_restarts = dataplane_restarts_;
+  hb.instances = local_instances();
+  const auto timeout = std::chrono::milliseconds(cfg_.controlplane.heartbeat_timeout_ms);
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    auto& p = peers_[h];
+    if (!p.link || !p.up) continue;
+    if (now - p.last_heard > timeout) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_heard).count();
+      peer_down(h, "stopped answering heartbeats (last one " + std::to_string(ms) + " ms ago)");
+      continue;
+    }
+    p.link->send(Type::kHeartbeat, hb);
+  }
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(cfg_.controlplane.heartbeat_interval_ms));
+  heartbeat_timer_.async_wait([this](boost::system::error_code e) {
+    if (!e && !shutting_down_) heartbeat_tick();
+  });
+}
+
+void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
+  auto& p = peers_[h];
+  p.last_heard = Clock::now();
+  auto bad = [&] {
+    ++protocol_errors_;
+    spdlog::warn("{} sent a malformed message (type {}, {} bytes); closing the connection", host_name(h),
+                 unsigned(t), body.size());
+    peer_down(h, "protocol error");
+  };
+  switch (t) {
+    case Type::kHeartbeat: {
+      Heartbeat hb;
+      if (!decode(body, hb)) return bad();
+      p.last = hb;
+      return;
+    }
+    case Type::kPrepare: {
+      Prepare m;
+      if (!decode(body, m) || m.origin != h) return bad();
+      Prepared reply = prepare(m);
+      if (reply.ok) {
+        auto r = std::make_shared<Run>();
+        r->spec = std::move(m);
+        runs_[r->spec.run] = r;
+      }
+      p.link->send(Type::kPrepared, reply);
+      return;
+    }
+    case Type::kStart: {
+      RunRef m;
+      if (!decode(body, m)) return bad();
+      auto it = runs_.find(m.run);
+      if (it == runs_.end() || it->second->is_origin || it->second->started) return;
+      start_instance(*it->second);
+      return;
+    }
+    case Type::kStop: {
+      Stop m;
+      if (!decode(body, m)) return bad();
+      auto it = runs_.find(m.run);
+      if (it == runs_.end() || it->second->is_origin) return;
+      auto r = it->second;
+      if (!r->started) {
+        runs_.erase(it);  // prepared, never started
+        return;
+      }
+      stop_instance(*r, m.reason);
+      return;
+    }
+    case Type::kPrepared: {
+      Prepared m;
+      if (!decode(body, m) || m.host != h) return bad();
+      return on_prepared(m);
+    }
+    case Type::kOutput: {
+      Output m;
+      if (!decode(body, m) || m.host != h || (m.stream != 1 && m.stream != 2)) return bad();
+      return on_output(m);
+    }
+    case Type::kExited: {
+      Exited m;
+      if (!decode(body, m) || m.host != h) return bad();
+      return on_exited(m);
+    }
+    default:
+      return bad();
+  }
+}
+
+// ---- gossamerctl --------------------------------------------------------------------
+
+void Daemon::accept_ctl() {
+  ctl_acceptor_.async_accept([this](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
+    if (shutting_down_) return;
+    if (!ec) {
+      auto link = std::make_shared<UnixLink>(std::move(s), 1u << 20);
+      link->start([this, l = link.get()](Type t, std::string_view body) { on_ctl_message(l->shared_from_this(), t, body); },
+                  [this, l = link.get()](const std::string&) {
+                    // gossamerctl went away (Ctrl-C twice, killed): stop its run.
+                    for (auto& [id, r] : runs_)
+                      if (r->is_origin && r->ctl.get() == l && !r->done) {
+                        r->ctl.reset();
+                        if (!r->failed) fail_run(*r, self_, 4, 130, "gossamerctl disconnected");
+                        stop_everywhere(*r, "gossamerctl disconnected");
+                      }
+                  });
+    }
+    accept_ctl();
+  });
+}
+
+void Daemon::on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body) {
+  switch (t) {
+    case Type::kCtlStatus:
+      link->send(Type::kCtlStatusReply, status());
+      link->close("status sent");
+      return;
+    case Type::kCtlRun: {
+      CtlRun m;
+      if (!decode(body, m)) break;
+      return ctl_run(link, std::move(m));
+    }
+    case Type::kCtlStop:
+      for (auto& [id, r] : runs_)
+        if (r->is_origin && r->ctl == link && !r->done) {
+          if (!r->failed) fail_run(*r, self_, 4, 130, "interrupted (gossamerctl got SIGINT)");
+          stop_everywhere(*r, "interrupted from gossamerctl");
+          maybe_finish(r->spec.run);
+          return;
+        }
+      return;
+    default:
+      break;
+  }
+  ++protocol_errors_;
+  CtlDone d;
+  d.status = 2;
+  d.message = "gossamerd: malformed request (type " + std::to_string(unsigned(t)) + ")";
+  link->send(Type::kCtlDone, d);
+  link->close("malformed request");
+}
+
+StatusReply Daemon::status() const {
+  StatusReply s;
+  s.self = self_;
+  const auto now = Clock::now();
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    HostStatus hs;
+    hs.index = h;
+    hs.name = cfg_.rack.hosts[h].name;
+    if (h == self_) {
+      hs.state = "self";
+      hs.dataplane = std::uint8_t(dataplane_state_);
+      hs.dataplane_restarts = dataplane_restarts_;
+      hs.instances = local_instances();
+    } else {
+      const auto& p = peers_[h];
+      hs.state = p.up ? "up" : "down";
+      if (p.last_heard != Clock::time_point{})
+        hs.heartbeat_ms =
+            std::int32_t(std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_heard).count());
+      hs.dataplane = p.last.dataplane;
+      hs.dataplane_restarts = p.last.dataplane_restarts;
+      hs.instances = p.last.instances;
+    }
+    s.hosts.push_back(std::move(hs));
+  }
+  for (const auto& [id, r] : runs_) {
+    RunStatus rs;
+    rs.run = id;
+    rs.path = r->spec.path;
+    rs.threads = r->spec.threads;
+    rs.origin = r->spec.origin;
+    rs.state = !r->started ? "preparing" : r->stopping ? "stopping" : (r->pid && !r->reaped) ? "running" : "finishing";
+    rs.pid = r->reaped ? 0 : r->pid;
+    s.runs.push_back(std::move(rs));
+  }
+  return s;
+}
+
+// ---- runs: origin side ----------------------------------------------------------------
+
+void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
+  auto refuse = [&](const std::string& why) {
+    CtlDone d;
+    d.status = 2;
+    d.message = why;
+    link->send(Type::kCtlDone, d);
+    link->close("refused");
+  };
+  if (shutting_down_) return refuse("gossamerd on " + host_name(self_) + " is shutting down");
+  if (req.path.empty() || req.path[0] != '/') return refuse("the binary path must be absolute");
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_ && !peers_[h].up) return refuse(host_name(h) + " is down; not starting anything");
+  auto r = std::make_shared<Run>();
+  r->is_origin = true;
+  r->ctl = link;
+  r->spec.run = random_id();
+  r->spec.origin = self_;
+  r->spec.path = req.path;
+  std::string err;
+  r->spec.sha256 = sha256_file(req.path, &err);
+  if (r->spec.sha256.empty()) return refuse(host_name(self_) + ": cannot read " + req.path + ": " + err);
+  r->spec.args = std::move(req.args);
+  r->spec.cwd = std::move(req.cwd);
+  r->spec.threads = req.threads;
+  r->prepared.assign(hosts_, 0);
+  r->finished.assign(hosts_, false);
+  runs_[r->spec.run] = r;
+  spdlog::info("run {}: {} on {} hosts{}", r->spec.run, r->spec.path, hosts_,
+               r->spec.threads ? " with " + std::to_string(r->spec.threads) + " threads" : "");
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_) peers_[h].link->send(Type::kPrepare, r->spec);
+  r->prepare_timer = std::make_unique<asio::steady_timer>(io_);
+  r->prepare_timer->expires_after(kPrepareTimeout);
+  r->prepare_timer->async_wait([this, id = r->spec.run](boost::system::error_code e) {
+    auto it = runs_.find(id);
+    if (e || it == runs_.end() || it->second->started) return;
+    auto& run = *it->second;
+    for (std::uint32_t h = 0; h < hosts_; ++h)
+      if (run.prepared[h] == 0) {
+        Prepared p;
+        p.run = id;
+        p.host = h;
+        p.error = "did not answer within 10 s";
+        on_prepared(p);
+        return;
+      }
+  });
+  on_prepared(prepare(r->spec));
+}
+
+void Daemon::on_prepared(const Prepared& p) {
+  auto it = runs_.find(p.run);
+  if (it == runs_.end() || !it->second->is_origin) return;
+  auto r = it->second;
+  if (r->started || r->done || p.host >= hosts_ || r->prepared[p.host] != 0) return;
+  r->prepared[p.host] = p.ok ? 1 : -1;
+  if (!p.ok) {
+    r->prepare_timer->cancel();
+    r->done = true;
+    for (std::uint32_t h = 0; h < hosts_; ++h)
+      if (h != self_ && peers_[h].link) {
+        Stop s;
+        s.run = p.run;
+        s.reason = "refused";
+        peers_[h].link->send(Type::kStop, s);
+      }
+    if (r->ctl) {
+      CtlDone d;
+      d.status = 2;
+      d.message = "not started: " + host_name(p.host) + ": " + p.error;
+      r->ctl->send(Type::kCtlDone, d);
+      r->ctl->close("refused");
+    }
+    spdlog::warn("run {} refused: {}: {}", p.run, host_name(p.host), p.error);
+    runs_.erase(it);
+    return;
+  }
+  for (int v : r->prepared)
+    if (v != 1) return;
+  r->prepare_timer->cancel();
+  r->started = true;
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    RunRef ref{p.run};
+    peers_[h].link->send(Type::kStart, ref);
+  }
+  start_instance(*r);
+}
+
+void Daemon::on_output(const Output& o) {
+  auto it = runs_.find(o.run);
+  if (it == runs_.end() || !it->second->is_origin || !it->second->ctl) return;
+  CtlOutput c;
+  c.host = o.host;
+  c.stream = o.stream;
+  c.data = o.data;
+  it->second->ctl->send(Type::kCtlOutput, c);
+}
+
+void Daemon::on_exited(const Exited& e) {
+  auto it = runs_.find(e.run);
+  if (it == runs_.end() || !it->second->is_origin) return;
+  auto r = it->second;
+  if (e.host >= hosts_ || r->finished[e.host]) return;
+  r->finished[e.host] = true;
+  std::string what = host_name(e.host) + ": instance" + (e.pid ? " pid " + std::to_string(e.pid) : "") + " ";
+  if (!e.error.empty()) {
+    fail_run(*r, e.host, 3, 127, what + "did not start: " + e.error);
+  } else if (e.signal || e.code != 0) {
+    const int status = e.signal ? 128 + e.signal : e.code;
+    // A stop we ordered, or an exit because another host's instance left,
+    // is a consequence; anything else is a cause.
+    const int rank = e.stopped ? 0 : (e.code == kExitPeerLost ? 1 : 2);
+    std::string why = describe_exit(e.code, e.signal);
+    if (e.code == kExitPeerLost) why += " (another host's instance left the rack)";
+    if (e.stopped) why += " (stopped by gossamerd)";
+    fail_run(*r, e.host, rank, status, what + why);
+  }
+  maybe_finish(e.run);
+}
+
+void Daemon::fail_run(Run& r, std::uint32_t host, int rank, int status, const std::string& cause) {
+  (void)host;
+  if (rank > r.cause_rank) {
+    r.cause_rank = rank;
+    r.cause_status = status;
+    r.cause = cause;
+  }
+  if (r.failed) return;
+  r.failed = true;
+  spdlog::warn("run {}: {}; stopping it on every host", r.spec.run, cause);
+  stop_everywhere(r, cause);
+  // Give the cause a moment to be reported before the consequences decide.
+  r.cause_timer = std::make_unique<asio::steady_timer>(io_);
+  r.cause_timer->expires_after(kCauseWindow);
+  r.cause_timer->async_wait([this, id = r.spec.run](boost::system::error_code e) {
+    if (!e) maybe_finish(id);
+  });
+}
+
+void Daemon::stop_everywhere(Run& r, const std::string& reason) {
+  if (r.stop_sent) return;
+  r.stop_sent = true;
+  Stop s;
+  s.run = r.spec.run;
+  s.reason = reason;
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_ && peers_[h].link && !r.finished[h]) peers_[h].link->send(Type::kStop, s);
+  stop_instance(r, reason);
+}
+
+void Daemon::maybe_finish(const std::string& id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  auto r = it->second;
+  if (!r->is_origin || r->done) return;
+  for (bool f : r->finished)
+    if (!f) return;
+  r->done = true;
+  CtlDone d;
+  if (r->failed) {
+    d.status = r->cause_status ? r->cause_status : 1;
+    d.message = r->cause;
+  }
+  spdlog::info("run {} finished: {}", id, r->failed ? r->cause : std::string("every instance exited 0"));
+  if (r->ctl) {
+    r->ctl->send(Type::kCtlDone, d);
+    r->ctl->close("done");
+  }
+  if (r->cause_timer) r->cause_timer->cancel();
+  runs_.erase(it);
+}
+
+// ---- runs: every host -------------------------------------------------------------------
+
+Prepared Daemon::prepare(const Prepare& p) {
+  Prepared r;
+  r.run = p.run;
+  r.host = self_;
+  struct stat st {};
+  if (p.path.empty() || p.path[0] != '/') {
+    r.error = "binary path '" + p.path + "' is not absolute";
+  } else if (::stat(p.path.c_str(), &st) != 0) {
+    r.error = "no binary at " + p.path + " (" + std::strerror(errno) + ")";
+  } else if (!S_ISREG(st.st_mode) || ::access(p.path.c_str(), X_OK) != 0) {
+    r.error = p.path + " is not an executable file";
+  } else if (!opt_.dataplane_path.empty() && hosts_ > 1 && dataplane_state_ != DataplaneState::kRunning) {
+    r.error = std::string("the dataplane is ") + to_string(dataplane_state_);
+  } else if (shutting_down_) {
+    r.error = "gossamerd is shutting down";
+  } else {
+    std::string err;
+    std::string sum = sha256_file(p.path, &err);
+    if (sum.empty()) {
+      r.error = "cannot read " + p.path + ": " + err;
+    } else if (sum != p.sha256) {
+      r.error = "a different binary at " + p.path + " (sha256 " + sum.substr(0, 16) + "…, " +
+                host_name(p.origin) + " has " + p.sha256.substr(0, 16) + "…)";
+    } else {
+      r.ok = true;
+    }
+  }
+  return r;
+}
+
+std::uint32_t Daemon::local_instances() const {
+  std::uint32_t n = 0;
+  for (const auto& [id, r] : runs_) n += r->pid && !r->reaped;
+  return n;
+}
+
+void Daemon::start_instance(Run& r) {
+  r.started = true;
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    r.exec_error = std::string("pipe: ") + std::strerror(errno);
+  } else {
+    std::vector<std::string> argv{r.spec.path};
+    argv.insert(argv.end(), r.spec.args.begin(), r.spec.args.end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view v(*e);
+      if (v.starts_with("GOSSAMER_CONFIG=") || v.starts_with("GOSSAMER_RUN_ID=") || v.starts_with("GOSSAMER_THREADS="))
+        continue;
+      env.emplace_back(v);
+    }
+    env.push_back("GOSSAMER_CONFIG=" + opt_.config_path);
+    env.push_back("GOSSAMER_RUN_ID=" + r.spec.run);
+    if (r.spec.threads) env.push_back("GOSSAMER_THREADS=" + std::to_string(r.spec.threads));
+    std::string cwd = r.spec.cwd;
+    struct stat st {};
+    if (cwd.empty() || ::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) cwd = "/";
+    r.pid = spawn(argv, env, cwd, out[1], err[1], true, &r.exec_error);
+  }
+  for (int fd : {out[1], err[1]})
+    if (fd >= 0) ::close(fd);
+  if (r.pid <= 0) {
+    for (int fd : {out[0], err[0]})
+      if (fd >= 0) ::close(fd);
+    r.pid = 0;
+    r.reaped = true;
+    spdlog::warn("run {}: cannot start {}: {}", r.spec.run, r.spec.path, r.exec_error);
+    instance_finished(r);
+    return;
+  }
+  r.pgid = r.pid;
+  spdlog::info("run {}: started {} as pid {}", r.spec.run, r.spec.path, r.pid);
+  auto shared = runs_.at(r.spec.run);
+  for (int i = 0; i < 2; ++i) {
+    int fd = i == 0 ? out[0] : err[0];
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    r.streams[i] = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    read_stream(shared, i);
+  }
+}
+
+void Daemon::read_stream(std::shared_ptr<Run> r, int which) {
+  auto& sd = r->streams[which];
+  if (!sd) return;
+  sd->async_read_some(asio::buffer(r->buf[which]), [this, r, which](boost::system::error_code ec, std::size_t n) {
+    if (n > 0) {
+      Output o;
+      o.run = r->spec.run;
+      o.host = self_;
+      o.stream = std::uint8_t(which + 1);
+      o.data.assign(r->buf[which].data(), n);
+      send_to_origin(*r, Type::kOutput, encode(o));
+    }
+    if (ec) {
+      boost::system::error_code ignored;
+      if (r->streams[which]) r->streams[which]->close(ignored);
+      r->streams[which].reset();
+      instance_finished(*r);
+      return;
+    }
+    // Back-pressure: a slow gossamerctl must not make us buffer without bound.
+    std::size_t backlog = 0;
+    if (r->is_origin && r->ctl) backlog = r->ctl->queued_bytes();
+    if (!r->is_origin && peers_[r->spec.origin].link) backlog = peers_[r->spec.origin].link->queued_bytes();
+    if (backlog > kOutputBacklog) {
+      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(20));
+      t->async_wait([this, r, which, t](boost::system::error_code) { read_stream(r, which); });
+      return;
+    }
+    read_stream(r, which);
+  });
+}
+
+void Daemon::stop_instance(Run& r, const std::string& reason) {
+  if (!r.started || r.stopping) return;
+  r.stopping = true;
+  if (!r.pid || r.reaped) return;
+  spdlog::info("run {}: stopping pid {} ({})", r.spec.run, r.pid, reason);
+  ::kill(-r.pgid, SIGTERM);
+  r.kill_timer = std::make_unique<asio::steady_timer>(io_);
+  r.kill_timer->expires_after(kKillDelay);
+  r.kill_timer->async_wait([this, id = r.spec.run, pid = r.pid](boost::system::error_code e) {
+    auto it = runs_.find(id);
+    if (e || it == runs_.end() || it->second->pid != pid || it->second->reaped) return;
+    spdlog::warn("run {}: pid {} ignored SIGTERM for 1 s; SIGKILL", id, pid);
+    ::kill(-pid, SIGKILL);
+  });
+}
+
+// Called when the process was reaped and when each pipe closes: reports the
+// exit once all three happened, or once the process is gone and its pipes
+// stayed open past kDrainLimit (a grandchild holding them).
+void Daemon::instance_finished(Run& r) {
+  if (r.exited_sent || !r.reaped) return;
+  if (r.streams[0] || r.streams[1]) {
+    if (!r.drain_timer) {
+      r.drain_timer = std::make_unique<asio::steady_timer>(io_);
+      r.drain_timer->expires_after(kDrainLimit);
+      r.drain_timer->async_wait([this, id = r.spec.run](boost::system::error_code e) {
+        auto it = runs_.find(id);
+        if (e || it == runs_.end()) return;
+        boost::system::error_code ignored;
+        for (auto& s : it->second->streams)
+          if (s) s->close(ignored), s.reset();
+        instance_finished(*it->second);
+      });
+    }
+    return;
+  }
+  r.exited_sent = true;
+  if (r.kill_timer) r.kill_timer->cancel();
+  if (r.drain_timer) r.drain_timer->cancel();
+  Exited e;
+  e.run = r.spec.run;
+  e.host = self_;
+  e.pid = r.pid;
+  e.code = r.code;
+  e.signal = r.sig;
+  e.stopped = r.stopping && (r.sig == SIGTERM || r.sig == SIGKILL);
+  e.error = r.exec_error;
+  spdlog::info("run {}: instance {}", r.spec.run,
+               e.error.empty() ? "pid " + std::to_string(r.pid) + " " + describe_exit(r.code, r.sig)
+                               : "did not start: " + e.error);
+  const std::string id = r.spec.run;
+  if (r.is_origin) {
+    on_exited(e);
+  } else {
+    send_to_origin(r, Type::kExited, encode(e));
+    runs_.erase(id);
+  }
+}
+
+void Daemon::send_to_origin(Run& r, Type t, const std::string& body) {
+  if (r.is_origin) {
+    if (t == Type::kOutput) {
+      Output o;
+      if (decode(body, o)) on_output(o);
+    }
+    return;
+  }
+  auto& p = peers_[r.spec.origin];
+  if (p.link && p.up) p.link->send_raw(frame(t, body));
+}
+
+// ---- children ---------------------------------------------------------------------------
+
+void Daemon::watch_children() {
+  sigchld_.async_wait([this](boost::system::error_code ec, int) {
+    if (ec) return;
+    reap();
+    watch_children();
+  });
+}
+
+void Daemon::reap() {
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) return;
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    const int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    if (pid == dataplane_pid_) {
+      dataplane_pid_ = 0;
+      if (shutting_down_) {
+        dataplane_state_ = DataplaneState::kStopped;
+        spdlog::info("dataplane {}", describe_exit(code, sig));
+        continue;
+      }
+      ++dataplane_restarts_;
+      dataplane_state_ = DataplaneState::kRestarting;
+      if (Clock::now() - dataplane_started_ >= kDataplaneStable) dataplane_backoff_ = std::chrono::milliseconds(200);
+      spdlog::error("dataplane {}; restarting it in {} ms (restart {})", describe_exit(code, sig),
+                    dataplane_backoff_.count(), dataplane_restarts_);
+      dataplane_timer_.expires_after(dataplane_backoff_);
+      dataplane_timer_.async_wait([this](boost::system::error_code e) {
+        if (!e && !shutting_down_) start_dataplane();
+      });
+      dataplane_backoff_ = std::min(dataplane_backoff_ * 2, kMaxDataplaneBackoff);
+      continue;
+    }
+    for (auto& [id, r] : runs_)
+      if (r->pid == pid && !r->reaped) {
+        r->reaped = true;
+        r->code = code;
+        r->sig = sig;
+        auto keep = r;
+        instance_finished(*keep);
+        break;
+      }
+  }
+}
+
+void Daemon::start_dataplane() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::string err;
+  dataplane_started_ = Clock::now();
+  pid_t pid = spawn({opt_.dataplane_path, "--config", opt_.config_path}, env, "", -1, -1, false, &err);
+  if (pid < 0) {
+    ++dataplane_restarts_;
+    dataplane_state_ = DataplaneState::kRestarting;
+    spdlog::error("cannot start the dataplane ({}); retrying in {} ms", err, dataplane_backoff_.count());
+    dataplane_timer_.expires_after(dataplane_backoff_);
+    dataplane_timer_.async_wait([this](boost::system::error_code e) {
+      if (!e && !shutting_down_) start_dataplane();
+    });
+    dataplane_backoff_ = std::min(dataplane_backoff_ * 2, kMaxDataplaneBackoff);
+    return;
+  }
+  dataplane_pid_ = pid;
+  dataplane_state_ = DataplaneState::kRunning;
+  spdlog::info("dataplane started, pid {}", pid);
+}
+
+void Daemon::shutdown(const char* why) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  spdlog::info("gossamerd: {}; stopping", why);
+  boost::system::error_code ignored;
+  tcp_acceptor_.close(ignored);
+  ctl_acceptor_.close(ignored);
+  ::unlink(ctl_path_.c_str());
+  heartbeat_timer_.cancel();
+  dataplane_timer_.cancel();
+  std::vector<std::shared_ptr<Run>> all;
+  for (auto& [id, r] : runs_) all.push_back(r);
+  for (auto& r : all) {
+    if (r->is_origin && r->ctl && !r->done) {
+      fail_run(*r, self_, 5, 1, "gossamerd on " + host_name(self_) + " is shutting down");
+      stop_everywhere(*r, "gossamerd shutting down");
+    } else {
+      stop_instance(*r, "gossamerd shutting down");
+    }
+  }
+  if (dataplane_pid_) ::kill(dataplane_pid_, SIGTERM);
+  // Wait for the children (reaped by the SIGCHLD handler), at most 3 s.
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  auto check = std::make_shared<std::function<void()>>();
+  *check = [this, deadline, check] {
+    bool children = dataplane_pid_ != 0 || local_instances() != 0;
+    if (!children || Clock::now() > deadline) {
+      if (dataplane_pid_) ::kill(dataplane_pid_, SIGKILL);
+      for (auto& [id, r] : runs_)
+        if (r->pid && !r->reaped) ::kill(-r->pgid, SIGKILL);
+      for (auto& r : runs_)
+        if (r.second->is_origin && r.second->ctl) {
+          CtlDone d;
+          d.status = r.second->cause_status ? r.second->cause_status : 1;
+          d.message = r.second->cause;
+          r.second->ctl->send(Type::kCtlDone, d);
+        }
+      // Let the last messages go out, then stop.
+      shutdown_timer_.expires_after(std::chrono::milliseconds(100));
+      shutdown_timer_.async_wait([this](boost::system::error_code) {
+        for (auto& p : peers_)
+          if (p.link) p.link->close("shutdown", true);
+        io_.stop();
+      });
+      return;
+    }
+    shutdown_timer_.expires_after(std::chrono::milliseconds(20));
+    shutdown_timer_.async_wait([check](boost::system::error_code e) {
+      if (!e) (*check)();
+    });
+  };
+  (*check)();
+}
+
+}  // namespace gossamer::cp

@@ -1,0 +1,126 @@
+// gossamerd: one per host. Supervises the host's dataplane, keeps an
+// authenticated full mesh of TCP connections with the other hosts' daemons
+// (heartbeats say who is up), and launches rack applications on every host
+// for gossamerctl, with fate sharing. Single-threaded on one io_context.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <gossamer/config.hpp>
+
+#include "link.hpp"
+#include "proto.hpp"
+
+namespace gossamer::cp {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+struct DaemonOptions {
+  std::string config_path;     // absolute; handed to the dataplane and to instances
+  std::string dataplane_path;  // "" = do not supervise a dataplane
+};
+
+// Exit status of an instance that stopped because another host's instance
+// left the rack (runtime/src/rack.cpp): not a cause, a consequence.
+inline constexpr int kExitPeerLost = 75;
+
+class Daemon {
+ public:
+  Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string key);
+  // Binds the sockets and starts everything; false (with a message on
+  // stderr) when it cannot.
+  bool start();
+  // SIGTERM: stops instances and the dataplane, removes the socket, then
+  // stops the io_context.
+  void shutdown(const char* why);
+
+ private:
+  struct Peer {
+    std::shared_ptr<TcpLink> link;  // authenticated
+    bool up = false;
+    Clock::time_point last_heard{};
+    Heartbeat last;
+    std::unique_ptr<asio::steady_timer> redial;
+    bool dialing = false;
+  };
+  struct Run;
+
+  // ---- mesh
+  void accept_peer();
+  void dial(std::uint32_t h);
+  void schedule_redial(std::uint32_t h);
+  void peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link);
+  void peer_down(std::uint32_t h, const std::string& why);
+  void on_peer_message(std::uint32_t h, Type t, std::string_view body);
+  void heartbeat_tick();
+  std::uint64_t rack_id() const;
+  std::string host_name(std::uint32_t h) const;
+
+  // ---- gossamerctl
+  void accept_ctl();
+  void on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body);
+  StatusReply status() const;
+
+  // ---- runs, origin side
+  void ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req);
+  void on_prepared(const Prepared& p);
+  void on_output(const Output& o);
+  void on_exited(const Exited& e);
+  void fail_run(Run& r, std::uint32_t host, int rank, int status, const std::string& cause);
+  void maybe_finish(const std::string& id);
+  void stop_everywhere(Run& r, const std::string& reason);
+
+  // ---- runs, every host
+  Prepared prepare(const Prepare& p);
+  void start_instance(Run& r);
+  void read_stream(std::shared_ptr<Run> r, int which);
+  void stop_instance(Run& r, const std::string& reason);
+  void instance_finished(Run& r);
+  void send_to_origin(Run& r, Type t, const std::string& body);
+  void send_to_host(std::uint32_t h, Type t, const std::string& body);
+  std::uint32_t local_instances() const;
+
+  // ---- children
+  void watch_children();
+  void reap();
+  void start_dataplane();
+
+  asio::io_context& io_;
+  config::Config cfg_;
+  DaemonOptions opt_;
+  std::string key_;
+  std::uint32_t self_;
+  std::uint32_t hosts_;
+
+  asio::ip::tcp::acceptor tcp_acceptor_;
+  asio::local::stream_protocol::acceptor ctl_acceptor_;
+  std::string ctl_path_;
+  asio::signal_set sigchld_;
+  asio::steady_timer heartbeat_timer_;
+  std::vector<Peer> peers_;
+  std::uint64_t heartbeat_seq_ = 0;
+
+  std::map<std::string, std::shared_ptr<Run>> runs_;
+
+  pid_t dataplane_pid_ = 0;
+  DataplaneState dataplane_state_ = DataplaneState::kNone;
+  std::uint32_t dataplane_restarts_ = 0;
+  Clock::time_point dataplane_started_{};
+  std::chrono::milliseconds dataplane_backoff_{200};
+  asio::steady_timer dataplane_timer_;
+
+  bool shutting_down_ = false;
+  asio::steady_timer shutdown_timer_;
+  std::uint64_t protocol_errors_ = 0;
+};
+
+}  // namespace gossamer::cp

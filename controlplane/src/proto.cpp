@@ -1,0 +1,135 @@
+#include "proto.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+namespace gossamer::cp {
+
+std::string frame(Type t, const std::string& body) {
+  std::string out(kHeaderBytes, '\0');
+  const auto n = std::uint32_t(body.size());
+  for (int i = 0; i < 4; ++i) out[std::size_t(i)] = char(n >> (8 * i));
+  out[4] = char(std::uint16_t(t));
+  out[5] = char(std::uint16_t(t) >> 8);
+  out += body;
+  return out;
+}
+
+bool parse_header(const std::uint8_t* h, std::uint32_t* length, Type* type) {
+  *length = std::uint32_t(h[0]) | std::uint32_t(h[1]) << 8 | std::uint32_t(h[2]) << 16 | std::uint32_t(h[3]) << 24;
+  *type = Type(std::uint16_t(h[4] | h[5] << 8));
+  return h[6] == 0 && h[7] == 0;
+}
+
+const char* to_string(DataplaneState s) {
+  switch (s) {
+    case DataplaneState::kNone: return "not supervised";
+    case DataplaneState::kRunning: return "running";
+    case DataplaneState::kRestarting: return "restarting";
+    case DataplaneState::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+Nonce random_nonce() {
+  Nonce n{};
+  if (RAND_bytes(n.data(), int(n.size())) != 1) {
+    // OpenSSL's generator failing is not something to work around.
+    std::fprintf(stderr, "gossamerd: RAND_bytes failed\n");
+    std::abort();
+  }
+  return n;
+}
+
+Mac handshake_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                  std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack) {
+  Writer w;
+  w(std::string("gossamer-cp-1"));
+  w(std::uint8_t(role));
+  w(dialer_nonce);
+  w(acceptor_nonce);
+  w(dialer_host);
+  w(acceptor_host);
+  w(rack);
+  const std::string msg = w.take();
+  Mac mac{};
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
+       mac.data(), &len);
+  return mac;
+}
+
+bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+bool load_psk(const std::string& path, std::string* key, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open the pre-shared key file " + path + ": " + std::strerror(errno) +
+             " (controlplane.psk_file; create it with e.g. 'head -c 32 /dev/urandom | base64 > " + path +
+             "; chmod 600 " + path + "')";
+    return false;
+  }
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    *error = "the pre-shared key file " + path + " is accessible by group or others (mode " + mode +
+             "); chmod 600 " + path;
+    ::close(fd);
+    return false;
+  }
+  std::string k;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && k.size() < 65536;) k.append(buf, std::size_t(n));
+  ::close(fd);
+  while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ' || k.back() == '\t'))
+    k.pop_back();
+  if (k.size() < 16) {
+    *error = "the pre-shared key in " + path + " is " + std::to_string(k.size()) +
+             " bytes; it must be at least 16";
+    return false;
+  }
+  *key = std::move(k);
+  return true;
+}
+
+std::string sha256_file(const std::string& path, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return "";
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) EVP_DigestUpdate(ctx, buf, std::size_t(n));
+  const int read_errno = errno;
+  ::close(fd);
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  if (n < 0) {
+    *error = std::strerror(read_errno);
+    return "";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) out += hex[md[i] >> 4], out += hex[md[i] & 15];
+  return out;
+}
+
+}  // namespace gossamer::cp

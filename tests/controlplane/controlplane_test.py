@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""gossamerd and gossamerctl on a loopback rack: three (or four) daemons on
+127.0.0.1 with their own ports and sockets, no dataplane (--no-dataplane, or a
+stand-in script for the supervision check). Real processes, real TCP, the
+real handshake. The instances are small shell scripts, so that what is
+checked here is the control plane itself: launch, output, exit status, fate
+sharing, heartbeats, authentication, hostile input. The same commands on a
+rack in a box with a real rack application are in tests/rack/.
+
+usage: controlplane_test.py GOSSAMERD GOSSAMERCTL
+"""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+GOSSAMERD, GOSSAMERCTL = sys.argv[1], sys.argv[2]
+BASE_PORT = 17000 + (os.getpid() % 500) * 8
+HB_INTERVAL, HB_TIMEOUT = 100, 600
+failures = []
+started = []  # every Popen we made, to clean up
+
+
+def check(cond, what):
+    print(("ok     " if cond else "FAILED ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of ours is dead for this purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Rack:
+    def __init__(self, n, d, psk=None):
+        self.n, self.d = n, d
+        self.psk = os.path.join(d, "psk")
+        with open(self.psk, "w") as f:
+            f.write(psk or os.urandom(24).hex() + "\n")
+        os.chmod(self.psk, 0o600)
+        self.procs = [None] * n
+        for i in range(n):
+            self.write_config(i, self.psk)
+
+    def cfg(self, i):
+        return os.path.join(self.d, f"h{i}.yaml")
+
+    def sock(self, i):
+        return os.path.join(self.d, f"h{i}.sock")
+
+    def port(self, i):
+        return BASE_PORT + i
+
+    def write_config(self, i, psk, name=None):
+        hosts = "".join(f"    - name: h{j}\n      control: 127.0.0.1:{self.port(j)}\n"
+                        f"      data: 127.0.0.{j + 1}:7800\n" for j in range(self.n))
+        with open(name or self.cfg(i), "w") as f:
+            f.write(f"host:\n  index: {i}\nrack:\n  hosts:\n{hosts}"
+                    f"controlplane:\n  listen: 127.0.0.1:{self.port(i)}\n  psk_file: {psk}\n"
+                    f"  socket: {self.sock(i)}\n  heartbeat_interval_ms: {HB_INTERVAL}\n"
+                    f"  heartbeat_timeout_ms: {HB_TIMEOUT}\n"
+                    f"metrics:\n  listen: 127.0.0.1:{self.port(i) + 4000}\n")
+
+    def start(self, i, config=None, extra=("--no-dataplane",), wrap=()):
+        log = open(os.path.join(self.d, f"gossamerd.{i}.log"), "a")
+        p = subprocess.Popen(list(wrap) + [GOSSAMERD, "--config", config or self.cfg(i), *extra],
+                             stdout=log, stderr=subprocess.STDOUT)
+        started.append(p)
+        self.procs[i] = p
+        return p
+
+    def log(self, i):
+        with open(os.path.join(self.d, f"gossamerd.{i}.log")) as f:
+            return f.read()
+
+    def ctl(self, i, *args, timeout=30, **kw):
+        return subprocess.run([GOSSAMERCTL, "-c", self.cfg(i), *args], capture_output=True, text=True,
+                              timeout=timeout, **kw)
+
+    def wait_up(self, i=0, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            if os.path.exists(self.sock(i)) and self.ctl(i, "status").returncode == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self, i):
+        p = self.procs[i]
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return p.returncode if p else None
+
+
+def write_script(d, name, body):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+    return path
+
+
+def host_of_config():
+    # In the scripts: the host index from GOSSAMER_CONFIG (.../hI.yaml).
+    return 'h=${GOSSAMER_CONFIG##*/h}; h=${h%.yaml}\n'
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="gossamer-cp-")
+    rack = Rack(3, d)
+    for i in range(3):
+        rack.start(i)
+    if not check(all(rack.wait_up(i) for i in range(3)), "3 daemons start and see each other up"):
+        for i in range(3):
+            print(rack.log(i))
+        return
+
+    st = rack.ctl(0, "status")
+    lines = [l for l in st.stdout.splitlines() if l[:1].isdigit()]
+    check(st.returncode == 0 and len(lines) == 3 and "self" in lines[0] and all(" up " in l for l in lines[1:]),
+          f"status lists host 0 as self, hosts 1 and 2 up: {st.stdout!r}")
+
+    # ---- run: output with prefixes, exit status, environment -------------------------
+    hello = write_script(d, "hello", host_of_config() +
+                         'echo "hello from host $h run $GOSSAMER_RUN_ID threads ${GOSSAMER_THREADS:-none}"\n'
+                         'echo "to stderr $h" >&2\nprintf "no newline $h"\nexit 0\n')
+    r = rack.ctl(1, "run", "--threads", "6", "--", hello)
+    out = r.stdout.splitlines()
+    ids = {l.split(" run ")[1].split()[0] for l in out if " run " in l}
+    check(r.returncode == 0, f"run returns 0 when every instance exits 0 (rc={r.returncode}, {r.stderr!r})")
+    check(all(any(l.startswith(f"[host {h}] hello from host {h} run ") and l.endswith("threads 6") for l in out)
+              for h in range(3)), f"every host's stdout comes back prefixed, GOSSAMER_THREADS=6: {out}")
+    check(len(ids) == 1, f"one GOSSAMER_RUN_ID on every host: {ids}")
+    check(all(f"[host {h}] to stderr {h}" in r.stderr for h in range(3)), f"stderr prefixed: {r.stderr!r}")
+    check(all(f"[host {h}] no newline {h}" in r.stdout for h in range(3)), "a last line without newline is kept")
+
+    fail1 = write_script(d, "fail1", host_of_config() +
+                         'if [ "$h" = 1 ]; then echo "host 1 fails"; exit 3; fi\nexec sleep 30\n')
+    t0 = time.time()
+    r = rack.ctl(0, "run", "--", fail1)
+    took = time.time() - t0
+    check(r.returncode == 3 and "host 1 (h1)" in r.stderr and "exited with status 3" in r.stderr and took < 3,
+          f"an instance exiting 3 on host 1: run exits 3 in {took:.1f}s naming host 1: {r.stderr.strip()!r}")
+
+    # ---- fate sharing: kill -9 of host 2's instance -----------------------------------
+    sleeper = write_script(d, "sleeper", host_of_config() + f'echo $$ > {d}/pid.$h\nexec sleep 60\n')
+    p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(0), "run", "--", sleeper], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    started.append(p)
+    pids = {}
+    end = time.time() + 10
+    while time.time() < end and len(pids) < 3:
+        for h in range(3):
+            try:
+                with open(f"{d}/pid.{h}") as f:
+                    pids[h] = int(f.read())
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.05)
+    if check(len(pids) == 3, "the sleeper started on every host"):
+        st = rack.ctl(2, "status")
+        check("running" in st.stdout and str(pids[2]) in st.stdout, f"status on host 2 shows the running instance")
+        t0 = time.time()
+        os.kill(pids[2], signal.SIGKILL)
+        try:
+            _, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        took = time.time() - t0
+        check(p.returncode == 128 + 9 and "host 2 (h2)" in err and "signal 9" in err and took < 2.0,
+              f"kill -9 on host 2: run exits {p.returncode} in {took:.2f}s naming host 2: {err.strip()!r}")
+        time.sleep(0.2)
+        check(not any(alive(pid) for pid in pids.values()), f"no instance is left running: {pids}")
+
+    # ---- Ctrl-C on gossamerctl stops every host ---------------------------------------
+    for h in range(3):
+        try:
+            os.unlink(f"{d}/pid.{h}")
+        except OSError:
+            pass
+    p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(1), "run", "--", sleeper], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    started.append(p)
+    end = time.time() + 10
+    while time.time() < end and not all(os.path.exists(f"{d}/pid.{h}") for h in range(3)):
+        time.sleep(0.05)
+    pids = {}
+    for h in range(3):
+        try:
+            with open(f"{d}/pid.{h}") as f:
+                pids[h] = int(f.read())
+        except (OSError, ValueError):
+            pass
+    time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    time.sleep(0.2)
+    check(len(pids) == 3 and p.returncode == 130 and not any(alive(x) for x in pids.values()),
+          f"SIGINT on gossamerctl: exit {p.returncode}, instances stopped on every host: {err.strip()!r}")
+
+    # ---- a different binary on one host ------------------------------------------------
+    other = write_script(d, "other", "echo I am a different program\n")
+    rack.stop(1)
+    # Host 1's daemon sees `other` at the path of `hello`: a private mount namespace.
+    rack.start(1, wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        f'mount --bind "{other}" "{hello}" && exec "$0" "$@"'])
+    if check(rack.wait_up(0) and rack.wait_up(1), "host 1 rejoins after a restart"):
+        r = rack.ctl(0, "run", "--", hello)
+        check(r.returncode == 2 and "host 1 (h1)" in r.stderr and "different binary" in r.stderr and
+              "[host" not in r.stdout,
+              f"a different binary on host 1: refused before anything starts: {r.stderr.strip()!r}")
+    rack.stop(1)
+    rack.start(1)
+    check(rack.wait_up(0) and rack.wait_up(1), "host 1 rejoins without the bind mount")
+    r = rack.ctl(0, "run", "--", os.path.join(d, "no-such-binary"))
+    check(r.returncode == 2 and "no-such-binary" in r.stderr, f"a missing binary is refused: {r.stderr.strip()!r}")
+
+    # ---- a gossamerd that stops answering ---------------------------------------------
+    rack.procs[2].send_signal(signal.SIGSTOP)
+    t0 = time.time()
+    seen = None
+    while time.time() - t0 < 5:
+        st = rack.ctl(0, "status")
+        row = [l for l in st.stdout.splitlines() if l.startswith("2 ")]
+        if row and " down " in row[0]:
+            seen = time.time() - t0
+            break
+        time.sleep(0.05)
+    check(seen is not None and seen < HB_TIMEOUT / 1000 + 0.5 and st.returncode == 3,
+          f"a stopped gossamerd is seen down within the heartbeat timeout ({HB_TIMEOUT} ms): "
+          f"{seen if seen is None else round(seen, 2)}s, status rc {st.returncode}")
+    r = rack.ctl(0, "run", "--", hello)
+    check(r.returncode == 2 and "host 2 (h2) is down" in r.stderr, f"run refuses while host 2 is down: {r.stderr!r}")
+    rack.procs[2].send_signal(signal.SIGCONT)
+    check(rack.wait_up(0, timeout=10), "after SIGCONT host 2 is up again")
+
+    # ---- authentication -----------------------------------------------------------------
+    rack.stop(2)
+    bad_psk = os.path.join(d, "bad-psk")
+    with open(bad_psk, "w") as f:
+        f.write("not-the-rack-key-0123456789\n")
+    os.chmod(bad_psk, 0o600)
+    impostor = os.path.join(d, "impostor.yaml")
+    rack.write_config(2, bad_psk, name=impostor)
+    rack.start(2, config=impostor)
+    time.sleep(1.5)
+    st = rack.ctl(0, "status")
+    row = [l for l in st.stdout.splitlines() if l.startswith("2 ")]
+    check(row and " down " in row[0] and "wrong pre-shared key" in rack.log(0) + rack.log(1),
+          f"a daemon with the wrong key cannot join: {row}")
+    rack.stop(2)
+    os.chmod(rack.psk, 0o644)
+    p = rack.start(2)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    check(p.returncode == 1 and "chmod 600" in rack.log(2), "a psk file readable by others is refused")
+    os.chmod(rack.psk, 0o600)
+    rack.start(2)
+    check(rack.wait_up(0), "host 2 rejoins with the right key")
+
+    # ---- hostile input -------------------------------------------------------------------
+    def closed_by_peer(s, timeout=4):
+        s.settimeout(timeout)
+        try:
+            while s.recv(4096):
+                pass
+            return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    cases = {
+        "random bytes": os.urandom(200),
+        "a 1 GiB length": struct.pack("<IHH", 1 << 30, 1, 0),
+        "a hello with a bad version": struct.pack("<IHH", 48, 1, 0) + struct.pack("<IIQ", 99, 0, 0) + bytes(32),
+        "a proof without a hello": struct.pack("<IHH", 32, 3, 0) + bytes(32),
+        "nothing at all": b"",
+    }
+    for what, data in cases.items():
+        s = socket.create_connection(("127.0.0.1", rack.port(2)))
+        try:
+            s.sendall(data)
+        except OSError:
+            pass
+        check(closed_by_peer(s), f"garbage on the peer port ({what}): the connection is dropped")
+        s.close()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(rack.sock(0))
+    u.sendall(struct.pack("<IHH", 1 << 31, 30, 0))
+    check(closed_by_peer(u), "a huge length on the gossamerctl socket: dropped")
+    u.close()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(rack.sock(0))
+    u.sendall(struct.pack("<IHH", 12, 30, 0) + struct.pack("<I", 1 << 30) + b"abcdefgh")
+    check(closed_by_peer(u), "a lying string length in a run request: answered and dropped")
+    u.close()
+    check(all(p.poll() is None for p in rack.procs) and rack.wait_up(0) and rack.wait_up(2),
+          "every daemon survives the garbage and the rack is still up")
+    r = rack.ctl(2, "run", "--", hello)
+    check(r.returncode == 0 and r.stdout.count("hello from host") == 3, "and runs still work afterwards")
+
+    # ---- clean shutdown --------------------------------------------------------------
+    p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(0), "run", "--", sleeper], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    started.append(p)
+    time.sleep(0.5)
+    for i in (2, 1, 0):
+        rc = rack.stop(i)
+        check(rc == 0 and not os.path.exists(rack.sock(i)), f"SIGTERM: gossamerd {i} exits 0 and removes its socket")
+    try:
+        p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    check(p.returncode not in (0, None), f"a run in progress when the daemons stop fails: rc {p.returncode}")
+
+    # ---- dataplane supervision (a stand-in dataplane) --------------------------------
+    solo = Rack(1, tempfile.mkdtemp(prefix="gossamer-cp1-"))
+    fake = write_script(solo.d, "fake-dataplane", f'echo $$ >> {solo.d}/dp.pids\nexec sleep 60\n')
+    solo.start(0, extra=("--dataplane", fake))
+    solo.wait_up(0)
+    time.sleep(0.3)
+
+    def dp_pids():
+        try:
+            with open(f"{solo.d}/dp.pids") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+    first = dp_pids()
+    if check(len(first) == 1 and "running" in solo.ctl(0, "status").stdout, "gossamerd starts its dataplane"):
+        os.kill(first[0], signal.SIGKILL)
+        end = time.time() + 5
+        while time.time() < end and len(dp_pids()) < 2:
+            time.sleep(0.05)
+        st = solo.ctl(0, "status").stdout
+        check(len(dp_pids()) == 2 and "1 restarts" in st and "dataplane killed by signal 9" in solo.log(0),
+              f"a killed dataplane is restarted and reported: {st!r}")
+    solo.stop(0)
+    check(not any(alive(x) for x in dp_pids()), "SIGTERM on gossamerd stops its dataplane")
+
+
+try:
+    main()
+finally:
+    for p in started:
+        if p.poll() is None:
+            if p.args and p.args[0] == GOSSAMERD or (len(p.args) > 1 and GOSSAMERD in p.args):
+                p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all control-plane checks passed")
