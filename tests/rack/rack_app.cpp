@@ -2,8 +2,13 @@
 // rack-in-a-box (same GOSSAMER_RUN_ID), it exercises remote delegation and
 // checks its own results. Exits 0 when every check passed; prints what
 // differed otherwise.
-//   rack_app THREADS [OPS]
+//   rack_app THREADS [OPS [SIZES]]
+// SIZES (comma-separated bytes, e.g. 512,4096,65536,4194304): apply_with
+// round trips of those argument and response sizes from host 0 to the last
+// trustee (on the last host), checked byte for byte.
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +50,15 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::size_t threads = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 4;
   long ops = argc > 2 ? std::strtol(argv[2], nullptr, 10) : 200;
-  int r = gossamer::run(threads, [ops]() -> int {
+  std::vector<std::size_t> sizes;
+  if (argc > 3)
+    for (const char* p = argv[3]; *p;) {
+      char* end = nullptr;
+      sizes.push_back(std::strtoul(p, &end, 10));
+      p = *end == ',' ? end + 1 : end;
+      if (end == p && *p) break;
+    }
+  int r = gossamer::run(threads, [ops, sizes]() -> int {
     std::size_t n = gossamer::thread_count();
     std::printf("host %zu of %zu, %zu threads in the rack\n", gossamer::host_index(),
                 gossamer::host_count(), n);
@@ -91,6 +104,27 @@ int main(int argc, char** argv) {
       check(v == expect + 5000, "apply_with result on trustee " + std::to_string(t));
     }
     std::printf("phase: 5 KB round trips done\n");
+    // Large arguments and responses to the last trustee: the response is the
+    // argument reversed, plus its size, so every byte and the length count.
+    for (std::size_t size : sizes) {
+      std::string arg(size, '\0');
+      std::uint64_t x = 0x9E3779B97F4A7C15ull ^ size;
+      for (auto& c : arg) c = char((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+      auto t0 = std::chrono::steady_clock::now();
+      std::string back = counters[n - 1].apply_with(
+          [](long&, std::string s) {
+            std::string out(s.rbegin(), s.rend());
+            out += std::to_string(s.size());
+            return out;
+          },
+          arg);
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::string want(arg.rbegin(), arg.rend());
+      want += std::to_string(size);
+      check(back == want, std::to_string(size) + "-byte apply_with round trip to trustee " + std::to_string(n - 1) +
+                              " (got " + std::to_string(back.size()) + " bytes)");
+      std::printf("phase: %zu-byte round trip to trustee %zu in %.1f ms\n", size, n - 1, ms);
+    }
     // Trusts copied to and dropped on other hosts: destroyed exactly once.
     std::size_t last = n - 1;
     {
