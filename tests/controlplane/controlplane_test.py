@@ -163,19 +163,29 @@ def main():
 
     # ---- fate sharing: kill -9 of host 2's instance -----------------------------------
     sleeper = write_script(d, "sleeper", host_of_config() + f'echo $$ > {d}/pid.$h\nexec sleep 60\n')
-    p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(0), "run", "--", sleeper], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    started.append(p)
-    pids = {}
-    end = time.time() + 10
-    while time.time() < end and len(pids) < 3:
+    def start_sleepers(host):
+        # gossamerctl run of the sleeper from HOST; returns it and the instances' pids.
         for h in range(3):
             try:
-                with open(f"{d}/pid.{h}") as f:
-                    pids[h] = int(f.read())
-            except (OSError, ValueError):
+                os.unlink(f"{d}/pid.{h}")
+            except OSError:
                 pass
-        time.sleep(0.05)
+        proc = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(host), "run", "--", sleeper],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        found = {}
+        end = time.time() + 10
+        while time.time() < end and len(found) < 3:
+            for h in range(3):
+                try:
+                    with open(f"{d}/pid.{h}") as f:
+                        found[h] = int(f.read())
+                except (OSError, ValueError):
+                    pass
+            time.sleep(0.05)
+        return proc, found
+
+    p, pids = start_sleepers(0)
     if check(len(pids) == 3, "the sleeper started on every host"):
         st = rack.ctl(2, "status")
         check("running" in st.stdout and str(pids[2]) in st.stdout, f"status on host 2 shows the running instance")
@@ -193,24 +203,7 @@ def main():
         check(not any(alive(pid) for pid in pids.values()), f"no instance is left running: {pids}")
 
     # ---- Ctrl-C on gossamerctl stops every host ---------------------------------------
-    for h in range(3):
-        try:
-            os.unlink(f"{d}/pid.{h}")
-        except OSError:
-            pass
-    p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(1), "run", "--", sleeper], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    started.append(p)
-    end = time.time() + 10
-    while time.time() < end and not all(os.path.exists(f"{d}/pid.{h}") for h in range(3)):
-        time.sleep(0.05)
-    pids = {}
-    for h in range(3):
-        try:
-            with open(f"{d}/pid.{h}") as f:
-                pids[h] = int(f.read())
-        except (OSError, ValueError):
-            pass
+    p, pids = start_sleepers(1)
     time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     try:
