@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <gossamer/abi/slots.hpp>
+
 namespace gossamer::dataplane {
 
 using wire::FrameHeader;
@@ -22,18 +24,115 @@ Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t inde
 
 void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
   std::size_t body = std::size_t(r.primary_len) + r.overflow_len;
-  std::size_t size = sizeof r + wire::pad8(body);
   if (pending_head_ && pending_head_ == pending_.size()) {
     pending_.clear();
     pending_head_ = 0;
+  } else if (pending_head_ > 65536 && pending_head_ > pending_.size() / 2) {
+    // Busy for long (never empty): drop the sent prefix, so the buffer
+    // does not grow without bound.
+    pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(pending_head_));
+    pending_head_ = 0;
   }
-  std::size_t at = pending_.size();
-  pending_.resize(at + size);
-  std::memcpy(pending_.data() + at, &r, sizeof r);
-  if (body) std::memcpy(pending_.data() + at + sizeof r, payload, body);
-  std::memset(pending_.data() + at + sizeof r + body, 0, size - sizeof r - body);
-  pending_bytes_ += size;
-  ++pending_records_;
+  auto put = [this](const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) {
+    std::size_t size = sizeof w + wire::pad8(n);
+    std::size_t at = pending_.size();
+    pending_.resize(at + size);
+    std::memcpy(pending_.data() + at, &w, sizeof w);
+    if (n) std::memcpy(pending_.data() + at + sizeof w, p, n);
+    std::memset(pending_.data() + at + sizeof w + n, 0, size - sizeof w - n);
+    pending_bytes_ += size;
+    ++pending_records_;
+  };
+  const auto* bytes = static_cast<const std::uint8_t*>(payload);
+  bool slot = r.kind == wire::kRecRequest || r.kind == wire::kRecResponse;
+  if (!slot || body <= wire::kMaxFragmentBytes) {
+    wire::WireRecord w = r;
+    w.frag = 0;
+    w.frag_len = 0;
+    w.frag_offset = 0;
+    put(w, bytes, body);
+    return;
+  }
+  // Larger than a frame: consecutive fragments, each filling a frame.
+  for (std::size_t off = 0; off < body; off += wire::kMaxFragmentBytes) {
+    std::size_t n = std::min(body - off, wire::kMaxFragmentBytes);
+    wire::WireRecord w = r;
+    w.frag = wire::kFragment | (off + n < body ? wire::kFragMore : 0);
+    w.frag_len = std::uint16_t(n);
+    w.frag_offset = std::uint32_t(off);
+    put(w, bytes + off, n);
+    ++stats_.fragments_sent;
+  }
+}
+
+Reassembly::Reassembly()
+    : req_primary_(abi::kRequestPrimaryData),
+      resp_primary_(abi::kResponsePrimaryData),
+      overflow_(abi::kOverflowBytes) {}
+
+Reassembly::Result Reassembly::add(const wire::RecordView& in, wire::RecordView* out,
+                                   ConnectionStats& stats) {
+  const wire::WireRecord& r = in.rec;
+  if (!(r.frag & wire::kFragment)) {
+    if (!active_) return Result::kWhole;
+    // The sender enqueues a slot's fragments back to back: a whole record in
+    // between means the stream is not what we think it is.
+    ++stats.frag_interrupted;
+    reset();
+    return Result::kDropped;
+  }
+  ++stats.fragments_received;
+  std::size_t total = std::size_t(r.primary_len) + r.overflow_len;
+  std::size_t end = std::size_t(r.frag_offset) + r.frag_len;
+  // parse_frame checked these already; check again, this buffer is ours.
+  if (r.frag_len == 0 || end > total || ((r.frag & wire::kFragMore) ? end >= total : end != total) ||
+      (r.kind != wire::kRecRequest && r.kind != wire::kRecResponse)) {
+    ++stats.frag_mismatch;
+    reset();
+    return Result::kDropped;
+  }
+  if (!active_) {
+    if (r.frag_offset != 0) {
+      ++stats.frag_bad_offset;
+      return Result::kDropped;
+    }
+    std::uint32_t primary_cap = r.kind == wire::kRecRequest ? req_primary_ : resp_primary_;
+    if (r.primary_len > primary_cap || r.overflow_len > overflow_) {
+      ++stats.frag_oversize;
+      return Result::kDropped;
+    }
+    if (buf_.size() < std::size_t(primary_cap) + overflow_) buf_.resize(std::size_t(primary_cap) + overflow_);
+    first_ = r;
+    have_ = 0;
+    active_ = true;
+  } else {
+    if (r.kind != first_.kind || r.count != first_.count || r.client != first_.client ||
+        r.trustee != first_.trustee || r.slot_seq != first_.slot_seq ||
+        r.primary_len != first_.primary_len || r.overflow_len != first_.overflow_len ||
+        r.slot_flags != first_.slot_flags || r.app != first_.app) {
+      ++stats.frag_mismatch;
+      reset();
+      return Result::kDropped;
+    }
+    if (r.frag_offset != have_) {
+      ++stats.frag_bad_offset;
+      reset();
+      return Result::kDropped;
+    }
+  }
+  // have_ == frag_offset and end <= total <= buf_.size().
+  std::memcpy(buf_.data() + have_, in.payload, r.frag_len);
+  have_ = end;
+  if (r.frag & wire::kFragMore) return Result::kHeld;
+  out->rec = first_;
+  out->rec.frag = 0;
+  out->rec.frag_len = 0;
+  out->rec.frag_offset = 0;
+  out->payload = buf_.data();
+  active_ = false;
+  have_ = 0;
+  ++stats.slots_reassembled;
+  return Result::kComplete;
 }
 
 void Connection::fill_header(FrameHeader* h, std::uint8_t type, std::uint32_t seq,
@@ -73,7 +172,7 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
     while (pending_bytes_) {
       wire::WireRecord r;
       std::memcpy(&r, pending_.data() + pending_head_, sizeof r);
-      std::size_t size = sizeof r + wire::pad8(std::size_t(r.primary_len) + r.overflow_len);
+      std::size_t size = sizeof r + wire::pad8(wire::record_body(r));
       if (s.bytes.size() - sizeof(FrameHeader) + size > wire::kMaxRecordBytes) break;
       s.bytes.insert(s.bytes.end(), pending_.begin() + std::ptrdiff_t(pending_head_),
                      pending_.begin() + std::ptrdiff_t(pending_head_ + size));
@@ -81,8 +180,10 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       pending_bytes_ -= size;
       --pending_records_;
       ++records;
-      if (r.kind == wire::kRecRequest) ++requests, ++stats_.requests_sent;
-      if (r.kind == wire::kRecResponse) ++stats_.responses_sent;
+      // Slots, not fragments: a fragmented slot counts once, at its start.
+      bool starts_slot = !(r.frag & wire::kFragment) || r.frag_offset == 0;
+      if (r.kind == wire::kRecRequest && starts_slot) ++requests, ++stats_.requests_sent;
+      if (r.kind == wire::kRecResponse && starts_slot) ++stats_.responses_sent;
     }
     std::uint8_t flags = 0;
     if (!renew_asked_ && credit_limit_ - s.seq < credits_ / 2) {
@@ -126,6 +227,7 @@ void Connection::reset(std::uint32_t new_boot) {
   pending_head_ = pending_bytes_ = pending_records_ = 0;
   rto_ = rto_base_;
   stalled_since_ = 0;
+  reassembly_.reset();  // the rest of a partial slot will never come
 }
 
 Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,

@@ -15,6 +15,14 @@
 // Receiver: accepts exactly the next seq (anything else is a duplicate or
 // out of order: dropped, answered with an ack), so every frame is delivered
 // once and in order.
+//
+// Slots larger than a frame: enqueue() cuts a slot record whose payload
+// exceeds wire::kMaxFragmentBytes into consecutive fragment records (wire.hpp),
+// which take frames (and credits) like any other. The receiver passes every
+// record of a delivered frame through reassemble(): a whole record comes
+// back as is, fragments are gathered in the connection's one buffer until
+// the last, and anything that breaks the rules is counted and dropped with
+// the partial slot. A reset (peer restart) forgets the partial slot.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,41 @@ struct ConnectionStats {
   std::uint64_t wrong_incarnation = 0;  // frames naming another incarnation of us
   std::uint64_t credit_stalls = 0, renewals_requested = 0, renewals_granted = 0;
   std::uint64_t credit_probes = 0;
+  std::uint64_t fragments_sent = 0, fragments_received = 0, slots_reassembled = 0;
+  // Fragment records dropped, by reason (a peer that breaks the format):
+  std::uint64_t frag_bad_offset = 0;    // not where the previous one ended (or no slot begun)
+  std::uint64_t frag_oversize = 0;      // the slot is larger than the destination slot
+  std::uint64_t frag_mismatch = 0;      // other kind, ids, seq, lengths or flags than its slot's
+  std::uint64_t frag_interrupted = 0;   // a whole record arrived mid-slot
+};
+
+// Reassembles fragment records into slot records. Pure, for the tests too.
+// `primary_cap`/`overflow_cap` bound the slot of each kind (its destination's
+// blocks); nothing larger is ever buffered.
+class Reassembly {
+ public:
+  Reassembly();
+  enum class Result {
+    kWhole,     // not a fragment: use the record as it is
+    kHeld,      // a fragment, kept; the slot is not complete yet
+    kComplete,  // the last fragment: *out is the whole slot record
+    kDropped,   // a protocol error: counted in `stats`, the partial slot dropped
+  };
+  // *out's payload points into this object until the next call or reset().
+  Result add(const wire::RecordView& in, wire::RecordView* out, ConnectionStats& stats);
+  void reset() { active_ = false; have_ = 0; }
+  // The blocks' capacities (default: the slot layout's, abi/slots.hpp).
+  void set_limits(std::uint32_t request_primary, std::uint32_t response_primary, std::uint32_t overflow) {
+    req_primary_ = request_primary, resp_primary_ = response_primary, overflow_ = overflow;
+  }
+  bool active() const { return active_; }
+
+ private:
+  std::uint32_t req_primary_, resp_primary_, overflow_;
+  bool active_ = false;
+  wire::WireRecord first_{};
+  std::size_t have_ = 0;
+  std::vector<std::uint8_t> buf_;
 };
 
 class Connection {
@@ -63,6 +106,13 @@ class Connection {
 
   // The next time timers() has something to do, or UINT64_MAX.
   std::uint64_t next_deadline() const;
+
+  // Every record of a delivered frame goes through here, in order.
+  Reassembly::Result reassemble(const wire::RecordView& in, wire::RecordView* out) {
+    return reassembly_.add(in, out, stats_);
+  }
+  bool reassembling() const { return reassembly_.active(); }
+  Reassembly& reassembly() { return reassembly_; }
 
   const ConnectionStats& stats() const { return stats_; }
   std::uint32_t credits_left() const {
@@ -105,6 +155,7 @@ class Connection {
   std::uint32_t expected_ = 1;
   std::uint32_t grant_;
   bool ack_owed_ = false;
+  Reassembly reassembly_;
 
   ConnectionStats stats_;
 };

@@ -654,8 +654,15 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
   auto emit = [this, src](const std::uint8_t* b, std::size_t n) { transmit(src, b, n); };
   if (c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver) {
     wire::RecordCursor cur(pf.records, pf.hdr.length);
-    wire::RecordView v;
-    while (cur.next(&v)) deliver(src, v);
+    wire::RecordView v, whole;
+    while (cur.next(&v)) {
+      switch (c.reassemble(v, &whole)) {
+        case Reassembly::Result::kWhole: deliver(src, v); break;
+        case Reassembly::Result::kComplete: deliver(src, whole); break;
+        case Reassembly::Result::kHeld: break;
+        case Reassembly::Result::kDropped: ++stats_.records_rejected; break;
+      }
+    }
   }
   if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
     // The peer restarted: it forgot our applications; tell it again.
@@ -802,7 +809,12 @@ void Dataplane::write_stats() {
           << s.out_of_order << "\ncredit_stalls" << l << s.credit_stalls << "\nrenewals_requested" << l
           << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
           << peers_[h].conns[c]->credits_left() << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
-          << s.wrong_incarnation << "\n";
+          << s.wrong_incarnation << "\nfragments_sent" << l << s.fragments_sent << "\nfragments_received" << l
+          << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\n";
+        std::string r = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\",reason=\"";
+        o << "fragments_dropped" << r << "bad_offset\"} " << s.frag_bad_offset << "\nfragments_dropped" << r
+          << "oversize\"} " << s.frag_oversize << "\nfragments_dropped" << r << "mismatch\"} " << s.frag_mismatch
+          << "\nfragments_dropped" << r << "interrupted\"} " << s.frag_interrupted << "\n";
       }
     }
   }

@@ -99,17 +99,31 @@ Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
     if (h.length - off < sizeof(WireRecord)) return Drop::kBadRecord;
     WireRecord r;
     std::memcpy(&r, recs + off, sizeof r);
-    std::size_t body = std::size_t(r.primary_len) + r.overflow_len;
+    std::size_t total = std::size_t(r.primary_len) + r.overflow_len;
+    std::size_t body = total;
     switch (r.kind) {
       case kRecRequest:
       case kRecResponse:
         break;
       case kRecAttach:
       case kRecDetach:
-        if (r.primary_len != sizeof(AttachAnnounce) || r.overflow_len != 0) return Drop::kBadRecord;
+        if (r.primary_len != sizeof(AttachAnnounce) || r.overflow_len != 0 || r.frag != 0)
+          return Drop::kBadRecord;
         break;
       default:
         return Drop::kBadRecord;
+    }
+    if (r.frag & ~kFragMask) return Drop::kBadRecord;
+    if (r.frag & kFragment) {
+      // A piece [frag_offset, +frag_len) of the slot payload: not empty,
+      // inside it, and ending it exactly when no more fragments follow.
+      body = r.frag_len;
+      std::size_t end = std::size_t(r.frag_offset) + r.frag_len;
+      if (r.frag_len == 0 || r.frag_len > kMaxFragmentBytes || r.frag_offset >= total || end > total)
+        return Drop::kBadRecord;
+      if ((r.frag & kFragMore) ? end == total : end != total) return Drop::kBadRecord;
+    } else if (r.frag != 0 || r.frag_len != 0 || r.frag_offset != 0) {
+      return Drop::kBadRecord;
     }
     std::size_t size = sizeof r + pad8(body);
     if (size > h.length - off) return Drop::kBadRecord;
@@ -127,7 +141,7 @@ bool RecordCursor::next(RecordView* out) {
   if (std::size_t(end_ - p_) < sizeof(WireRecord)) return false;
   std::memcpy(&out->rec, p_, sizeof(WireRecord));
   out->payload = p_ + sizeof(WireRecord);
-  std::size_t size = sizeof(WireRecord) + pad8(std::size_t(out->rec.primary_len) + out->rec.overflow_len);
+  std::size_t size = sizeof(WireRecord) + pad8(record_body(out->rec));
   if (size > std::size_t(end_ - p_)) return false;
   p_ += size;
   return true;

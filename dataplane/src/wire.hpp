@@ -22,6 +22,19 @@
 //   kRecDetach    it detached (slot_flags kDetachGraceful: after finishing
 //                 its run; else it died); payload: AttachAnnounce
 //
+// Fragments (version 2). A slot record whose payload does not fit one frame
+// (more than kMaxFragmentBytes) travels as consecutive fragment records on
+// its one connection: each has kFragment in `frag`, the slot's whole
+// `primary_len`/`overflow_len`/count/ids/seq/flags/app, `frag_len` payload
+// bytes from byte `frag_offset` of the slot payload, and kFragMore on every
+// fragment but the last. A connection delivers records in order and the
+// sender enqueues a slot's fragments contiguously, so the receiver
+// reassembles in one buffer per connection (Reassembly in connection.hpp);
+// anything else (a gap, an overlap, other ids, a whole record in between)
+// is a protocol error. A record's body is `frag_len` bytes for a fragment,
+// `primary_len + overflow_len` otherwise; `frag_len` and `frag_offset` are 0
+// on whole records.
+//
 // All integers are little-endian (the byte order of every host we run on);
 // IPv4/UDP headers are in network order as usual.
 #pragma once
@@ -33,7 +46,7 @@
 namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;  // 2: fragment records
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
@@ -70,20 +83,25 @@ enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach =
 
 struct WireRecord {
   std::uint8_t kind;        // RecordKind
-  std::uint8_t reserved0;
+  std::uint8_t frag;        // kFragment | kFragMore, or 0 for a whole record
   std::uint16_t count;      // slot header count
   std::uint16_t client;     // global thread ids
   std::uint16_t trustee;
   std::uint32_t slot_seq;
-  std::uint16_t primary_len;
+  std::uint16_t primary_len;   // of the whole slot, also in fragments
   std::uint16_t overflow_len;
   std::uint16_t slot_flags;
-  std::uint16_t reserved1;
-  std::uint32_t reserved2;
+  std::uint16_t frag_len;      // fragment: payload bytes in this record; else 0
+  std::uint32_t frag_offset;   // fragment: where they go in the slot payload; else 0
   std::uint64_t app;        // the run key of the application
 };
 static_assert(sizeof(WireRecord) == 32);
 static_assert(std::is_trivially_copyable_v<WireRecord>);
+
+// WireRecord::frag bits.
+inline constexpr std::uint8_t kFragment = 1;  // part of a slot's payload
+inline constexpr std::uint8_t kFragMore = 2;  // more fragments of the slot follow
+inline constexpr std::uint8_t kFragMask = kFragment | kFragMore;
 
 // WireRecord::slot_flags of a kRecDetach: the instance finished its run.
 inline constexpr std::uint16_t kDetachGraceful = 1;
@@ -96,6 +114,15 @@ struct AttachAnnounce {
 static_assert(sizeof(AttachAnnounce) == 16);
 
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
+
+// Largest payload of one record (a fragment fills a frame alone).
+inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1400
+static_assert(kMaxFragmentBytes % 8 == 0);
+
+// Payload bytes that follow a record (already validated by parse_frame).
+constexpr std::size_t record_body(const WireRecord& r) {
+  return (r.frag & kFragment) ? r.frag_len : std::size_t(r.primary_len) + r.overflow_len;
+}
 
 // Why a frame was dropped. Every value is a counter in the dataplane's stats.
 enum class Drop : std::uint8_t {
@@ -113,7 +140,7 @@ enum class Drop : std::uint8_t {
   kBadType,
   kBadHost,         // source host unknown or not matching the source address
   kBadConn,         // connection index out of range
-  kBadRecord,       // a record's kind or lengths are wrong
+  kBadRecord,       // a record's kind, lengths or fragment fields are wrong
   kCount
 };
 const char* drop_name(Drop d);
@@ -142,7 +169,7 @@ Drop parse_frame(const std::uint8_t* frame, std::size_t len, const Endpoint& sel
 // Walks the records of a parsed frame (already validated by parse_frame).
 struct RecordView {
   WireRecord rec;
-  const std::uint8_t* payload;     // primary_len + overflow_len bytes
+  const std::uint8_t* payload;     // record_body(rec) bytes
 };
 class RecordCursor {
  public:

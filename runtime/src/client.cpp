@@ -15,7 +15,8 @@ namespace {
 using abi::RequestHeader;
 using abi::ResponseHeader;
 constexpr std::uint32_t kRecordHeader = sizeof(RequestHeader);
-// Largest record a block can hold; bigger bodies go out of line.
+// Largest record a block can hold; bigger bodies go out of line (same host)
+// or in pieces (across hosts).
 constexpr std::uint32_t kMaxInlineRecord = abi::kOverflowBytes;
 
 template <class T>
@@ -162,27 +163,7 @@ void RecordWriter::close(Completion done) {
   auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
   hdr->length = std::uint32_t(body);
   bool remote = !w->rt().is_local(to_);
-  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && remote) {
-    // Too big for a block, to another host: the body goes in pieces, each
-    // a record of its own in order, the last one carrying the real header.
-    std::vector<std::byte> copy(ch.queue.data() + start_ + kRecordHeader,
-                                ch.queue.data() + start_ + kRecordHeader + body);
-    RequestHeader real = *hdr;
-    ch.queue.truncate(start_);
-    constexpr std::size_t kPiece = kMaxInlineRecord - kRecordHeader;
-    std::size_t off = 0;
-    while (body - off > kPiece) {
-      RequestHeader ph{abi::kBuiltinPiece, std::uint32_t(kPiece), 0};
-      std::memcpy(ch.queue.grow(sizeof ph), &ph, sizeof ph);
-      std::memcpy(ch.queue.grow(kPiece), copy.data() + off, kPiece);
-      off += kPiece;
-      ++ch.queued;
-    }
-    real.length = std::uint32_t(body - off);
-    start_ = ch.queue.size();
-    std::memcpy(ch.queue.grow(sizeof real), &real, sizeof real);
-    append(copy.data() + off, body - off);
-  } else if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord) {
+  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && !remote) {
     // Too big for any block: the body moves to the heap and the record names
     // it (in-process only).
     auto* heap = new std::byte[body];
@@ -193,6 +174,8 @@ void RecordWriter::close(Completion done) {
     ch.queue.truncate(start_ + kRecordHeader);
     append(&ext, sizeof ext);
   }
+  // Too big for a block, to another host: it stays whole in the queue and
+  // flush() cuts it into pieces as large as the room left in each batch.
   pad_to_align();
   ++ch.queued;
   ch.push(done);
@@ -272,6 +255,30 @@ bool Worker::flush(ThreadId to) {
       in_overflow = true;
       std::memcpy(overflow + ol, rec, size);
       ol += size;
+    } else if (remote && size > kMaxInlineRecord && n < UINT16_MAX - 1) {
+      // Larger than any block (another host): send the front of its body as
+      // a kBuiltinPiece that fills the room left in this block, and keep the
+      // rest at the front of the queue for this block's next part or the
+      // next batch. The trustee joins pieces in order to the record that
+      // ends them, so cutting anywhere (at 8-byte steps) is the same.
+      std::uint32_t room = in_overflow ? abi::kOverflowBytes - ol : abi::kRequestPrimaryData - pl;
+      std::byte* at = in_overflow ? overflow + ol : pdata + pl;
+      if (room >= kRecordHeader + abi::kRecordAlign) {
+        std::uint32_t take = (room - kRecordHeader) & ~(abi::kRecordAlign - 1);
+        RequestHeader ph{abi::kBuiltinPiece, take, 0};
+        std::memcpy(at, &ph, sizeof ph);
+        std::memcpy(at + sizeof ph, rec + kRecordHeader, take);
+        (in_overflow ? ol : pl) += kRecordHeader + take;
+        ++n;
+        // The rest: the same header, `take` bytes further (over body bytes
+        // already copied out).
+        h.length -= take;
+        ch.head += take;
+        std::memcpy(ch.queue.data() + ch.head, &h, sizeof h);
+      }
+      if (in_overflow) break;
+      in_overflow = true;  // then into the overflow block
+      continue;
     } else {
       break;
     }

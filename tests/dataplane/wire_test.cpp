@@ -595,6 +595,106 @@ TEST(WireDrop, TrailingBytesAfterRecords) {
   EXPECT_EQ(parse_exact(f), Drop::kBadRecord);
 }
 
+// ---- fragments (version 2) ---------------------------------------------------------
+
+// A data frame of the given records, each followed by record_body() bytes.
+std::vector<std::uint8_t> frame_of(const std::vector<WireRecord>& rs) {
+  std::vector<std::uint8_t> recs;
+  for (const WireRecord& r : rs) {
+    std::size_t body = std::size_t(r.frag & kFragment ? r.frag_len : r.primary_len + r.overflow_len);
+    std::size_t at = recs.size();
+    recs.resize(at + sizeof r + pad8(body), 0);
+    std::memcpy(recs.data() + at, &r, sizeof r);
+    for (std::size_t i = 0; i < body; ++i) recs[at + sizeof r + i] = pattern(0, i);
+  }
+  return assemble(make_header(kData, 5, std::uint16_t(rs.size()), recs.size()), recs);
+}
+
+WireRecord frag_rec(std::uint16_t primary, std::uint16_t overflow, std::uint32_t offset, std::uint16_t len,
+                    bool more) {
+  WireRecord r{};
+  r.kind = kRecRequest;
+  r.count = 3;
+  r.client = 1;
+  r.trustee = 2;
+  r.slot_seq = 9;
+  r.primary_len = primary;
+  r.overflow_len = overflow;
+  r.frag = std::uint8_t(kFragment | (more ? kFragMore : 0));
+  r.frag_len = len;
+  r.frag_offset = offset;
+  r.app = 77;
+  return r;
+}
+
+TEST(WireFragments, FragmentRecordsParseAndWalk) {
+  static_assert(kVersion == 2);
+  static_assert(kMaxFragmentBytes + sizeof(WireRecord) == kMaxRecordBytes);
+  // A full first fragment fills a frame alone; a last one may share a frame.
+  auto f = frame_of({frag_rec(96, 4000, 0, kMaxFragmentBytes, true)});
+  EXPECT_EQ(f.size(), kL2L4Bytes + sizeof(FrameHeader) + kMaxRecordBytes);
+  ParsedFrame pf;
+  std::vector<std::uint8_t> keep = f;
+  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+            Drop::kNone);
+  WireRecord small{};
+  small.kind = kRecResponse;
+  small.primary_len = 24;
+  auto g = frame_of({frag_rec(96, 4000, 2 * 1400, 4096 - 2800, false), small});
+  keep = g;
+  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+            Drop::kNone);
+  RecordCursor cur(pf.records, pf.hdr.length);
+  RecordView v;
+  ASSERT_TRUE(cur.next(&v));
+  EXPECT_EQ(record_body(v.rec), 4096u - 2800u);
+  EXPECT_EQ(v.rec.frag_offset, 2800u);
+  ASSERT_TRUE(cur.next(&v));
+  EXPECT_EQ(v.rec.kind, kRecResponse);
+  EXPECT_EQ(record_body(v.rec), 24u);
+  EXPECT_FALSE(cur.next(&v));
+}
+
+TEST(WireFragments, MalformedFragmentFieldsDropped) {
+  struct Case {
+    const char* what;
+    WireRecord r;
+  };
+  WireRecord unknown_bit = frag_rec(96, 4000, 0, 100, true);
+  unknown_bit.frag |= 4;
+  WireRecord more_without_fragment = frag_rec(96, 0, 0, 0, false);
+  more_without_fragment.frag = kFragMore;
+  WireRecord whole_with_offset{};
+  whole_with_offset.kind = kRecRequest;
+  whole_with_offset.primary_len = 16;
+  whole_with_offset.frag_offset = 8;
+  WireRecord whole_with_len = whole_with_offset;
+  whole_with_len.frag_offset = 0;
+  whole_with_len.frag_len = 16;
+  WireRecord attach_fragment = frag_rec(sizeof(AttachAnnounce), 0, 0, sizeof(AttachAnnounce), false);
+  attach_fragment.kind = kRecAttach;
+  WireRecord huge = frag_rec(0xffff, 0xffff, 0, kMaxFragmentBytes + 8, true);
+  std::vector<Case> cases = {
+      {"unknown frag bit", unknown_bit},
+      {"more without fragment", more_without_fragment},
+      {"whole record with an offset", whole_with_offset},
+      {"whole record with a fragment length", whole_with_len},
+      {"attach as a fragment", attach_fragment},
+      {"empty fragment", frag_rec(96, 4000, 0, 0, true)},
+      {"beyond the slot", frag_rec(96, 4000, 4000, 200, false)},
+      {"offset beyond the slot", frag_rec(96, 4000, 5000, 8, false)},
+      {"offset wraps", frag_rec(96, 4000, 0xffff'fff8u, 16, false)},
+      {"more, but ends the slot", frag_rec(96, 4000, 4096 - 96, 96, true)},
+      {"last, but short of the end", frag_rec(96, 4000, 0, 1000, false)},
+      {"larger than a frame", huge},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(parse_exact(frame_of({c.r})), Drop::kBadRecord);
+  }
+  EXPECT_EQ(parse_exact(frame_of({frag_rec(96, 4000, 4096 - 96, 96, false)})), Drop::kNone);
+}
+
 // ---- robustness ------------------------------------------------------------------
 
 TEST(WireRobust, EveryTruncationRejected) {

@@ -38,6 +38,10 @@ void put(const std::string& sub, const std::string& name, const Bytes& b) {
 struct Rec {
   std::uint8_t kind;
   std::uint16_t primary, overflow;
+  std::uint8_t frag = 0;  // a fragment of the slot: kFragment | kFragMore
+  std::uint16_t frag_len = 0;
+  std::uint32_t frag_offset = 0;
+  std::size_t body() const { return frag ? frag_len : std::size_t(primary) + overflow; }
 };
 
 // The UDP payload of a frame from `src` to `dst` on connection `conn`.
@@ -55,15 +59,18 @@ Bytes payload(std::uint16_t src, std::uint16_t dst, std::uint8_t conn, std::uint
     w.slot_seq = std::uint32_t(1 + i);
     w.primary_len = r.primary;
     w.overflow_len = r.overflow;
+    w.frag = r.frag;
+    w.frag_len = r.frag_len;
+    w.frag_offset = r.frag_offset;
     w.app = 0x0123456789abcdefull;
     const std::size_t at = body.size();
-    body.resize(at + sizeof w + pad8(std::size_t(r.primary) + r.overflow));
+    body.resize(at + sizeof w + pad8(r.body()));
     std::memcpy(body.data() + at, &w, sizeof w);
     if (r.kind == kRecAttach || r.kind == kRecDetach) {
       AttachAnnounce an{0xfeedface12345678ull, 16, 0xabcd0000u + std::uint32_t(i)};
       std::memcpy(body.data() + at + sizeof w, &an, sizeof an);
     } else {
-      for (std::size_t k = 0; k < std::size_t(r.primary) + r.overflow; ++k)
+      for (std::size_t k = 0; k < r.body(); ++k)
         body[at + sizeof w + k] = std::uint8_t(k * 7 + i);
       ++slots;
     }
@@ -159,6 +166,16 @@ void frame_seeds() {
   // Exactly kMaxRecordBytes of records: the largest frame.
   const std::uint16_t rest = std::uint16_t(kMaxRecordBytes - 2 * sizeof(WireRecord) - 1136);
   frame_seed("full", 0, self, 1, payload(0, self, 0, kData, 7, {{kRecRequest, 112, 1024}, {kRecResponse, rest, 0}}));
+  // Fragments of a 4096-byte slot: a first one filling its frame, a middle
+  // one, and the last one sharing its frame with a whole record.
+  const std::uint16_t fr = std::uint16_t(kMaxFragmentBytes);
+  frame_seed("fragment-first", 0, self, 1,
+             payload(0, self, 0, kData, 8, {{kRecRequest, 112, 3984, kFragment | kFragMore, fr, 0}}));
+  frame_seed("fragment-middle", 2, self, 1,
+             payload(2, self, 0, kData, 9, {{kRecResponse, 104, 3992, kFragment | kFragMore, 8, 1400}}));
+  frame_seed("fragment-last", 0, self, 1,
+             payload(0, self, 0, kData, 10,
+                     {{kRecRequest, 112, 3984, kFragment, std::uint16_t(4096 - 2 * 1400), 2 * 1400}, req}));
   // Another host index and connection count (self_host 3 on host 1's
   // address, connections 8) and one outside the table.
   frame_seed("self3", 1, 3, 8, payload(1, 3, 7, kData, 1, {req, resp}));

@@ -18,7 +18,11 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint32_t kPrimaryBytes = 128;
+// The dataplane carries slots larger than a frame (fragments), so this may
+// grow (e.g. to 16 KiB); the slot and wire length fields are 16 bits: keep
+// it below 65536.
 inline constexpr std::uint32_t kOverflowBytes = 1024;
+static_assert(kOverflowBytes < 65536);
 inline constexpr std::uint32_t kRecordAlign = 8;
 
 // Header at the start of a request slot's primary block. `seq` is the ready
