@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Integration test of issue 4 on a rack in a box: remote delegation across
 # 2 and 3 hosts, under injected loss/reordering/duplication, kill -9 of an
-# instance, malformed frames, refused attaches and a different build.
+# instance, malformed frames, refused attaches and a different build. The
+# rack runs gossamerd on every host (issue 5), which supervises the
+# dataplanes; on 3 hosts the program is also launched with `gossamerctl run`.
 #   rack_delegation.sh BUILD_DIR
 # Needs root and network namespaces; exits 77 (skip) otherwise.
 set -uo pipefail
@@ -30,7 +32,18 @@ stat_of() {  # HOST NAME: sum of a stat over all label sets
   awk -v n="$2" '{ k=$1; sub(/\{.*/, "", k); if (k == n) s += $2 } END { print s+0 }' \
     "$GOSSAMER_RACK_DIR/h$1/dataplane.sock.stats"
 }
-dp_alive() { kill -0 "$(cat "$GOSSAMER_RACK_DIR/h$1/dataplane.pid")" 2>/dev/null; }
+# The dataplanes' pids after `up`: gossamerd would restart one that died, so
+# "alive" means "the same process as at the start".
+declare -a dp_pids
+record_dataplanes() {
+  local h
+  dp_pids=()
+  for ((h = 0; h < $1; h++)); do dp_pids[h]=$("$rib" pid "$h" dataplane || true); done
+}
+dp_alive() {
+  local p
+  p=$("$rib" pid "$1" dataplane 2>/dev/null) && [ "$p" = "${dp_pids[$1]}" ]
+}
 
 # Runs BINARY THREADS OPS on every host of the rack with one run id; checks
 # every instance exits 0 and the Tracked property was destroyed exactly once,
@@ -62,8 +75,27 @@ run_everywhere() {
   [ $ok -eq 1 ] && pass "$label: $hosts hosts, $threads threads, exact totals, property destroyed once"
 }
 
+# Runs BINARY THREADS OPS with `gossamerctl run` from host 0 (gossamerd starts
+# it on every host); checks the exit status and the destructions as above.
+run_with_gossamerctl() {
+  local hosts=$1 threads=$2 ops=$3 label=$4 rc=0 h d destroyed=0 ok=1
+  local out="$GOSSAMER_RACK_DIR/out.$label"
+  timeout 120 "$rib" exec 0 -- "$build/tools/gossamerctl/gossamerctl" run -- "$app" "$threads" "$ops" >"$out" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then ok=0; fail "$label: gossamerctl run exited $rc"; sed 's/^/    /' "$out" | tail -20; fi
+  for ((h = 0; h < hosts; h++)); do
+    d=$(sed -n "s/^\[host $h\] .*destroyed_tracked=\([0-9]*\).*/\1/p" "$out")
+    destroyed=$((destroyed + ${d:-0}))
+    if [ "$h" -eq $((hosts - 1)) ] && [ "${d:-0}" != 1 ]; then
+      ok=0; fail "$label: the property on host $h was destroyed ${d:-0} times, expected once"
+    fi
+  done
+  [ "$destroyed" -eq 1 ] || { ok=0; fail "$label: $destroyed destructions in the rack, expected 1"; }
+  [ $ok -eq 1 ] && pass "$label: gossamerctl run on $hosts hosts, $threads threads, exact totals, property destroyed once"
+}
+
 # ---- two hosts ------------------------------------------------------------------
 "$rib" up --hosts 2 || { echo "FAIL: rack up"; exit 1; }
+record_dataplanes 2
 
 run_everywhere 2 4 300 two-hosts
 
@@ -148,6 +180,7 @@ dp_alive 0 || fail "dataplane 0 died after bad attaches"
 # ---- three hosts -----------------------------------------------------------------
 "$rib" up --hosts 3 || { echo "FAIL: rack up (3)"; exit 1; }
 run_everywhere 3 6 200 three-hosts
+run_with_gossamerctl 3 6 200 three-hosts-gossamerctl
 "$rib" netem "loss 2% reorder 10% duplicate 2%" || fail "netem (3)"
 run_everywhere 3 6 200 three-hosts-faults
 "$rib" down >/dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tests tools/rack-in-a-box: namespaces, addressing, exec, generated configs,
-# netem, dataplane start/stop (with a stub dataplane), up/down idempotence.
+# netem, gossamerd (the real one, without dataplanes, then supervising a stub
+# dataplane: restart, refusals, pause/resume, stop/start, down), dataplanes
+# started directly (--no-gossamerd, with the stub), up/down idempotence.
 #
 #   rack_in_a_box_net.sh BUILD_DIR
 #
@@ -28,6 +30,11 @@ ok() { echo "ok: $*"; }
 build=$(cd "$1" && pwd) || fail "build directory '$1' does not exist"
 ctl=$build/tools/gossamerctl/gossamerctl
 [ -x "$ctl" ] || fail "$ctl not found (build the project first)"
+gd=$build/controlplane/gossamerd
+# gossamerd is built only with prometheus-cpp: without it, test the rest.
+have_gd=0
+nogd=(--no-gossamerd)
+if [ -x "$gd" ]; then have_gd=1; nogd=(); fi
 
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
 for t in ip ping ethtool tc python3; do
@@ -71,6 +78,11 @@ our_namespaces() {
   ip netns list | awk '{print $1}' | grep -E "^$prefix-" | sort | tr '\n' ' ' || true
 }
 
+# The pid of host H's running gossamerd or dataplane (rack-in-a-box pid).
+rack_pid() {
+  "$rack" pid "$1" "$2" || fail "host $1 has no running $2"
+}
+
 ping_from() {  # ping_from HOST IP
   "$rack" exec "$1" -- ping -c1 -W2 "$2" >/dev/null 2>&1
 }
@@ -86,7 +98,7 @@ if "$rack" exec 0 -- true >/dev/null 2>&1; then fail "exec succeeded with no rac
 ok "usage and argument errors"
 
 # -- up
-"$rack" up --hosts 3 --no-dataplane --build "$build" || fail "up --hosts 3 --no-dataplane failed"
+"$rack" up --hosts 3 --no-dataplane "${nogd[@]}" --build "$build" || fail "up --hosts 3 --no-dataplane failed"
 want="$prefix-h0 $prefix-h1 $prefix-h2 $prefix-sw "
 [ "$(our_namespaces)" = "$want" ] || fail "namespaces are '$(our_namespaces)', want '$want'"
 [ "$(cat "$GOSSAMER_RACK_DIR/hosts")" = 3 ] || fail "hosts file does not say 3"
@@ -106,7 +118,7 @@ ip -n "$prefix-sw" -br link show master br0 | grep -c '^h[0-9]' | grep -qx 3 ||
   fail "br0 does not have 3 ports"
 ok "addresses, MACs, offloads and bridge ports"
 
-if "$rack" up --hosts 2 --no-dataplane --build "$build" >"$tmp/up2.out" 2>&1; then
+if "$rack" up --hosts 2 --no-dataplane --no-gossamerd --build "$build" >"$tmp/up2.out" 2>&1; then
   fail "a second up succeeded"
 fi
 grep -q "down" "$tmp/up2.out" || fail "second up does not tell to run down: $(cat "$tmp/up2.out")"
@@ -139,7 +151,30 @@ for i in 0 1 2; do
   grep -q -- "--vdev=net_af_packet0,iface=veth0" "$f" || fail "$f lacks the af_packet vdev"
 done
 grep -c 'mac: 02:00:c6:12:00:0[123]' "$GOSSAMER_RACK_DIR/h0.yaml" | grep -qx 3 || fail "h0.yaml lacks the 3 MACs"
-ok "configs pass gossamerctl config check"
+for i in 0 1 2; do
+  f=$GOSSAMER_RACK_DIR/h$i.yaml
+  grep -q "listen: 198.18.0.$((i + 1)):7700" "$f" || fail "$f lacks controlplane.listen 198.18.0.$((i + 1)):7700"
+  grep -q "psk_file: \"$GOSSAMER_RACK_DIR/psk\"" "$f" || fail "$f lacks controlplane.psk_file"
+  grep -q "socket: \"$GOSSAMER_RACK_DIR/h$i/gossamerd.sock\"" "$f" || fail "$f lacks controlplane.socket"
+done
+[ "$(stat -c %a "$GOSSAMER_RACK_DIR/psk")" = 600 ] || fail "the psk file is not mode 0600"
+[ "$(tr -d '\n' <"$GOSSAMER_RACK_DIR/psk" | wc -c)" -ge 16 ] || fail "the psk is shorter than 16 bytes"
+ok "configs pass gossamerctl config check, with the control plane keys and a 0600 psk"
+
+# -- gossamerd without dataplanes (--no-dataplane): up waited for the mesh
+if [ "$have_gd" = 1 ]; then
+  for i in 0 1 2; do
+    gp=$(rack_pid "$i" gossamerd)
+    [ "$(readlink "/proc/$gp/ns/net")" = "$(ip netns exec "$prefix-h$i" readlink /proc/self/ns/net)" ] ||
+      fail "host $i's gossamerd is not in namespace $prefix-h$i"
+    tr '\0' ' ' <"/proc/$gp/cmdline" | grep -q -- "--no-dataplane" || fail "host $i's gossamerd lacks --no-dataplane"
+    "$rack" exec "$i" -- "$ctl" status >"$tmp/ctl.out" 2>&1 ||
+      fail "gossamerctl status on host $i exits non-zero: $(cat "$tmp/ctl.out")"
+  done
+  "$rack" status | grep -E "^h2 .* $gp alive +all-up" >/dev/null || fail "status does not show h2's gossamerd: $("$rack" status)"
+  if "$rack" pid 0 dataplane >/dev/null; then fail "pid 0 dataplane found a dataplane on a --no-dataplane rack"; fi
+  ok "gossamerd --no-dataplane on every host, all hosts up"
+fi
 
 # -- netem
 if "$rack" netem "" >/dev/null 2>&1; then fail "netem with an empty spec succeeded"; fi
@@ -175,9 +210,13 @@ ok "down, twice"
 stub=$tmp/build
 mkdir -p "$stub/dataplane" "$stub/tools/gossamerctl"
 ln -s "$ctl" "$stub/tools/gossamerctl/gossamerctl"
+if [ "$have_gd" = 1 ]; then
+  mkdir -p "$stub/controlplane"
+  ln -s "$gd" "$stub/controlplane/gossamerd"
+fi
 cat >"$stub/dataplane/gossamer-dataplane" <<'EOF'
 #!/usr/bin/env python3
-# Stub dataplane: binds the socket named in the config and waits for SIGTERM.
+# Stub dataplane: listens on the socket named in the config and waits for SIGTERM.
 # RACK_STUB=fail exits at once; RACK_STUB=stubborn ignores SIGTERM.
 import os, re, signal, socket, sys, time
 cfg = sys.argv[sys.argv.index("--config") + 1]
@@ -191,7 +230,10 @@ if mode == "stubborn":
 else:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
 s = socket.socket(socket.AF_UNIX)
+if os.path.exists(path):
+    os.unlink(path)  # left by a killed predecessor, as the real dataplane does
 s.bind(path)
+s.listen(1)
 print("stub dataplane: up", flush=True)
 while True:
     time.sleep(1)
@@ -208,7 +250,7 @@ alive() {
   [ "${stat%% *}" != Z ]
 }
 
-"$rack" up --hosts 2 --build "$stub" || fail "up with the stub dataplane failed"
+"$rack" up --hosts 2 --no-gossamerd --build "$stub" || fail "up --no-gossamerd with the stub dataplane failed"
 p0=$(pid_of 0)
 p1=$(pid_of 1)
 stub_pids+=("$p0" "$p1")
@@ -233,16 +275,111 @@ stub_pids+=("$p0" "$p1")
 alive "$p0" && fail "down left dataplane $p0"
 alive "$p1" && fail "down left the stubborn dataplane $p1 (no SIGKILL?)"
 [ -z "$(our_namespaces)" ] || fail "down left namespaces: $(our_namespaces)"
-ok "dataplane start/stop/restart, SIGKILL fallback, down"
+ok "--no-gossamerd: dataplane start/stop/restart, SIGKILL fallback, down"
 
 # -- a dataplane that dies at start: up fails with its log, down cleans up
-if RACK_STUB=fail "$rack" up --hosts 1 --build "$stub" >"$tmp/fail.out" 2>&1; then
+if RACK_STUB=fail "$rack" up --hosts 1 --no-gossamerd --build "$stub" >"$tmp/fail.out" 2>&1; then
   fail "up succeeded although the dataplane exited"
 fi
 grep -q "failing on purpose" "$tmp/fail.out" || fail "up did not show the dataplane's log: $(cat "$tmp/fail.out")"
 "$rack" down >/dev/null || fail "down after a failed up failed"
 [ -z "$(our_namespaces)" ] || fail "down after a failed up left namespaces: $(our_namespaces)"
 ok "failed dataplane start reported with its log"
+
+# -- gossamerd supervising the stub dataplane
+if [ "$have_gd" = 1 ]; then
+  # Every gossamerd and dataplane this section starts runs from $stub.
+  "$rack" up --hosts 2 --build "$stub" || fail "up with gossamerd and the stub dataplane failed"
+  g0=$(rack_pid 0 gossamerd)
+  g1=$(rack_pid 1 gossamerd)
+  d0=$(rack_pid 0 dataplane)
+  d1=$(rack_pid 1 dataplane)
+  stub_pids+=("$g0" "$g1" "$d0" "$d1")
+  [ "$(awk '{print $4}' "/proc/$d0/stat")" = "$g0" ] || fail "dataplane $d0 is not gossamerd $g0's child"
+  tr '\0' ' ' <"/proc/$g0/cmdline" | grep -q -- "--config $GOSSAMER_RACK_DIR/h0.yaml --dataplane $stub/dataplane/gossamer-dataplane" ||
+    fail "gossamerd 0's command line: $(tr '\0' ' ' <"/proc/$g0/cmdline")"
+  [ -S "$GOSSAMER_RACK_DIR/h0/gossamerd.sock" ] || fail "no gossamerd socket for host 0"
+  grep -q "stub dataplane: up" "$GOSSAMER_RACK_DIR/h1/gossamerd.log" || fail "the dataplane's output is not in gossamerd.log"
+  "$rack" status | grep -E "^h0 .* $g0 alive +all-up +$d0 alive" >/dev/null ||
+    fail "status does not show h0's gossamerd and dataplane: $("$rack" status)"
+  "$rack" exec 1 -- "$ctl" status >"$tmp/ctl.out" || fail "gossamerctl status on host 1: $(cat "$tmp/ctl.out")"
+  ok "gossamerd on every host, supervising its dataplane"
+
+  for a in start stop; do
+    if "$rack" dataplane 0 "$a" >"$tmp/dp.out" 2>&1; then fail "dataplane 0 $a succeeded under gossamerd"; fi
+    grep -q "supervised by its gossamerd" "$tmp/dp.out" || fail "dataplane 0 $a: unclear refusal: $(cat "$tmp/dp.out")"
+  done
+  alive "$d0" || fail "a refused dataplane command killed dataplane $d0"
+  "$rack" dataplane 0 restart || fail "dataplane 0 restart under gossamerd failed"
+  n0=$(rack_pid 0 dataplane)
+  stub_pids+=("$n0")
+  [ "$n0" != "$d0" ] || fail "restart kept dataplane pid $d0"
+  alive "$d0" && fail "the old dataplane $d0 survived restart"
+  [ "$("$rack" pid 0 gossamerd)" = "$g0" ] || fail "dataplane restart changed gossamerd"
+  grep -q "dataplane killed by signal 9" "$GOSSAMER_RACK_DIR/h0/gossamerd.log" || fail "gossamerd did not log the dataplane's death"
+  ok "dataplane start/stop refused under gossamerd; restart: SIGKILL, gossamerd started $n0"
+
+  # Heartbeats: a paused gossamerd is seen down, then up again once resumed.
+  "$rack" gossamerd 1 pause || fail "gossamerd 1 pause failed"
+  [ "$(awk '{print $3}' "/proc/$g1/stat")" = T ] || fail "gossamerd $g1 is not stopped after pause"
+  rc=0
+  for _ in $(seq 50); do
+    rc=0; timeout 5 "$rack" exec 0 -- "$ctl" status >"$tmp/ctl.out" 2>&1 || rc=$?
+    [ "$rc" -eq 3 ] && break
+    sleep 0.1
+  done
+  [ "$rc" -eq 3 ] || fail "host 0 does not see paused host 1 down (gossamerctl status exits $rc): $(cat "$tmp/ctl.out")"
+  grep -qE "^1 +h1 +down" "$tmp/ctl.out" || fail "gossamerctl status does not show h1 down: $(cat "$tmp/ctl.out")"
+  "$rack" gossamerd 1 resume || fail "gossamerd 1 resume failed"
+  for _ in $(seq 50); do
+    rc=0; timeout 5 "$rack" exec 0 -- "$ctl" status >"$tmp/ctl.out" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] && break
+    sleep 0.1
+  done
+  [ "$rc" -eq 0 ] || fail "host 1 is not up again after resume: $(cat "$tmp/ctl.out")"
+  ok "gossamerd pause: heartbeats time out; resume: up again"
+
+  # stop (even while paused) takes the dataplane along; start waits for the mesh.
+  "$rack" gossamerd 1 pause
+  "$rack" gossamerd 1 stop || fail "gossamerd 1 stop failed"
+  alive "$g1" && fail "gossamerd $g1 survived stop"
+  alive "$d1" && fail "dataplane $d1 survived its gossamerd's stop"
+  [ -e "$GOSSAMER_RACK_DIR/h1/gossamerd.sock" ] && fail "gossamerd 1 left its socket"
+  if "$rack" pid 1 gossamerd >/dev/null; then fail "pid 1 gossamerd found one after stop"; fi
+  "$rack" gossamerd 1 stop || fail "a second gossamerd 1 stop failed"
+  if "$rack" dataplane 1 restart >/dev/null 2>&1; then fail "dataplane restart succeeded without gossamerd"; fi
+  "$rack" gossamerd 1 start >"$tmp/start.out" || fail "gossamerd 1 start failed"
+  grep -q "every gossamerd sees all 2 hosts up" "$tmp/start.out" || fail "gossamerd 1 start did not wait for the mesh"
+  g1=$(rack_pid 1 gossamerd)
+  d1=$(rack_pid 1 dataplane)
+  stub_pids+=("$g1" "$d1")
+  if "$rack" gossamerd 1 start >/dev/null 2>&1; then fail "starting a running gossamerd succeeded"; fi
+  "$rack" gossamerd 0 restart || fail "gossamerd 0 restart failed"
+  alive "$g0" && fail "gossamerd $g0 survived restart"
+  g0=$(rack_pid 0 gossamerd)
+  d0=$(rack_pid 0 dataplane)
+  stub_pids+=("$g0" "$d0")
+  ok "gossamerd stop (paused or not), start, restart"
+
+  # down: gossamerds first (one paused, one whose pid file is lost).
+  "$rack" gossamerd 0 pause
+  rm -f "$GOSSAMER_RACK_DIR/h1/gossamerd.pid"
+  "$rack" down || fail "down with gossamerds failed"
+  for p in "$g0" "$g1" "$d0" "$d1"; do
+    alive "$p" && fail "down left pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+  done
+  [ -z "$(our_namespaces)" ] || fail "down left namespaces: $(our_namespaces)"
+  ok "down stops the gossamerds (paused, or without a pid file) and their dataplanes"
+
+  # A dataplane that keeps failing: up gives up with the log, down cleans up.
+  if RACK_STUB=fail "$rack" up --hosts 1 --build "$stub" >"$tmp/fail.out" 2>&1; then
+    fail "up succeeded although gossamerd's dataplane keeps exiting"
+  fi
+  grep -q "failing on purpose" "$tmp/fail.out" || fail "up did not show the dataplane's log: $(cat "$tmp/fail.out")"
+  "$rack" down >/dev/null || fail "down after a failed up failed"
+  [ -z "$(our_namespaces)" ] || fail "down after a failed up left namespaces: $(our_namespaces)"
+  ok "a dataplane failing under gossamerd reported with its log"
+fi
 
 # -- leftovers of a crashed run (no state directory) are removed by down
 ip netns add "$prefix-h5"
