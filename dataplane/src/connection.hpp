@@ -119,6 +119,12 @@ class Connection {
     return credit_limit_ >= next_seq_ ? credit_limit_ - next_seq_ + 1 : 0;
   }
   std::uint32_t peer_boot() const { return peer_boot_; }
+  // Another connection to the same peer saw it restart as `boot`: start over
+  // with that incarnation too, unless this one knows it (or a newer one).
+  // Whatever this connection held was for the previous incarnation.
+  void peer_restarted(std::uint32_t boot) {
+    if (peer_boot_ != 0 && std::int32_t(boot - peer_boot_) > 0) reset(boot);
+  }
 
  private:
   struct Sent {

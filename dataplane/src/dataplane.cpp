@@ -652,7 +652,22 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
   }
   Connection& c = *p.conns[pf.hdr.conn];
   auto emit = [this, src](const std::uint8_t* b, std::size_t n) { transmit(src, b, n); };
-  if (c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver) {
+  const bool accepted = c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver;
+  if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
+    // The peer restarted. Every connection to it starts over with the new
+    // incarnation at once: one that had not heard from it yet would still
+    // carry the old sequence numbers, and would throw away what the new run
+    // sends on it when it finally resets. Then forget the peer's old
+    // applications and announce ours again (on connection 0, now fresh),
+    // before delivering this frame's records: the new peer's first frame
+    // may carry its own announce.
+    for (auto& other : p.conns) other->peer_restarted(c.peer_boot());
+    for (std::size_t i = 0; i < p.conns.size(); ++i) p.resets_seen[i] = p.conns[i]->stats().resets;
+    p.apps.clear();
+    for (auto& a : apps_)
+      if (!a->bad) announce(src, wire::kRecAttach, *a);
+  }
+  if (accepted) {
     wire::RecordCursor cur(pf.records, pf.hdr.length);
     wire::RecordView v, whole;
     while (cur.next(&v)) {
@@ -663,14 +678,6 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
         case Reassembly::Result::kDropped: ++stats_.records_rejected; break;
       }
     }
-  }
-  if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
-    // The peer restarted: it forgot our applications; tell it again.
-    p.resets_seen[pf.hdr.conn] = c.stats().resets;
-    p.apps.clear();
-    if (pf.hdr.conn == 0)
-      for (auto& a : apps_)
-        if (!a->bad) announce(src, wire::kRecAttach, *a);
   }
 }
 
