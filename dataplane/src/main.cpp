@@ -13,6 +13,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "gossamer/abi/slots.hpp"
+
 #include "dataplane.hpp"
 
 namespace {
@@ -51,6 +53,13 @@ int main(int argc, char** argv) {
   if (cfg.dataplane.driver == gossamer::config::Driver::verbs) {
     spdlog::error("dataplane.driver is verbs, but the verbs transport is not implemented yet; use dpdk");
     return 3;
+  }
+  if (cfg.slots.primary_bytes != gossamer::abi::kPrimaryBytes ||
+      cfg.slots.overflow_bytes != gossamer::abi::kOverflowBytes) {
+    spdlog::error("slots.primary_bytes {} and slots.overflow_bytes {} differ from this build's {} and {}",
+                  cfg.slots.primary_bytes, cfg.slots.overflow_bytes, gossamer::abi::kPrimaryBytes,
+                  gossamer::abi::kOverflowBytes);
+    return 1;
   }
   if (cfg.dataplane.cores > 1)
     spdlog::warn("dataplane.cores is {}, but this version polls with one core", cfg.dataplane.cores);

@@ -106,6 +106,11 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   }
   const config::Config& cfg = result.config();
   if (cfg.rack.hosts.size() < 2) return nullptr;
+  // The slot layout is fixed at build time; the file must agree with it.
+  if (cfg.slots.primary_bytes != abi::kPrimaryBytes || cfg.slots.overflow_bytes != abi::kOverflowBytes)
+    die(std::string(path) + ": slots.primary_bytes " + std::to_string(cfg.slots.primary_bytes) +
+        " and slots.overflow_bytes " + std::to_string(cfg.slots.overflow_bytes) + " differ from this build's " +
+        std::to_string(abi::kPrimaryBytes) + " and " + std::to_string(abi::kOverflowBytes));
   std::unique_ptr<Rack> r(new Rack());
   r->host_ = cfg.host.index;
   r->hosts_ = std::uint32_t(cfg.rack.hosts.size());

@@ -11,7 +11,7 @@ Square::Square(std::uint32_t n) : n_(n) {
   anon_bytes_ = layout_.bytes;
   // Anonymous pages: zeroed and page-aligned (so every block is cache-line
   // aligned), laid out like a rack segment.
-  void* p = ::mmap(nullptr, anon_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = ::mmap(nullptr, anon_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   anon_ = static_cast<std::byte*>(p);
   place(anon_);

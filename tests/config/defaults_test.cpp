@@ -39,7 +39,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.connections.scheduler_interval_us, 1000u);
 
   EXPECT_EQ(c.slots.primary_bytes, 128u);
-  EXPECT_EQ(c.slots.overflow_bytes, 1024u);
+  EXPECT_EQ(c.slots.overflow_bytes, 16384u);
 
   EXPECT_EQ(c.controlplane.listen.to_string(), "0.0.0.0:7700");
   EXPECT_EQ(c.controlplane.large_request_threshold_bytes, 4096u);

@@ -7,6 +7,7 @@ CASE: wrong-version | no-build-id | unsealed | wrong-size | garbage
 Prints "refused: TEXT" or "accepted" and exits 0 if it got an answer."""
 import os
 import socket
+import re
 import struct
 import sys
 
@@ -15,9 +16,19 @@ REFUSED = 3
 ATTACH_OK = 2
 
 
+def slot_layout_version():
+    # abi::kLayoutVersion, computed as slots.hpp does from its constants.
+    hpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime", "include", "gossamer",
+                       "abi", "slots.hpp")
+    with open(hpp) as f:
+        text = f.read()
+    const = {k: int(re.search(rf"\b{k} = (\d+);", text).group(1)) for k in ("kPrimaryBytes", "kOverflowBytes")}
+    return (2 << 24) | (const["kPrimaryBytes"] << 12) | (const["kOverflowBytes"] >> 6)
+
+
 def request(version=1, layout=None, build_id=b"\x01" * 20, threads=4, seg=4096):
     if layout is None:
-        layout = (2 << 24) | (128 << 12) | (1024 >> 6)
+        layout = slot_layout_version()
     bid = build_id.ljust(64, b"\0")
     return struct.pack("<IIII64sQIIQ", ATTACH, version, layout, len(build_id), bid, 0, threads,
                        os.getpid(), seg)

@@ -155,7 +155,7 @@ struct ConnectionsConfig {
 // `slots`: sizes of one request/response slot; multiples of a cache line.
 struct SlotsConfig {
   std::uint32_t primary_bytes = 128;
-  std::uint32_t overflow_bytes = 1024;
+  std::uint32_t overflow_bytes = 16384;
   bool operator==(const SlotsConfig&) const = default;
 };
 

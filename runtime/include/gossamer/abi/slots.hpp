@@ -4,7 +4,7 @@
 // slot is untrusted: the reader copies it, then validates it (STYLE.md).
 //
 // Layout (papers 001 §5.3, §5.3.1): a slot is a 128 B primary block followed
-// (elsewhere in memory) by a 1024 B overflow block. The primary block starts
+// (elsewhere in memory) by a 16 KiB overflow block. The primary block starts
 // with a 16 B header. Records are appended in order: first into the primary
 // block while they fit, then into the overflow block; a record never spans two
 // blocks and the writer never goes back to the primary block once it has used
@@ -21,7 +21,7 @@ inline constexpr std::uint32_t kPrimaryBytes = 128;
 // The dataplane carries slots larger than a frame (fragments), so this may
 // grow (e.g. to 16 KiB); the slot and wire length fields are 16 bits: keep
 // it below 65536.
-inline constexpr std::uint32_t kOverflowBytes = 1024;
+inline constexpr std::uint32_t kOverflowBytes = 16384;
 static_assert(kOverflowBytes < 65536);
 inline constexpr std::uint32_t kRecordAlign = 8;
 
