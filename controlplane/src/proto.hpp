@@ -129,8 +129,16 @@ class Reader {
   template <class T>
   void operator()(std::vector<T>& v) {
     std::uint64_t n = le(4);
-    // Every item takes at least one byte: a count beyond the bytes left is a lie.
-    if (!ok_ || n > in_.size() - at_) {
+    // Every item takes at least the bytes of an empty one (a string 4, a
+    // HostStatus 25): a count beyond what the bytes left can hold is a lie,
+    // and reserve() below allocates at most sizeof(T) / that per byte left.
+    static const std::size_t min_item = [] {
+      Writer w;
+      w(T{});
+      const std::size_t k = w.take().size();
+      return k ? k : 1;
+    }();
+    if (!ok_ || n > (in_.size() - at_) / min_item) {
       ok_ = false;
       return;
     }

@@ -58,7 +58,17 @@ void check_accepted(const std::uint8_t* f, std::size_t len, const ParsedFrame& p
   RecordView v;
   while (cur.next(&v)) {
     if (v.payload != pf.records + off + sizeof(WireRecord)) std::abort();
-    const std::size_t body = std::size_t(v.rec.primary_len) + v.rec.overflow_len;
+    // A fragment carries frag_len bytes of its slot, a whole record all of them.
+    const std::size_t body = record_body(v.rec);
+    const std::size_t total = std::size_t(v.rec.primary_len) + v.rec.overflow_len;
+    if (v.rec.frag & kFragment) {
+      const std::size_t end = std::size_t(v.rec.frag_offset) + v.rec.frag_len;
+      if ((v.rec.frag & ~kFragMask) || v.rec.frag_len == 0 || v.rec.frag_len > kMaxFragmentBytes ||
+          end > total || ((v.rec.frag & kFragMore) != 0) == (end == total))
+        std::abort();
+    } else if (v.rec.frag || v.rec.frag_len || v.rec.frag_offset) {
+      std::abort();
+    }
     for (std::size_t i = 0; i < pad8(body); ++i) sum += v.payload[i];
     switch (v.rec.kind) {
       case kRecRequest:

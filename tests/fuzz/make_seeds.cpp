@@ -1,8 +1,9 @@
-// Writes the seed corpora of the dataplane fuzz targets:
-//   make_seeds DIR   ->  DIR/frame/*.bin, DIR/attach/*.bin
+// Writes the seed corpora of the fuzz targets:
+//   make_seeds DIR   ->  DIR/frame/*.bin, DIR/attach/*.bin, DIR/cp/*.bin
 // Frames are built with wire::write_l2l4, so they are what a peer sends;
-// every frame seed is checked to parse before it is written. Input formats:
-// fuzz_inputs.hpp.
+// every frame seed is checked to parse before it is written. Control plane
+// messages are encoded with proto.hpp's Writer (header-only) and checked to
+// decode. Input formats: fuzz_inputs.hpp, fuzz_cp_inputs.hpp.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_cp_inputs.hpp"
 #include "fuzz_inputs.hpp"
+#include "proto.hpp"
 #include "wire.hpp"
 
 namespace {
@@ -222,6 +225,64 @@ void attach_seeds() {
   }
 }
 
+
+// One fuzz_cp seed: the selector byte of M, then m's encoding.
+template <class M>
+void cp_seed(const std::string& name, const M& m) {
+  const std::string body = cp::encode(m);
+  M back;
+  if (!cp::decode(body, back) || cp::encode(back) != body) {
+    std::fprintf(stderr, "make_seeds: cp seed %s does not decode\n", name.c_str());
+    std::exit(1);
+  }
+  Bytes b{cp_selector<M>()};
+  b.insert(b.end(), body.begin(), body.end());
+  put("cp", name, b);
+}
+
+cp::Nonce fill(std::uint8_t k) {
+  cp::Nonce n{};
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] = std::uint8_t(k + 13 * i);
+  return n;
+}
+
+void cp_seeds() {
+  const std::string run = "r-0001-2-5eed";
+  // Every message default-constructed (empty strings and lists), then typical
+  // ones.
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (cp_seed(std::string(kCpMessageNames[I]) + "-empty", std::tuple_element_t<I, CpMessages>{}), ...);
+  }(std::make_index_sequence<kCpMessages>{});
+  cp_seed("hello", cp::Hello{cp::kVersion, 2, 0x0123456789abcdefull, fill(1)});
+  cp_seed("challenge", cp::Challenge{3, fill(2), fill(3)});
+  cp_seed("proof", cp::Proof{fill(4)});
+  cp_seed("heartbeat", cp::Heartbeat{77, 1, 2, 1});
+  cp_seed("heartbeat-max", cp::Heartbeat{~0ull, 255, ~0u, ~0u});
+  cp_seed("prepare", cp::Prepare{run, 0, "/opt/app/bin/echo", std::string(64, 'a'),
+                                 {"--size", "4096", "", "x y"}, "/home/user", 16});
+  cp_seed("prepared-ok", cp::Prepared{run, 1, true, ""});
+  cp_seed("prepared-error", cp::Prepared{run, 2, false, "sha256 differs: /opt/app/bin/echo"});
+  cp_seed("runref", cp::RunRef{run});
+  std::string data;
+  for (int i = 0; i < 300; ++i) data += char(i);
+  cp_seed("output", cp::Output{run, 1, 1, "hello from host 1\n"});
+  cp_seed("output-bin", cp::Output{run, 2, 2, data});
+  cp_seed("exited", cp::Exited{run, 1, 4242, 0, 0, false, ""});
+  cp_seed("exited-signal", cp::Exited{run, 2, 4243, -1, 9, true, ""});
+  cp_seed("exited-error", cp::Exited{run, 3, 0, -1, 0, false, "exec: No such file or directory"});
+  cp_seed("stop", cp::Stop{run, "host 2 exited"});
+  cp_seed("ctlrun", cp::CtlRun{"/opt/app/bin/echo", {"-n", "3"}, "/tmp", 0});
+  cp_seed("ctlrun-many", cp::CtlRun{"/bin/true", std::vector<std::string>(40, "arg"), "/", 4096});
+  cp::StatusReply st;
+  st.self = 1;
+  st.hosts = {{0, "h0", "up", 120, 1, 0, 1}, {1, "h1", "self", -1, 1, 3, 1}, {2, "h2", "down", -1, 3, 7, 0}};
+  st.runs = {{run, "/opt/app/bin/echo", 16, 0, "running", 4242}, {"r2", "/bin/x", 0, 2, "preparing", 0}};
+  cp_seed("statusreply", st);
+  cp_seed("ctloutput", cp::CtlOutput{2, 2, "error: out of slots\n"});
+  cp_seed("ctldone", cp::CtlDone{0, ""});
+  cp_seed("ctldone-fail", cp::CtlDone{137, "host 2 lost"});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,8 +293,10 @@ int main(int argc, char** argv) {
   g_dir = argv[1];
   std::filesystem::create_directories(g_dir / "frame");
   std::filesystem::create_directories(g_dir / "attach");
+  std::filesystem::create_directories(g_dir / "cp");
   frame_seeds();
   attach_seeds();
+  cp_seeds();
   std::printf("make_seeds: %d seeds in %s\n", g_written, g_dir.c_str());
   return 0;
 }
