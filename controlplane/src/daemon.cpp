@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +32,9 @@ constexpr auto kCauseWindow = std::chrono::milliseconds(300);  // gather consequ
 constexpr auto kMaxDataplaneBackoff = std::chrono::milliseconds(10'000);
 constexpr auto kDataplaneStable = std::chrono::seconds(10);
 constexpr std::size_t kOutputBacklog = 8u << 20;  // pause an instance's pipes above this
+constexpr std::size_t kCtlBacklogLimit = 64u << 20;  // gossamerctl not reading: fail the run
+constexpr std::size_t kHashChunk = 4u << 20;         // bytes hashed between other work
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 std::string random_id() {
   std::random_device rd;
@@ -77,7 +82,9 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     if (own_group) ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
-    int null = ::open("/dev/null", O_RDWR);
+    // Nothing of the daemon's (sockets, listeners, pipes) crosses exec.
+    ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) ::dup2(null, 0);
     if (out_fd >= 0) ::dup2(out_fd, 1);
     if (err_fd >= 0) ::dup2(err_fd, 2);
@@ -95,7 +102,9 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   }
   ::close(status_pipe[1]);
   char msg[256];
-  ssize_t n = ::read(status_pipe[0], msg, sizeof msg);  // EOF on a successful exec
+  ssize_t n;
+  do n = ::read(status_pipe[0], msg, sizeof msg);  // EOF on a successful exec
+  while (n < 0 && errno == EINTR);
   ::close(status_pipe[0]);
   if (n > 0) {
     *error = std::string(msg, std::size_t(n));
@@ -112,6 +121,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 struct Daemon::Run {
   Prepare spec;
   bool is_origin = false;
+  bool ready = false;  // this host checked the binary (not origin: Prepared ok sent)
   bool started = false;
   // the local instance
   pid_t pid = 0;
@@ -119,11 +129,12 @@ struct Daemon::Run {
   bool reaped = false;
   int code = -1, sig = 0;
   bool stopping = false;
+  bool group_killed = false;
   bool exited_sent = false;
   std::string exec_error;
   std::unique_ptr<asio::posix::stream_descriptor> streams[2];
   std::array<char, kOutputChunk> buf[2];
-  std::unique_ptr<asio::steady_timer> kill_timer, drain_timer;
+  std::unique_ptr<asio::steady_timer> drain_timer;
   // origin only
   std::shared_ptr<UnixLink> ctl;
   std::vector<int> prepared;   // per host: 0 waiting, 1 ok, -1 failed
@@ -196,7 +207,9 @@ bool Daemon::start() {
     ::unlink(ctl_path_.c_str());  // a stale socket of a daemon that died
   }
   ctl_acceptor_.open(asio::local::stream_protocol(), ec);
+  const mode_t old_umask = ::umask(077);  // nobody may connect before the chmod below
   if (!ec) ctl_acceptor_.bind(asio::local::stream_protocol::endpoint(ctl_path_), ec);
+  ::umask(old_umask);
   if (!ec) ctl_acceptor_.listen(16, ec);
   if (ec) {
     spdlog::error("cannot listen on {} (controlplane.socket): {}", ctl_path_, ec.message());
@@ -234,7 +247,13 @@ bool Daemon::start() {
 void Daemon::accept_peer() {
   tcp_acceptor_.async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket s) {
     if (shutting_down_) return;
-    if (!ec) {
+    if (ec) {
+      // Out of descriptors, say: try again later rather than spin.
+      auto t = std::make_shared<asio::steady_timer>(io_, kAcceptRetry);
+      t->async_wait([this, t](boost::system::error_code) { accept_peer(); });
+      return;
+    }
+    {
       s.set_option(asio::ip::tcp::no_delay(true), ec);
       auto link = std::make_shared<TcpLink>(std::move(s), kMaxHandshakeBody);
       struct Hs {
@@ -324,6 +343,16 @@ void Daemon::dial(std::uint32_t h) {
       bool authenticated = false;
     };
     auto hs = std::make_shared<Hs>();
+    // The connect timer closed the socket; from here the link owns it.
+    timer->cancel();
+    timer->expires_after(kHandshakeTimeout);
+    timer->async_wait([this, weak = std::weak_ptr<TcpLink>(link), hs](boost::system::error_code te) {
+      if (te || hs->authenticated) return;
+      if (auto l = weak.lock()) {
+        ++protocol_errors_;
+        l->close("no handshake within 2 s", true);
+      }
+    });
     link->start(
         [this, h, link = link.get(), hs, timer](Type t, std::string_view body) {
           auto self_link = link->shared_from_this();
@@ -370,9 +399,8 @@ void Daemon::schedule_redial(std::uint32_t h) {
 void Daemon::peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link) {
   auto& p = peers_[h];
   if (p.link && p.link != link) {
-    auto old = std::move(p.link);
-    p.up = false;
-    old->close("replaced by a new connection", true);
+    // It reconnected while we thought it up: whatever it knew may be lost.
+    peer_down(h, "reconnected");
   }
   p.link = std::move(link);
   p.dialing = false;
@@ -402,7 +430,9 @@ void Daemon::peer_down(std::uint32_t h, const std::string& why) {
   for (auto& [id, r] : runs_) affected.push_back(r);
   for (auto& r : affected) {
     if (r->done) continue;
-    if (r->is_origin) {
+    if (r->is_origin && !r->started) {
+      abort_before_start(r, 2, "not started: " + host_name(h) + " " + why);
+    } else if (r->is_origin) {
       if (!r->finished[h]) {
         r->finished[h] = true;
         if (r->prepared[h] == 0) r->prepared[h] = -1;
@@ -461,20 +491,28 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
     case Type::kPrepare: {
       Prepare m;
       if (!decode(body, m) || m.origin != h) return bad();
-      Prepared reply = prepare(m);
-      if (reply.ok) {
-        auto r = std::make_shared<Run>();
-        r->spec = std::move(m);
-        runs_[r->spec.run] = r;
-      }
-      p.link->send(Type::kPrepared, reply);
+      if (runs_.count(m.run)) return;  // a duplicate: the first one stands
+      auto r = std::make_shared<Run>();
+      r->spec = m;
+      runs_[m.run] = r;
+      // Registered now, so that a Stop during the hashing finds it.
+      prepare_async(m, [this, h, id = m.run](Prepared reply) {
+        auto it = runs_.find(id);
+        if (it == runs_.end() || it->second->is_origin) return;  // stopped meanwhile
+        if (reply.ok) it->second->ready = true;
+        else runs_.erase(it);
+        if (peers_[h].link && peers_[h].up) peers_[h].link->send(Type::kPrepared, reply);
+        else if (reply.ok) runs_.erase(id);  // the origin is gone
+      });
       return;
     }
     case Type::kStart: {
       RunRef m;
       if (!decode(body, m)) return bad();
       auto it = runs_.find(m.run);
-      if (it == runs_.end() || it->second->is_origin || it->second->started) return;
+      if (it == runs_.end() || it->second->is_origin || it->second->spec.origin != h || !it->second->ready ||
+          it->second->started || shutting_down_)
+        return;
       start_instance(*it->second);
       return;
     }
@@ -482,7 +520,7 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
       Stop m;
       if (!decode(body, m)) return bad();
       auto it = runs_.find(m.run);
-      if (it == runs_.end() || it->second->is_origin) return;
+      if (it == runs_.end() || it->second->is_origin || it->second->spec.origin != h) return;
       auto r = it->second;
       if (!r->started) {
         runs_.erase(it);  // prepared, never started
@@ -516,17 +554,28 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
 void Daemon::accept_ctl() {
   ctl_acceptor_.async_accept([this](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
     if (shutting_down_) return;
-    if (!ec) {
+    if (ec) {
+      auto t = std::make_shared<asio::steady_timer>(io_, kAcceptRetry);
+      t->async_wait([this, t](boost::system::error_code) { accept_ctl(); });
+      return;
+    }
+    {
       auto link = std::make_shared<UnixLink>(std::move(s), 1u << 20);
       link->start([this, l = link.get()](Type t, std::string_view body) { on_ctl_message(l->shared_from_this(), t, body); },
                   [this, l = link.get()](const std::string&) {
                     // gossamerctl went away (Ctrl-C twice, killed): stop its run.
+                    std::vector<std::shared_ptr<Run>> mine;
                     for (auto& [id, r] : runs_)
-                      if (r->is_origin && r->ctl.get() == l && !r->done) {
-                        r->ctl.reset();
-                        if (!r->failed) fail_run(*r, self_, 4, 130, "gossamerctl disconnected");
-                        stop_everywhere(*r, "gossamerctl disconnected");
+                      if (r->is_origin && r->ctl.get() == l && !r->done) mine.push_back(r);
+                    for (auto& r : mine) {
+                      r->ctl.reset();
+                      if (!r->started) {
+                        abort_before_start(r, 130, "gossamerctl disconnected");
+                        continue;
                       }
+                      if (!r->failed) fail_run(*r, self_, 4, 130, "gossamerctl disconnected");
+                      stop_everywhere(*r, "gossamerctl disconnected");
+                    }
                   });
     }
     accept_ctl();
@@ -547,7 +596,12 @@ void Daemon::on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::
     case Type::kCtlStop:
       for (auto& [id, r] : runs_)
         if (r->is_origin && r->ctl == link && !r->done) {
-          if (!r->failed) fail_run(*r, self_, 4, 130, "interrupted (gossamerctl got SIGINT)");
+          if (!r->started) {
+            auto keep = r;
+            abort_before_start(keep, 130, "interrupted before the start");
+            return;
+          }
+          if (!r->failed) fail_run(*r, self_, 4, 130, "interrupted: gossamerctl got SIGINT, SIGTERM or SIGHUP");
           stop_everywhere(*r, "interrupted from gossamerctl");
           maybe_finish(r->spec.run);
           return;
@@ -622,9 +676,6 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   r->spec.run = random_id();
   r->spec.origin = self_;
   r->spec.path = req.path;
-  std::string err;
-  r->spec.sha256 = sha256_file(req.path, &err);
-  if (r->spec.sha256.empty()) return refuse(host_name(self_) + ": cannot read " + req.path + ": " + err);
   r->spec.args = std::move(req.args);
   r->spec.cwd = std::move(req.cwd);
   r->spec.threads = req.threads;
@@ -633,8 +684,6 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   runs_[r->spec.run] = r;
   spdlog::info("run {}: {} on {} hosts{}", r->spec.run, r->spec.path, hosts_,
                r->spec.threads ? " with " + std::to_string(r->spec.threads) + " threads" : "");
-  for (std::uint32_t h = 0; h < hosts_; ++h)
-    if (h != self_) peers_[h].link->send(Type::kPrepare, r->spec);
   r->prepare_timer = std::make_unique<asio::steady_timer>(io_);
   r->prepare_timer->expires_after(kPrepareTimeout);
   r->prepare_timer->async_wait([this, id = r->spec.run](boost::system::error_code e) {
@@ -651,7 +700,58 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
         return;
       }
   });
-  on_prepared(prepare(r->spec));
+  // This host checks first (and hashes, a piece at a time); the others get
+  // the hash to compare with.
+  prepare_async(r->spec, [this, id = r->spec.run](Prepared mine) {
+    auto it = runs_.find(id);
+    if (it == runs_.end() || it->second->done) return;
+    auto run = it->second;
+    if (mine.ok) {
+      run->spec.sha256 = mine.error;  // prepare_async hands the origin its hash here
+      mine.error.clear();
+      for (std::uint32_t h = 0; h < hosts_; ++h)
+        if (h != self_ && peers_[h].link) peers_[h].link->send(Type::kPrepare, run->spec);
+    }
+    on_prepared(mine);
+  });
+}
+
+void Daemon::abort_before_start(const std::shared_ptr<Run>& r, int status, const std::string& message) {
+  if (r->done) return;
+  r->done = true;
+  if (r->prepare_timer) r->prepare_timer->cancel();
+  Stop s;
+  s.run = r->spec.run;
+  s.reason = message;
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_ && peers_[h].link) peers_[h].link->send(Type::kStop, s);
+  if (r->ctl) {
+    CtlDone d;
+    d.status = status;
+    d.message = message;
+    r->ctl->send(Type::kCtlDone, d);
+    r->ctl->close("refused");
+  }
+  spdlog::warn("run {} not started: {}", r->spec.run, message);
+  runs_.erase(r->spec.run);
+}
+
+void Daemon::hash_async(const std::string& path, std::function<void(std::string, std::string)> done) {
+  auto h = std::make_shared<FileHasher>();
+  std::string err;
+  if (!h->open(path, &err)) return done("", err);
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [this, h, step, done = std::move(done)] {
+    std::string e;
+    if (!h->step(kHashChunk, &e)) {
+      asio::post(io_, *step);  // let heartbeats and everything else in between
+      return;
+    }
+    auto cb = done;
+    step->operator=(nullptr);  // break the cycle
+    cb(h->hex(), h->hex().empty() ? e : "");
+  };
+  asio::post(io_, *step);
 }
 
 void Daemon::on_prepared(const Prepared& p) {
@@ -660,29 +760,13 @@ void Daemon::on_prepared(const Prepared& p) {
   auto r = it->second;
   if (r->started || r->done || p.host >= hosts_ || r->prepared[p.host] != 0) return;
   r->prepared[p.host] = p.ok ? 1 : -1;
-  if (!p.ok) {
-    r->prepare_timer->cancel();
-    r->done = true;
-    for (std::uint32_t h = 0; h < hosts_; ++h)
-      if (h != self_ && peers_[h].link) {
-        Stop s;
-        s.run = p.run;
-        s.reason = "refused";
-        peers_[h].link->send(Type::kStop, s);
-      }
-    if (r->ctl) {
-      CtlDone d;
-      d.status = 2;
-      d.message = "not started: " + host_name(p.host) + ": " + p.error;
-      r->ctl->send(Type::kCtlDone, d);
-      r->ctl->close("refused");
-    }
-    spdlog::warn("run {} refused: {}: {}", p.run, host_name(p.host), p.error);
-    runs_.erase(it);
-    return;
-  }
+  if (!p.ok) return abort_before_start(r, 2, "not started: " + host_name(p.host) + ": " + p.error);
   for (int v : r->prepared)
     if (v != 1) return;
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_ && (!peers_[h].link || !peers_[h].up))
+      return abort_before_start(r, 2, "not started: " + host_name(h) + " is down");
+  if (shutting_down_) return abort_before_start(r, 1, "gossamerd on " + host_name(self_) + " is shutting down");
   r->prepare_timer->cancel();
   r->started = true;
   for (std::uint32_t h = 0; h < hosts_; ++h) {
@@ -696,6 +780,13 @@ void Daemon::on_prepared(const Prepared& p) {
 void Daemon::on_output(const Output& o) {
   auto it = runs_.find(o.run);
   if (it == runs_.end() || !it->second->is_origin || !it->second->ctl) return;
+  if (it->second->ctl->queued_bytes() > kCtlBacklogLimit) {
+    // Every host's output ends up here: a caller that stopped reading must
+    // not make this daemon buffer without bound.
+    auto r = it->second;
+    if (!r->failed) fail_run(*r, self_, 4, 1, "gossamerctl is not reading the output (64 MiB queued)");
+    return;
+  }
   CtlOutput c;
   c.host = o.host;
   c.stream = o.stream;
@@ -779,34 +870,39 @@ void Daemon::maybe_finish(const std::string& id) {
 
 // ---- runs: every host -------------------------------------------------------------------
 
-Prepared Daemon::prepare(const Prepare& p) {
+std::string Daemon::precheck(const Prepare& p) const {
+  struct stat st {};
+  if (p.path.empty() || p.path[0] != '/') return "binary path '" + p.path + "' is not absolute";
+  if (::stat(p.path.c_str(), &st) != 0) return "no binary at " + p.path + " (" + std::strerror(errno) + ")";
+  if (!S_ISREG(st.st_mode) || ::access(p.path.c_str(), X_OK) != 0) return p.path + " is not an executable file";
+  if (!opt_.dataplane_path.empty() && hosts_ > 1 && dataplane_state_ != DataplaneState::kRunning)
+    return std::string("the dataplane is ") + to_string(dataplane_state_);
+  if (shutting_down_) return "gossamerd is shutting down";
+  return "";
+}
+
+// Calls `done` with this host's answer. On the origin (p.sha256 empty) an ok
+// answer carries the hash in `error`, for the Prepare the others get.
+void Daemon::prepare_async(const Prepare& p, std::function<void(Prepared)> done) {
   Prepared r;
   r.run = p.run;
   r.host = self_;
-  struct stat st {};
-  if (p.path.empty() || p.path[0] != '/') {
-    r.error = "binary path '" + p.path + "' is not absolute";
-  } else if (::stat(p.path.c_str(), &st) != 0) {
-    r.error = "no binary at " + p.path + " (" + std::strerror(errno) + ")";
-  } else if (!S_ISREG(st.st_mode) || ::access(p.path.c_str(), X_OK) != 0) {
-    r.error = p.path + " is not an executable file";
-  } else if (!opt_.dataplane_path.empty() && hosts_ > 1 && dataplane_state_ != DataplaneState::kRunning) {
-    r.error = std::string("the dataplane is ") + to_string(dataplane_state_);
-  } else if (shutting_down_) {
-    r.error = "gossamerd is shutting down";
-  } else {
-    std::string err;
-    std::string sum = sha256_file(p.path, &err);
+  r.error = precheck(p);
+  if (!r.error.empty()) return done(r);
+  hash_async(p.path, [this, r, p, done = std::move(done)](std::string sum, std::string err) mutable {
     if (sum.empty()) {
       r.error = "cannot read " + p.path + ": " + err;
+    } else if (p.sha256.empty()) {
+      r.ok = true;
+      r.error = sum;
     } else if (sum != p.sha256) {
-      r.error = "a different binary at " + p.path + " (sha256 " + sum.substr(0, 16) + "…, " +
-                host_name(p.origin) + " has " + p.sha256.substr(0, 16) + "…)";
+      r.error = "a different binary at " + p.path + " (sha256 " + sum.substr(0, 16) + "…, " + host_name(p.origin) +
+                " has " + p.sha256.substr(0, 16) + "…)";
     } else {
       r.ok = true;
     }
-  }
-  return r;
+    done(r);
+  });
 }
 
 std::uint32_t Daemon::local_instances() const {
@@ -892,20 +988,27 @@ void Daemon::read_stream(std::shared_ptr<Run> r, int which) {
   });
 }
 
+// SIGTERM to the instance's process group, SIGKILL 1 s later even if the
+// leader is gone by then: nothing it started may outlive the run, even what
+// ignores SIGTERM. The timer owns itself, so it fires after the run is
+// forgotten too.
+void Daemon::kill_group(Run& r) {
+  if (r.group_killed || r.pgid <= 0) return;
+  r.group_killed = true;
+  if (::kill(-r.pgid, SIGTERM) != 0) return;  // nobody left
+  auto t = std::make_shared<asio::steady_timer>(io_, kKillDelay);
+  t->async_wait([t, id = r.spec.run, pgid = r.pgid](boost::system::error_code e) {
+    if (e) return;
+    if (::kill(-pgid, SIGKILL) == 0) spdlog::warn("run {}: process group {} outlived SIGTERM by 1 s; SIGKILL", id, pgid);
+  });
+}
+
 void Daemon::stop_instance(Run& r, const std::string& reason) {
   if (!r.started || r.stopping) return;
   r.stopping = true;
   if (!r.pid || r.reaped) return;
   spdlog::info("run {}: stopping pid {} ({})", r.spec.run, r.pid, reason);
-  ::kill(-r.pgid, SIGTERM);
-  r.kill_timer = std::make_unique<asio::steady_timer>(io_);
-  r.kill_timer->expires_after(kKillDelay);
-  r.kill_timer->async_wait([this, id = r.spec.run, pid = r.pid](boost::system::error_code e) {
-    auto it = runs_.find(id);
-    if (e || it == runs_.end() || it->second->pid != pid || it->second->reaped) return;
-    spdlog::warn("run {}: pid {} ignored SIGTERM for 1 s; SIGKILL", id, pid);
-    ::kill(-pid, SIGKILL);
-  });
+  kill_group(r);
 }
 
 // Called when the process was reaped and when each pipe closes: reports the
@@ -929,7 +1032,6 @@ void Daemon::instance_finished(Run& r) {
     return;
   }
   r.exited_sent = true;
-  if (r.kill_timer) r.kill_timer->cancel();
   if (r.drain_timer) r.drain_timer->cancel();
   Exited e;
   e.run = r.spec.run;
@@ -1004,6 +1106,7 @@ void Daemon::reap() {
         r->reaped = true;
         r->code = code;
         r->sig = sig;
+        kill_group(*r);  // what the instance left behind in its group
         auto keep = r;
         instance_finished(*keep);
         break;
@@ -1046,7 +1149,9 @@ void Daemon::shutdown(const char* why) {
   std::vector<std::shared_ptr<Run>> all;
   for (auto& [id, r] : runs_) all.push_back(r);
   for (auto& r : all) {
-    if (r->is_origin && r->ctl && !r->done) {
+    if (r->is_origin && !r->started) {
+      abort_before_start(r, 1, "gossamerd on " + host_name(self_) + " is shutting down");
+    } else if (r->is_origin && r->ctl && !r->done) {
       fail_run(*r, self_, 5, 1, "gossamerd on " + host_name(self_) + " is shutting down");
       stop_everywhere(*r, "gossamerd shutting down");
     } else {

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,11 +80,17 @@ class Daemon {
   void maybe_finish(const std::string& id);
   void stop_everywhere(Run& r, const std::string& reason);
 
+  void abort_before_start(const std::shared_ptr<Run>& r, int status, const std::string& message);
+  void hash_async(const std::string& path, std::function<void(std::string sum, std::string error)> done);
+
   // ---- runs, every host
-  Prepared prepare(const Prepare& p);
+  // The checks that need no hashing: "" or why this host cannot run it.
+  std::string precheck(const Prepare& p) const;
+  void prepare_async(const Prepare& p, std::function<void(Prepared)> done);
   void start_instance(Run& r);
   void read_stream(std::shared_ptr<Run> r, int which);
   void stop_instance(Run& r, const std::string& reason);
+  void kill_group(Run& r);
   void instance_finished(Run& r);
   void send_to_origin(Run& r, Type t, const std::string& body);
   void send_to_host(std::uint32_t h, Type t, const std::string& body);

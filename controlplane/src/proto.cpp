@@ -105,31 +105,51 @@ bool load_psk(const std::string& path, std::string* key, std::string* error) {
   return true;
 }
 
-std::string sha256_file(const std::string& path, std::string* error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+FileHasher::~FileHasher() {
+  if (fd_ >= 0) ::close(fd_);
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
+
+bool FileHasher::open(const std::string& path, std::string* error) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd_ < 0) {
     *error = std::strerror(errno);
-    return "";
+    return false;
   }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    return false;
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  ctx_ = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+  return true;
+}
+
+bool FileHasher::step(std::size_t bytes, std::string* error) {
+  auto* ctx = static_cast<EVP_MD_CTX*>(ctx_);
   char buf[1 << 16];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) EVP_DigestUpdate(ctx, buf, std::size_t(n));
-  const int read_errno = errno;
-  ::close(fd);
-  unsigned char md[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  if (n < 0) {
-    *error = std::strerror(read_errno);
-    return "";
+  std::size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = std::strerror(errno);
+      return true;
+    }
+    if (n == 0) {
+      unsigned char md[32];
+      unsigned len = 0;
+      EVP_DigestFinal_ex(ctx, md, &len);
+      static const char* hex = "0123456789abcdef";
+      for (unsigned i = 0; i < len; ++i) hex_ += hex[md[i] >> 4], hex_ += hex[md[i] & 15];
+      return true;
+    }
+    EVP_DigestUpdate(ctx, buf, std::size_t(n));
+    done += std::size_t(n);
   }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) out += hex[md[i] >> 4], out += hex[md[i] & 15];
-  return out;
+  return false;
 }
 
 }  // namespace gossamer::cp

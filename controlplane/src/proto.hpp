@@ -349,7 +349,25 @@ bool mac_equal(const Mac& a, const Mac& b);  // constant time
 // dropped). On failure returns false and says why in *error.
 bool load_psk(const std::string& path, std::string* key, std::string* error);
 
-// SHA-256 of a file's content, lowercase hex; "" and *error on failure.
-std::string sha256_file(const std::string& path, std::string* error);
+// SHA-256 of a regular file's content, a piece at a time, so that a daemon
+// can hash a large binary between other work. Opening refuses anything but a
+// regular file (a FIFO or a device would block or never end).
+class FileHasher {
+ public:
+  FileHasher() = default;
+  FileHasher(const FileHasher&) = delete;
+  FileHasher& operator=(const FileHasher&) = delete;
+  ~FileHasher();
+  bool open(const std::string& path, std::string* error);
+  // Hashes up to `bytes` more; true when the file is done (then hex() or,
+  // on a read error, *error is set and hex() is "").
+  bool step(std::size_t bytes, std::string* error);
+  const std::string& hex() const { return hex_; }
+
+ private:
+  int fd_ = -1;
+  void* ctx_ = nullptr;  // EVP_MD_CTX
+  std::string hex_;
+};
 
 }  // namespace gossamer::cp

@@ -232,6 +232,52 @@ def main():
     r = rack.ctl(0, "run", "--", os.path.join(d, "no-such-binary"))
     check(r.returncode == 2 and "no-such-binary" in r.stderr, f"a missing binary is refused: {r.stderr.strip()!r}")
 
+    # ---- what an instance inherits, and what outlives it ---------------------------------
+    # ls itself as the instance (no shell and its own descriptors): it lists
+    # its descriptors, one of which is the directory it reads.
+    r = rack.ctl(0, "run", "--", "/bin/ls", "-l", "/proc/self/fd")
+    got = {}
+    for l in r.stdout.splitlines():
+        w = l.split()
+        if l.startswith("[host ") and "->" in w and not w[-1].startswith("/proc/"):
+            got.setdefault(w[1], []).append(w[w.index("->") - 1])
+    got = [sorted(v) for v in got.values()]
+    check(r.returncode == 0 and len(got) == 3 and all(g == ["0", "1", "2"] for g in got),
+          f"an instance inherits only stdin, stdout and stderr (no daemon sockets): {got}")
+    stray = write_script(d, "stray", host_of_config() +
+                         f'sh -c \'trap "" TERM; echo $$ > {d}/stray.$0; exec sleep 30\' $h &\n'
+                         'sleep 0.3\nif [ "$h" = 1 ]; then exit 4; fi\nexec sleep 30\n')
+    r = rack.ctl(0, "run", "--", stray)
+    time.sleep(1.5)
+    strays = []
+    for h in range(3):
+        try:
+            with open(f"{d}/stray.{h}") as f:
+                strays.append(int(f.read()))
+        except (OSError, ValueError):
+            pass
+    check(r.returncode == 4 and len(strays) == 3 and not any(alive(x) for x in strays),
+          f"what instances leave in their group, even ignoring SIGTERM, is killed (host 1 exited 4, the others were stopped): rc {r.returncode}, {strays}")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    os.chmod(fifo, 0o755)
+    t0 = time.time()
+    r = rack.ctl(0, "run", "--", fifo, timeout=10)
+    check(r.returncode == 2 and "not a" in r.stderr and time.time() - t0 < 3 and rack.wait_up(0, timeout=3),
+          f"an executable FIFO is refused at once, the daemon stays responsive: {r.stderr.strip()!r}")
+
+    # ---- a host that stops answering while a run is being prepared --------------------
+    rack.procs[2].send_signal(signal.SIGSTOP)
+    t0 = time.time()
+    r = rack.ctl(0, "run", "--", hello, timeout=20)
+    took = time.time() - t0
+    rack.procs[2].send_signal(signal.SIGCONT)
+    check(r.returncode == 2 and "host 2 (h2)" in r.stderr and took < 5 and "[host" not in r.stdout,
+          f"host 2 silent during the prepare: not started, named, in {took:.1f}s: {r.stderr.strip()!r}")
+    check(rack.wait_up(0, timeout=10), "host 2 is back up")
+    st = rack.ctl(0, "status")
+    check("no applications running" in st.stdout, "and no run is left behind on host 0")
+
     # ---- a gossamerd that stops answering ---------------------------------------------
     rack.procs[2].send_signal(signal.SIGSTOP)
     t0 = time.time()
