@@ -740,18 +740,19 @@ void Daemon::hash_async(const std::string& path, std::function<void(std::string,
   auto h = std::make_shared<FileHasher>();
   std::string err;
   if (!h->open(path, &err)) return done("", err);
-  auto step = std::make_shared<std::function<void()>>();
-  *step = [this, h, step, done = std::move(done)] {
-    std::string e;
-    if (!h->step(kHashChunk, &e)) {
-      asio::post(io_, *step);  // let heartbeats and everything else in between
-      return;
-    }
-    auto cb = done;
-    step->operator=(nullptr);  // break the cycle
-    cb(h->hex(), h->hex().empty() ? e : "");
-  };
-  asio::post(io_, *step);
+  auto cb = std::make_shared<std::function<void(std::string, std::string)>>(std::move(done));
+  asio::post(io_, [this, h, cb] { hash_step(h, cb); });
+}
+
+void Daemon::hash_step(std::shared_ptr<FileHasher> h,
+                       std::shared_ptr<std::function<void(std::string, std::string)>> done) {
+  std::string e;
+  if (!h->step(kHashChunk, &e)) {
+    // Let heartbeats and everything else run between pieces.
+    asio::post(io_, [this, h, done] { hash_step(h, done); });
+    return;
+  }
+  (*done)(h->hex(), h->hex().empty() ? e : "");
 }
 
 void Daemon::on_prepared(const Prepared& p) {
@@ -1161,8 +1162,9 @@ void Daemon::shutdown(const char* why) {
   if (dataplane_pid_) ::kill(dataplane_pid_, SIGTERM);
   // Wait for the children (reaped by the SIGCHLD handler), at most 3 s.
   auto deadline = Clock::now() + std::chrono::seconds(3);
+  // The function holds itself only weakly; the pending timer holds it.
   auto check = std::make_shared<std::function<void()>>();
-  *check = [this, deadline, check] {
+  *check = [this, deadline, weak = std::weak_ptr<std::function<void()>>(check)] {
     bool children = dataplane_pid_ != 0 || local_instances() != 0;
     if (!children || Clock::now() > deadline) {
       if (dataplane_pid_) ::kill(dataplane_pid_, SIGKILL);
@@ -1185,8 +1187,8 @@ void Daemon::shutdown(const char* why) {
       return;
     }
     shutdown_timer_.expires_after(std::chrono::milliseconds(20));
-    shutdown_timer_.async_wait([check](boost::system::error_code e) {
-      if (!e) (*check)();
+    shutdown_timer_.async_wait([self = weak.lock()](boost::system::error_code e) {
+      if (!e && self) (*self)();
     });
   };
   (*check)();

@@ -82,6 +82,7 @@ class Daemon {
 
   void abort_before_start(const std::shared_ptr<Run>& r, int status, const std::string& message);
   void hash_async(const std::string& path, std::function<void(std::string sum, std::string error)> done);
+  void hash_step(std::shared_ptr<FileHasher> h, std::shared_ptr<std::function<void(std::string, std::string)>> done);
 
   // ---- runs, every host
   // The checks that need no hashing: "" or why this host cannot run it.
