@@ -122,8 +122,10 @@ class Connection {
   // Another connection to the same peer saw it restart as `boot`: start over
   // with that incarnation too, unless this one knows it (or a newer one).
   // Whatever this connection held was for the previous incarnation.
+  // A connection that never heard from the peer but sent to it resets too:
+  // its sequence numbers went to the previous incarnation.
   void peer_restarted(std::uint32_t boot) {
-    if (peer_boot_ != 0 && std::int32_t(boot - peer_boot_) > 0) reset(boot);
+    if (peer_boot_ == 0 ? next_seq_ > 1 : std::int32_t(boot - peer_boot_) > 0) reset(boot);
   }
 
  private:

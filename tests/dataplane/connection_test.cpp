@@ -1060,3 +1060,28 @@ TEST(Reassembly, ResetForgetsThePartialSlot) {
   EXPECT_EQ(st.slots_reassembled, 1u);
   EXPECT_EQ(st.frag_bad_offset + st.frag_mismatch + st.frag_interrupted + st.frag_oversize, 0u);
 }
+
+namespace {
+
+TEST(ConnectionRestart, PeerRestartedResetsWhatSentToTheOldPeer) {
+  // Another connection saw the peer come back as boot 201. This one sent a
+  // frame to the old peer and never heard back: its seq 1 is gone with it.
+  Connection sent(0, 1, kIndex, 8, 100, kHz);
+  enqueue_record(sent, 1);
+  std::size_t frames = 0;
+  ASSERT_EQ(sent.pump(0, [&](const std::uint8_t*, std::size_t) { ++frames; }), 1u);
+  ASSERT_EQ(sent.peer_boot(), 0u);
+  sent.peer_restarted(201);
+  EXPECT_EQ(sent.stats().resets, 1u);
+  EXPECT_EQ(sent.peer_boot(), 201u);
+  EXPECT_EQ(sent.unacked(), 0u);
+  // One that knows the new peer already, or never sent, is left alone.
+  sent.peer_restarted(201);
+  EXPECT_EQ(sent.stats().resets, 1u);
+  Connection quiet(0, 1, kIndex, 8, 100, kHz);
+  quiet.peer_restarted(201);
+  EXPECT_EQ(quiet.stats().resets, 0u);
+  EXPECT_EQ(quiet.peer_boot(), 0u);
+}
+
+}  // namespace
