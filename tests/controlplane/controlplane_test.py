@@ -10,6 +10,7 @@ rack in a box with a real rack application are in tests/rack/.
 usage: controlplane_test.py GOSSAMERD GOSSAMERCTL
 """
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -23,6 +24,7 @@ BASE_PORT = 17000 + (os.getpid() % 500) * 8
 HB_INTERVAL, HB_TIMEOUT = 100, 600
 failures = []
 started = []  # every Popen we made, to clean up
+tmpdirs = []  # and every directory
 
 
 def check(cond, what):
@@ -48,6 +50,7 @@ def alive(pid):
 class Rack:
     def __init__(self, n, d, psk=None):
         self.n, self.d = n, d
+        tmpdirs.append(d)
         self.psk = os.path.join(d, "psk")
         with open(self.psk, "w") as f:
             f.write(psk or os.urandom(24).hex() + "\n")
@@ -415,6 +418,9 @@ finally:
                 p.send_signal(signal.SIGCONT)
             p.kill()
             p.wait()
+    if not failures:
+        for t in tmpdirs:
+            shutil.rmtree(t, ignore_errors=True)
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)
