@@ -28,7 +28,6 @@ constexpr auto kRedialDelay = std::chrono::milliseconds(250);
 constexpr auto kPrepareTimeout = std::chrono::seconds(10);
 constexpr auto kKillDelay = std::chrono::seconds(1);       // SIGTERM, then SIGKILL
 constexpr auto kDrainLimit = std::chrono::milliseconds(500);  // output after the exit
-constexpr auto kCauseWindow = std::chrono::milliseconds(300);  // gather consequences
 constexpr auto kMaxDataplaneBackoff = std::chrono::milliseconds(10'000);
 constexpr auto kDataplaneStable = std::chrono::seconds(10);
 constexpr std::size_t kOutputBacklog = 8u << 20;  // pause an instance's pipes above this
@@ -139,7 +138,7 @@ struct Daemon::Run {
   std::shared_ptr<UnixLink> ctl;
   std::vector<int> prepared;   // per host: 0 waiting, 1 ok, -1 failed
   std::vector<bool> finished;  // per host: exited or lost
-  std::unique_ptr<asio::steady_timer> prepare_timer, cause_timer;
+  std::unique_ptr<asio::steady_timer> prepare_timer;
   bool failed = false, stop_sent = false, done = false;
   int cause_rank = -1;  // higher wins; ties: first
   int cause_status = 0;
@@ -174,6 +173,14 @@ std::uint64_t Daemon::rack_id() const {
   mix(std::to_string(hosts_));
   for (auto& h : cfg_.rack.hosts) mix(h.name), mix(h.control.to_string());
   return x;
+}
+
+void Daemon::after(Clock::duration delay, std::function<void()> fn) {
+  // The timer owns itself until it fires; io_context::stop drops it unfired.
+  auto t = std::make_shared<asio::steady_timer>(io_, delay);
+  t->async_wait([t, fn = std::move(fn)](boost::system::error_code e) {
+    if (!e) fn();
+  });
 }
 
 bool Daemon::start() {
@@ -249,8 +256,7 @@ void Daemon::accept_peer() {
     if (shutting_down_) return;
     if (ec) {
       // Out of descriptors, say: try again later rather than spin.
-      auto t = std::make_shared<asio::steady_timer>(io_, kAcceptRetry);
-      t->async_wait([this, t](boost::system::error_code) { accept_peer(); });
+      after(kAcceptRetry, [this] { accept_peer(); });
       return;
     }
     {
@@ -496,7 +502,7 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
       r->spec = m;
       runs_[m.run] = r;
       // Registered now, so that a Stop during the hashing finds it.
-      prepare_async(m, [this, h, id = m.run](Prepared reply) {
+      prepare_async(m, [this, h, id = m.run](Prepared reply, std::string) {
         auto it = runs_.find(id);
         if (it == runs_.end() || it->second->is_origin) return;  // stopped meanwhile
         if (reply.ok) it->second->ready = true;
@@ -555,8 +561,7 @@ void Daemon::accept_ctl() {
   ctl_acceptor_.async_accept([this](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
     if (shutting_down_) return;
     if (ec) {
-      auto t = std::make_shared<asio::steady_timer>(io_, kAcceptRetry);
-      t->async_wait([this, t](boost::system::error_code) { accept_ctl(); });
+      after(kAcceptRetry, [this] { accept_ctl(); });
       return;
     }
     {
@@ -702,13 +707,12 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   });
   // This host checks first (and hashes, a piece at a time); the others get
   // the hash to compare with.
-  prepare_async(r->spec, [this, id = r->spec.run](Prepared mine) {
+  prepare_async(r->spec, [this, id = r->spec.run](Prepared mine, std::string sum) {
     auto it = runs_.find(id);
     if (it == runs_.end() || it->second->done) return;
     auto run = it->second;
     if (mine.ok) {
-      run->spec.sha256 = mine.error;  // prepare_async hands the origin its hash here
-      mine.error.clear();
+      run->spec.sha256 = std::move(sum);
       for (std::uint32_t h = 0; h < hosts_; ++h)
         if (h != self_ && peers_[h].link) peers_[h].link->send(Type::kPrepare, run->spec);
     }
@@ -828,12 +832,6 @@ void Daemon::fail_run(Run& r, std::uint32_t host, int rank, int status, const st
   r.failed = true;
   spdlog::warn("run {}: {}; stopping it on every host", r.spec.run, cause);
   stop_everywhere(r, cause);
-  // Give the cause a moment to be reported before the consequences decide.
-  r.cause_timer = std::make_unique<asio::steady_timer>(io_);
-  r.cause_timer->expires_after(kCauseWindow);
-  r.cause_timer->async_wait([this, id = r.spec.run](boost::system::error_code e) {
-    if (!e) maybe_finish(id);
-  });
 }
 
 void Daemon::stop_everywhere(Run& r, const std::string& reason) {
@@ -865,7 +863,6 @@ void Daemon::maybe_finish(const std::string& id) {
     r->ctl->send(Type::kCtlDone, d);
     r->ctl->close("done");
   }
-  if (r->cause_timer) r->cause_timer->cancel();
   runs_.erase(it);
 }
 
@@ -882,27 +879,27 @@ std::string Daemon::precheck(const Prepare& p) const {
   return "";
 }
 
-// Calls `done` with this host's answer. On the origin (p.sha256 empty) an ok
-// answer carries the hash in `error`, for the Prepare the others get.
-void Daemon::prepare_async(const Prepare& p, std::function<void(Prepared)> done) {
+// Calls `done` with this host's answer and the binary's hash ("" if it could
+// not be read). On the origin p.sha256 is empty: there is nothing to compare
+// yet, and the hash becomes the one the other hosts get.
+void Daemon::prepare_async(const Prepare& p, std::function<void(Prepared, std::string)> done) {
   Prepared r;
   r.run = p.run;
   r.host = self_;
   r.error = precheck(p);
-  if (!r.error.empty()) return done(r);
+  if (!r.error.empty()) return done(r, "");
   hash_async(p.path, [this, r, p, done = std::move(done)](std::string sum, std::string err) mutable {
     if (sum.empty()) {
       r.error = "cannot read " + p.path + ": " + err;
     } else if (p.sha256.empty()) {
       r.ok = true;
-      r.error = sum;
     } else if (sum != p.sha256) {
       r.error = "a different binary at " + p.path + " (sha256 " + sum.substr(0, 16) + "…, " + host_name(p.origin) +
                 " has " + p.sha256.substr(0, 16) + "…)";
     } else {
       r.ok = true;
     }
-    done(r);
+    done(r, sum);
   });
 }
 
@@ -981,8 +978,7 @@ void Daemon::read_stream(std::shared_ptr<Run> r, int which) {
     if (r->is_origin && r->ctl) backlog = r->ctl->queued_bytes();
     if (!r->is_origin && peers_[r->spec.origin].link) backlog = peers_[r->spec.origin].link->queued_bytes();
     if (backlog > kOutputBacklog) {
-      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(20));
-      t->async_wait([this, r, which, t](boost::system::error_code) { read_stream(r, which); });
+      after(std::chrono::milliseconds(20), [this, r, which] { read_stream(r, which); });
       return;
     }
     read_stream(r, which);
@@ -997,9 +993,7 @@ void Daemon::kill_group(Run& r) {
   if (r.group_killed || r.pgid <= 0) return;
   r.group_killed = true;
   if (::kill(-r.pgid, SIGTERM) != 0) return;  // nobody left
-  auto t = std::make_shared<asio::steady_timer>(io_, kKillDelay);
-  t->async_wait([t, id = r.spec.run, pgid = r.pgid](boost::system::error_code e) {
-    if (e) return;
+  after(kKillDelay, [id = r.spec.run, pgid = r.pgid] {
     if (::kill(-pgid, SIGKILL) == 0) spdlog::warn("run {}: process group {} outlived SIGTERM by 1 s; SIGKILL", id, pgid);
   });
 }

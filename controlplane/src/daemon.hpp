@@ -55,6 +55,9 @@ class Daemon {
   };
   struct Run;
 
+  // Runs fn once, `delay` from now, on the loop.
+  void after(Clock::duration delay, std::function<void()> fn);
+
   // ---- mesh
   void accept_peer();
   void dial(std::uint32_t h);
@@ -87,7 +90,7 @@ class Daemon {
   // ---- runs, every host
   // The checks that need no hashing: "" or why this host cannot run it.
   std::string precheck(const Prepare& p) const;
-  void prepare_async(const Prepare& p, std::function<void(Prepared)> done);
+  void prepare_async(const Prepare& p, std::function<void(Prepared, std::string sha256)> done);
   void start_instance(Run& r);
   void read_stream(std::shared_ptr<Run> r, int which);
   void stop_instance(Run& r, const std::string& reason);
