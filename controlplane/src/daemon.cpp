@@ -236,6 +236,7 @@ bool Daemon::start() {
     mode = 0660;
   }
   ::chmod(ctl_path_.c_str(), mode);
+  if (!start_metrics()) return false;
 
   watch_children();
   if (!opt_.dataplane_path.empty()) start_dataplane();
@@ -246,6 +247,40 @@ bool Daemon::start() {
   spdlog::info("gossamerd: {} of {} hosts, peers on {}, gossamerctl on {}", host_name(self_), hosts_, l.to_string(),
                ctl_path_);
   return true;
+}
+
+// ---- metrics ------------------------------------------------------------------------
+
+bool Daemon::start_metrics() {
+  if (!cfg_.metrics.enabled) return true;
+  std::vector<std::string> names;
+  for (const auto& h : cfg_.rack.hosts) names.push_back(h.name);
+  exporter_ = std::make_shared<Exporter>(std::move(names), self_, cfg_.dataplane_socket() + ".metrics");
+  publish_view();
+  const std::string addr = cfg_.metrics.listen.to_string();
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(addr, 1);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot serve metrics on {} (metrics.listen): {}", addr, e.what());
+    return false;
+  }
+  exposer_->RegisterCollectable(exporter_);
+  spdlog::info("metrics on http://{}/metrics", addr);
+  return true;
+}
+
+// Refreshed every heartbeat interval: scrapes see at most that much delay.
+void Daemon::publish_view() {
+  if (!exporter_) return;
+  DaemonView v;
+  v.hosts.resize(hosts_);
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    v.hosts[h].up = h == self_ || peers_[h].up;
+    v.hosts[h].last_heard = peers_[h].last_heard;
+  }
+  v.dataplane_restarts = dataplane_restarts_;
+  v.runs = local_instances();
+  exporter_->set_view(std::move(v));
 }
 
 // ---- mesh ---------------------------------------------------------------------------
@@ -455,6 +490,7 @@ void Daemon::peer_down(std::uint32_t h, const std::string& why) {
 }
 
 void Daemon::heartbeat_tick() {
+  publish_view();
   const auto now = Clock::now();
   Heartbeat hb;
   hb.seq = ++heartbeat_seq_;
@@ -481,6 +517,7 @@ void Daemon::heartbeat_tick() {
 void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
   auto& p = peers_[h];
   p.last_heard = Clock::now();
+  if (t == Type::kHeartbeat) publish_view();  // the heartbeat age starts again
   auto bad = [&] {
     ++protocol_errors_;
     spdlog::warn("{} sent a malformed message (type {}, {} bytes); closing the connection", host_name(h),

@@ -16,8 +16,10 @@
 
 #include <boost/asio.hpp>
 #include <gossamer/config.hpp>
+#include <prometheus/exposer.h>
 
 #include "link.hpp"
+#include "metrics.hpp"
 #include "proto.hpp"
 
 namespace gossamer::cp {
@@ -105,6 +107,10 @@ class Daemon {
   void reap();
   void start_dataplane();
 
+  // metrics (issue 6): what the exporter reports besides the dataplane's file
+  bool start_metrics();
+  void publish_view();
+
   asio::io_context& io_;
   config::Config cfg_;
   DaemonOptions opt_;
@@ -128,6 +134,9 @@ class Daemon {
   Clock::time_point dataplane_started_{};
   std::chrono::milliseconds dataplane_backoff_{200};
   asio::steady_timer dataplane_timer_;
+
+  std::shared_ptr<Exporter> exporter_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
 
   bool shutting_down_ = false;
   asio::steady_timer shutdown_timer_;

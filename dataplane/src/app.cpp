@@ -51,7 +51,8 @@ std::string check_attach(const void* msg, std::size_t msg_len, const abi::Segmen
       hdr.response_primary != layout->response_primary ||
       hdr.request_overflow != layout->request_overflow ||
       hdr.response_overflow != layout->response_overflow || hdr.wake_words != layout->wake_words ||
-      hdr.doorbells != layout->doorbells || hdr.doorbell_stride != layout->doorbell_stride)
+      hdr.doorbells != layout->doorbells || hdr.doorbell_stride != layout->doorbell_stride ||
+      hdr.counters != layout->counters)
     return "segment header does not match the layout for " + std::to_string(r.total_threads) +
            " threads on host " + std::to_string(c.host_index) + " of " + std::to_string(c.host_count) +
            " (is GOSSAMER_CONFIG the same file the dataplane uses?)";

@@ -29,7 +29,9 @@ struct App {
   int sock = -1;
   int memfd = -1;
   int eventfd = -1;
-  std::uint32_t pid = 0;
+  std::uint32_t pid = 0;           // as the application says
+  std::uint32_t peer_pid = 0;      // as the kernel says (SO_PEERCRED)
+  std::string name;                // /proc/<peer_pid>/comm, for metrics
   std::uint64_t key = 0;          // run key
   std::uint64_t build_hash = 0;
   std::uint32_t instance = 0;
@@ -70,6 +72,9 @@ struct App {
   }
   abi::DoorbellRing* ring(std::uint32_t local_i) {
     return reinterpret_cast<abi::DoorbellRing*>(base + layout.doorbells + local_i * layout.doorbell_stride);
+  }
+  const abi::ThreadCounters* counters(std::uint32_t local_i) const {
+    return reinterpret_cast<const abi::ThreadCounters*>(base + layout.counters + local_i * sizeof(abi::ThreadCounters));
   }
   std::uint32_t* sleeping() {
     return reinterpret_cast<std::uint32_t*>(base + offsetof(abi::SegmentHeader, dataplane_sleeping));

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -67,6 +68,27 @@ std::uint32_t parse_ip(const std::string& s) {
   return a.s_addr;
 }
 
+// The connected process, as the kernel knows it (an application's own
+// claims are not used to name it).
+std::uint32_t peer_pid(int fd) {
+  ucred cr{};
+  socklen_t len = sizeof cr;
+  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? std::uint32_t(cr.pid) : 0;
+}
+
+// Its executable's short name, for the metrics' `app` label: letters,
+// digits, '_', '-' and '.', anything else as '_'.
+std::string process_name(std::uint32_t pid) {
+  std::string name;
+  if (pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::getline(f, name);
+  }
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  return name.empty() ? "unknown" : name;
+}
+
 }  // namespace
 
 Dataplane::Dataplane(const config::Config& cfg)
@@ -87,6 +109,7 @@ Dataplane::Dataplane(const config::Config& cfg)
 
 Dataplane::~Dataplane() {
   while (!apps_.empty()) drop_app(apps_.size() - 1, false, "dataplane shutting down");
+  close_metrics();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(socket_path_.c_str());
@@ -167,6 +190,7 @@ std::string Dataplane::start(const char* argv0) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   try {
     open_socket();
+    open_metrics();
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -294,6 +318,8 @@ void Dataplane::attach(int fd) {
   a->memfd = fds[0];
   a->eventfd = fds[1];
   a->pid = req.pid;
+  a->peer_pid = peer_pid(fd);
+  a->name = process_name(a->peer_pid);
   // A run is named by GOSSAMER_RUN_ID when given (so that a different
   // build on another host is found and refused), else by the build-id.
   a->build_hash = hash_build_id(req.build_id, req.build_id_len);
@@ -878,6 +904,10 @@ void Dataplane::run(const std::atomic<bool>& stop) {
     std::uint64_t now = rte_rdtsc();
     (worked ? stats_.busy_cycles : stats_.idle_cycles) += now - last;
     last = now;
+    if (now - last_metrics_write_ > tsc_hz_ / 1000 * abi::kMetricsPeriodMs) {
+      write_metrics();
+      last_metrics_write_ = now;
+    }
     if (now - last_stats_write_ > tsc_hz_) {
       read_faults();
       write_stats();
@@ -902,6 +932,7 @@ void Dataplane::run(const std::atomic<bool>& stop) {
     last = after;
   }
   write_stats();
+  write_metrics();
 }
 
 }  // namespace gossamer::dataplane

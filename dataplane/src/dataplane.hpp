@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <gossamer/abi/metrics.hpp>
 #include <gossamer/config.hpp>
 
 #include "app.hpp"
@@ -88,6 +89,10 @@ class Dataplane {
   void read_faults();
   void process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now);
   void write_stats();
+  // metrics.cpp: <socket>.metrics (gossamer/abi/metrics.hpp)
+  void open_metrics();
+  void write_metrics();
+  void close_metrics();
   void sleep_until_work(std::uint64_t now);
 
   config::Config cfg_;
@@ -113,6 +118,10 @@ class Dataplane {
   std::vector<std::uint8_t> scratch_;
   Stats stats_;
   std::uint64_t last_stats_write_ = 0;
+  std::string metrics_path_;
+  std::uint8_t* metrics_ = nullptr;
+  abi::MetricsLayout metrics_layout_{};
+  std::uint64_t last_metrics_write_ = 0;
   std::uint64_t last_work_ = 0;  // tsc of the last loop that found work
   Faults faults_;
   std::string faults_text_;

@@ -203,6 +203,7 @@ void Worker::record_closed(ThreadId to) {
   if (!control_send_) {
     ++outstanding_;
     ++requests_sent_;
+    if (!rt_.is_local(to)) ++requests_sent_remote_;
     ++activity_;
   }
   if (!is_dirty_[to]) {

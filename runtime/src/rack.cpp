@@ -154,6 +154,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   h.wake_words = r->layout_.wake_words;
   h.doorbells = r->layout_.doorbells;
   h.doorbell_stride = r->layout_.doorbell_stride;
+  h.counters = r->layout_.counters;
   std::memcpy(r->seg_, &h, sizeof h);
   r->eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 

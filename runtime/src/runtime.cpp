@@ -27,17 +27,20 @@ std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_final_mu;
 std::vector<TrusteeStats> g_final_stats;
 
-TrusteeStats read_stats(const Published& p) {
+TrusteeStats read_stats(const abi::ThreadCounters& c) {
+  auto get = [](const std::uint64_t& f) { return __atomic_load_n(&f, __ATOMIC_RELAXED); };
   TrusteeStats s;
-  s.busy_cycles = p.busy_cycles.load(std::memory_order_relaxed);
-  s.serve_cycles = p.serve_cycles.load(std::memory_order_relaxed);
-  s.idle_cycles = p.idle_cycles.load(std::memory_order_relaxed);
-  s.requests_served = p.requests_served.load(std::memory_order_relaxed);
-  s.slots_served = p.slots_served.load(std::memory_order_relaxed);
-  s.requests_sent = p.requests_sent.load(std::memory_order_relaxed);
-  s.responses_received = p.responses_received.load(std::memory_order_relaxed);
-  s.local_applies = p.local_applies.load(std::memory_order_relaxed);
-  s.fibers_ready = p.fibers_ready.load(std::memory_order_relaxed);
+  s.busy_cycles = get(c.busy_cycles);
+  s.serve_cycles = get(c.serve_cycles);
+  s.idle_cycles = get(c.idle_cycles);
+  s.requests_served = get(c.requests_served);
+  s.requests_served_remote = get(c.requests_served_remote);
+  s.slots_served = get(c.slots_served);
+  s.requests_sent = get(c.requests_sent);
+  s.requests_sent_remote = get(c.requests_sent_remote);
+  s.responses_received = get(c.responses_received);
+  s.local_applies = get(c.local_applies);
+  s.fibers_ready = get(c.fibers_ready);
   return s;
 }
 
@@ -382,7 +385,7 @@ int run_impl(const Options& opts, std::function<int()> main_fn) {
     std::lock_guard<std::mutex> g(g_final_mu);
     g_final_stats.clear();
     for (ThreadId i = 0; i < rt.size(); ++i)
-      g_final_stats.push_back(rt.is_local(i) ? read_stats(rt.worker(i).pub) : TrusteeStats{});
+      g_final_stats.push_back(rt.is_local(i) ? read_stats(rt.worker(i).counters()) : TrusteeStats{});
   }
   g_runtime.store(nullptr, std::memory_order_release);
   return r;
@@ -404,7 +407,7 @@ void yield() { detail::yield_current(); }
 TrusteeStats trustee_stats(std::size_t thread) {
   if (detail::Runtime* rt = detail::runtime_or_null()) {
     if (thread < rt->size() && rt->is_local(detail::ThreadId(thread)))
-      return detail::read_stats(rt->worker(detail::ThreadId(thread)).pub);
+      return detail::read_stats(rt->worker(detail::ThreadId(thread)).counters());
     return {};
   }
   std::lock_guard<std::mutex> g(detail::g_final_mu);

@@ -59,6 +59,7 @@ Worker::Worker(Runtime& rt, ThreadId id)
     ring_entries_ = reinterpret_cast<std::uint32_t*>(ring_ + 1);
     ring_mask_ = l.doorbell_entries - 1;
     dataplane_sleeping_ = reinterpret_cast<std::uint32_t*>(seg + offsetof(abi::SegmentHeader, dataplane_sleeping));
+    counters_ = reinterpret_cast<abi::ThreadCounters*>(seg + l.counters + li_ * sizeof(abi::ThreadCounters));
     remote_clients_.resize(n);
   }
 }
@@ -108,19 +109,30 @@ void Worker::loop() {
   publish_counters();
 }
 
+namespace {
+// A plain store of a whole word that a reader in another thread or process
+// may load at any time (no read-modify-write: only this thread writes).
+inline void put(std::uint64_t& field, std::uint64_t v) {
+  std::atomic_ref<std::uint64_t>(field).store(v, std::memory_order_relaxed);
+}
+}  // namespace
+
 void Worker::publish_counters() {
   pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
   pub.outstanding.store(outstanding_, std::memory_order_relaxed);
   pub.parked.store(parked_.in_use, std::memory_order_relaxed);
-  pub.busy_cycles.store(busy_cycles_, std::memory_order_relaxed);
-  pub.serve_cycles.store(serve_cycles_, std::memory_order_relaxed);
-  pub.idle_cycles.store(idle_cycles_, std::memory_order_relaxed);
-  pub.requests_served.store(requests_served_, std::memory_order_relaxed);
-  pub.slots_served.store(slots_served_, std::memory_order_relaxed);
-  pub.requests_sent.store(requests_sent_, std::memory_order_relaxed);
-  pub.responses_received.store(responses_received_, std::memory_order_relaxed);
-  pub.local_applies.store(local_applies, std::memory_order_relaxed);
-  pub.fibers_ready.store(ready_count_, std::memory_order_relaxed);
+  abi::ThreadCounters& c = *counters_;
+  put(c.busy_cycles, busy_cycles_);
+  put(c.serve_cycles, serve_cycles_);
+  put(c.idle_cycles, idle_cycles_);
+  put(c.requests_served, requests_served_);
+  put(c.requests_served_remote, requests_served_remote_);
+  put(c.slots_served, slots_served_);
+  put(c.requests_sent, requests_sent_);
+  put(c.requests_sent_remote, requests_sent_remote_);
+  put(c.responses_received, responses_received_);
+  put(c.local_applies, local_applies);
+  put(c.fibers_ready, ready_count_);
   // Release: whoever sees this activity value sees the counters above.
   pub.activity.store(activity_, std::memory_order_release);
 }

@@ -290,6 +290,7 @@ void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
   }
   for (std::uint32_t i = done; i < h.count; ++i) out.fail(abi::kMalformed, "record unreadable");
   requests_served_ += h.count - pieces;
+  requests_served_remote_ += h.count - pieces;
   ++slots_served_;
   emit_remote(client, h.seq);
 }

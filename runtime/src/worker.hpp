@@ -12,6 +12,7 @@
 
 #include <boost/context/fiber.hpp>
 
+#include <gossamer/abi/attach.hpp>
 #include <gossamer/abi/slots.hpp>
 #include <gossamer/detail/core.hpp>
 #include <gossamer/runtime.hpp>
@@ -92,21 +93,13 @@ struct ParkedTable {
   std::size_t in_use = 0;
 };
 
-// Counters other threads read: the owner stores, others load.
+// State other threads of the process read for quiescence: the owner
+// stores, others load. (The metrics are in abi::ThreadCounters.)
 struct alignas(64) Published {
   std::atomic<std::uint64_t> activity{0};     // bumped with every change below
   std::atomic<std::int64_t> live_fibers{0};
   std::atomic<std::int64_t> outstanding{0};   // requests sent, response not yet handled
   std::atomic<std::uint64_t> parked{0};
-  std::atomic<std::uint64_t> busy_cycles{0};
-  std::atomic<std::uint64_t> serve_cycles{0};
-  std::atomic<std::uint64_t> idle_cycles{0};
-  std::atomic<std::uint64_t> requests_served{0};
-  std::atomic<std::uint64_t> slots_served{0};
-  std::atomic<std::uint64_t> requests_sent{0};
-  std::atomic<std::uint64_t> responses_received{0};
-  std::atomic<std::uint64_t> local_applies{0};
-  std::atomic<std::uint64_t> fibers_ready{0};
 };
 
 // A trustee's state for one client on another host.
@@ -162,6 +155,9 @@ class Worker {
 
   // counters
   Published pub;
+  // Metrics, stored once per loop iteration (publish_counters): in the
+  // rack segment, where the dataplane samples them, or in own_counters_.
+  const abi::ThreadCounters& counters() const { return *counters_; }
   std::uint64_t trust_counter = 0;
   ThreadId entrust_cursor = 0;
   std::uint64_t local_applies = 0;
@@ -237,7 +233,10 @@ class Worker {
   std::vector<DeferredToggle> deferred_toggles_;
   std::int64_t outstanding_ = 0;
   std::uint64_t requests_sent_ = 0, responses_received_ = 0;
-  std::uint64_t requests_served_ = 0, slots_served_ = 0;
+  std::uint64_t requests_served_ = 0, requests_served_remote_ = 0, slots_served_ = 0;
+  std::uint64_t requests_sent_remote_ = 0;
+  abi::ThreadCounters own_counters_{};
+  abi::ThreadCounters* counters_ = &own_counters_;
   std::uint64_t busy_cycles_ = 0, serve_cycles_ = 0, idle_cycles_ = 0;
   std::uint64_t activity_ = 0;
 };

@@ -43,8 +43,9 @@ static_assert(offsetof(abi::SegmentHeader, response_overflow) == 72);
 static_assert(offsetof(abi::SegmentHeader, wake_words) == 80);
 static_assert(offsetof(abi::SegmentHeader, doorbells) == 88);
 static_assert(offsetof(abi::SegmentHeader, doorbell_stride) == 96);
+static_assert(offsetof(abi::SegmentHeader, counters) == 112);
 static_assert(offsetof(abi::SegmentHeader, dataplane_sleeping) == 104);
-static_assert(offsetof(abi::SegmentHeader, reserved) == 112);
+static_assert(offsetof(abi::SegmentHeader, reserved) == 120);
 
 static_assert(sizeof(abi::DoorbellRing) == 128);
 static_assert(offsetof(abi::DoorbellRing, head) == 0);
@@ -106,6 +107,7 @@ void check_layout(std::uint32_t t, std::uint32_t l) {
       {s.response_overflow, cells * abi::kOverflowBytes},
       {s.wake_words, std::uint64_t(l) * abi::kWakeStride},
       {s.doorbells, std::uint64_t(l) * s.doorbell_stride},
+      {s.counters, std::uint64_t(l) * sizeof(abi::ThreadCounters)},
   };
   EXPECT_EQ(s.request_primary, abi::kPage);  // after the header page
   EXPECT_GE(s.request_primary, sizeof(abi::SegmentHeader));
@@ -234,6 +236,7 @@ struct Valid {
     hdr.wake_words = layout.wake_words;
     hdr.doorbells = layout.doorbells;
     hdr.doorbell_stride = layout.doorbell_stride;
+    hdr.counters = layout.counters;
 
     check.host_index = host_index;
     check.host_count = host_count;
@@ -433,6 +436,7 @@ TEST(CheckAttach, HeaderFieldsOneAtATime) {
       {"wake_words", [](auto& h) { h.wake_words += 64; }},
       {"doorbells", [](auto& h) { h.doorbells += abi::kPage; }},
       {"doorbell_stride", [](auto& h) { h.doorbell_stride += 64; }},
+      {"counters", [](auto& h) { h.counters -= abi::kPage; }},
   };
   for (const auto& [name, edit] : edits) {
     SCOPED_TRACE(name);

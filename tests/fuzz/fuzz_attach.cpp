@@ -73,7 +73,7 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
   require(got.request_primary == l.request_primary && got.response_primary == l.response_primary &&
           got.request_overflow == l.request_overflow && got.response_overflow == l.response_overflow &&
           got.wake_words == l.wake_words && got.doorbells == l.doorbells &&
-          got.doorbell_stride == l.doorbell_stride && got.bytes == l.bytes &&
+          got.doorbell_stride == l.doorbell_stride && got.counters == l.counters && got.bytes == l.bytes &&
           got.doorbell_entries == l.doorbell_entries);
   require(c.segment_size == l.bytes && r.segment_bytes == l.bytes && hdr.segment_bytes == l.bytes);
   require(hdr.magic == abi::kSegmentMagic && hdr.attach_version == abi::kAttachVersion &&
@@ -83,7 +83,8 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
   require(hdr.doorbell_entries == l.doorbell_entries && hdr.request_primary == l.request_primary &&
           hdr.response_primary == l.response_primary && hdr.request_overflow == l.request_overflow &&
           hdr.response_overflow == l.response_overflow && hdr.wake_words == l.wake_words &&
-          hdr.doorbells == l.doorbells && hdr.doorbell_stride == l.doorbell_stride);
+          hdr.doorbells == l.doorbells && hdr.doorbell_stride == l.doorbell_stride &&
+          hdr.counters == l.counters);
   // Regions in order, not overlapping, inside the segment.
   const std::uint64_t cells = t * t;
   require(l.request_primary >= sizeof(abi::SegmentHeader));
@@ -92,7 +93,8 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
   require(l.request_overflow + cells * abi::kOverflowBytes <= l.response_overflow);
   require(l.response_overflow + cells * abi::kOverflowBytes <= l.wake_words);
   require(l.wake_words + std::uint64_t(local) * abi::kWakeStride <= l.doorbells);
-  require(l.doorbells + std::uint64_t(local) * l.doorbell_stride <= l.bytes);
+  require(l.doorbells + std::uint64_t(local) * l.doorbell_stride <= l.counters);
+  require(l.counters + std::uint64_t(local) * sizeof(abi::ThreadCounters) <= l.bytes);
   require(l.doorbell_stride >= sizeof(abi::DoorbellRing) + std::uint64_t(l.doorbell_entries) * 4);
   require(l.doorbell_entries >= 2 * t && (l.doorbell_entries & (l.doorbell_entries - 1)) == 0);
 }
@@ -174,8 +176,9 @@ Field field(AttachField f) {
     case kHdrDoorbells: return HDR(doorbells);
     case kHdrDoorbellStride: return HDR(doorbell_stride);
     case kHdrSleeping: return {Field::kHdr, offsetof(H, dataplane_sleeping), 4, true};
-    case kHdrReserved:  // reserved0 and reserved[]
-      return {Field::kHdr, offsetof(H, reserved0), sizeof(H) - offsetof(H, reserved0), true};
+    case kHdrReserved:  // reserved[], after the counters offset
+      return {Field::kHdr, offsetof(H, reserved), sizeof(H::reserved), true};
+    case kHdrCounters: return HDR(counters);
     case kChkSegmentSize: return {Field::kChk, offsetof(AttachCheck, segment_size), 8, false};
     case kChkSealed: return {Field::kSealed, 0, 1, false};
     case kChkFds: return {Field::kChk, offsetof(AttachCheck, fds), sizeof(int), false};

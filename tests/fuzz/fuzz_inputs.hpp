@@ -91,7 +91,7 @@ enum AttachField : std::uint8_t {
   kHdrMagic, kHdrAttachVersion, kHdrSlotLayout, kHdrSegmentBytes, kHdrTotalThreads,
   kHdrFirstThread, kHdrLocalThreads, kHdrHostIndex, kHdrHostCount, kHdrDoorbellEntries,
   kHdrRequestPrimary, kHdrResponsePrimary, kHdrRequestOverflow, kHdrResponseOverflow,
-  kHdrWakeWords, kHdrDoorbells, kHdrDoorbellStride, kHdrSleeping, kHdrReserved,
+  kHdrWakeWords, kHdrDoorbells, kHdrDoorbellStride, kHdrSleeping, kHdrReserved, kHdrCounters,
   kChkSegmentSize, kChkSealed, kChkFds, kMsgLen,
   kFieldCount
 };
@@ -137,6 +137,7 @@ inline bool valid_attach(std::uint32_t total, std::uint32_t host_count, std::uin
   h.wake_words = l.wake_words;
   h.doorbells = l.doorbells;
   h.doorbell_stride = l.doorbell_stride;
+  h.counters = l.counters;
   v.segment_size = l.bytes;
   *out = v;
   return true;

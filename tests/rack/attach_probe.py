@@ -16,17 +16,28 @@ REFUSED = 3
 ATTACH_OK = 2
 
 
+def abi_header(name):
+    hpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime", "include", "gossamer",
+                       "abi", name)
+    with open(hpp) as f:
+        return f.read()
+
+
+def attach_version():
+    # abi::kAttachVersion, read from attach.hpp.
+    return int(re.search(r"\bkAttachVersion = (\d+);", abi_header("attach.hpp")).group(1))
+
+
 def slot_layout_version():
     # abi::kLayoutVersion, computed as slots.hpp does from its constants.
-    hpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime", "include", "gossamer",
-                       "abi", "slots.hpp")
-    with open(hpp) as f:
-        text = f.read()
+    text = abi_header("slots.hpp")
     const = {k: int(re.search(rf"\b{k} = (\d+);", text).group(1)) for k in ("kPrimaryBytes", "kOverflowBytes")}
     return (2 << 24) | (const["kPrimaryBytes"] << 12) | (const["kOverflowBytes"] >> 6)
 
 
-def request(version=1, layout=None, build_id=b"\x01" * 20, threads=4, seg=4096):
+def request(version=None, layout=None, build_id=b"\x01" * 20, threads=4, seg=4096):
+    if version is None:
+        version = attach_version()
     if layout is None:
         layout = slot_layout_version()
     bid = build_id.ljust(64, b"\0")

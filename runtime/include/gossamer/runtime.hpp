@@ -67,8 +67,10 @@ struct TrusteeStats {
   std::uint64_t serve_cycles = 0;    // of which: serving requests (running closures)
   std::uint64_t idle_cycles = 0;     // polling and finding nothing
   std::uint64_t requests_served = 0;
+  std::uint64_t requests_served_remote = 0;  // of which from clients on other hosts
   std::uint64_t slots_served = 0;    // batches; requests_served / slots_served = batching
   std::uint64_t requests_sent = 0;   // as a client, to other threads
+  std::uint64_t requests_sent_remote = 0;    // of which to trustees on other hosts
   std::uint64_t responses_received = 0;
   std::uint64_t local_applies = 0;   // ran directly on this thread's own trustee
   std::uint64_t fibers_ready = 0;    // ready queue length at the last sample

@@ -18,11 +18,14 @@
 //   response overflow blocks [client][trustee]      T*T * kOverflowBytes
 //   wake words               [local thread]         L * kWakeStride
 //   doorbell rings           [local thread]         L * doorbell_stride
+//   thread counters          [local thread]         L * sizeof(ThreadCounters)
 //
 // T is the rack's thread count (global thread ids), L this host's share. A
 // request slot (trustee r, client c) with c local and r remote is written by
 // client c and read by the dataplane; with c remote and r local it is written
 // by the dataplane and served by trustee r. Response slots mirror that.
+// Thread counters are written by their thread and only read by the
+// dataplane, which copies them into its metrics file (abi/metrics.hpp).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +37,7 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31524d4153534f47ull;  // "GOSSAMR1"
-inline constexpr std::uint32_t kAttachVersion = 1;
+inline constexpr std::uint32_t kAttachVersion = 2;  // 2: thread counters
 inline constexpr std::uint32_t kMaxRackThreads = 4096;
 inline constexpr std::uint32_t kMaxRackHosts = 64;
 inline constexpr std::size_t kPage = 4096;
@@ -64,6 +67,28 @@ inline constexpr std::uint16_t kResponseMore = 1;  // the trustee holds more res
 // record continues it (responses larger than a slot cross hosts in pieces).
 inline constexpr std::uint32_t kStatusPiece = 0x8000'0000u;
 
+// One application thread's counters (issue 6; monitoring/README.md). The
+// thread stores each field (relaxed, whole words) once per loop iteration;
+// nothing else writes them. Monotonic unless noted.
+struct ThreadCounters {
+  std::uint64_t busy_cycles;          // TSC cycles in loop iterations that found work
+  std::uint64_t serve_cycles;         // of which serving requests (running closures)
+  std::uint64_t idle_cycles;          // polling and finding nothing, yielding, asleep
+  std::uint64_t requests_served;      // all of them, local and remote clients
+  std::uint64_t requests_served_remote;
+  std::uint64_t slots_served;         // request batches
+  std::uint64_t requests_sent;        // to any trustee but our own
+  std::uint64_t requests_sent_remote; // of which to trustees on other hosts
+  std::uint64_t responses_received;
+  std::uint64_t local_applies;        // ran in place on the thread's own trustee
+  std::uint64_t fibers_ready;         // a gauge: ready queue length
+  std::uint64_t reserved[5];
+};
+static_assert(sizeof(ThreadCounters) == 128);
+static_assert(offsetof(ThreadCounters, fibers_ready) == 80);
+static_assert(std::is_trivially_copyable_v<ThreadCounters>);
+inline constexpr std::size_t kThreadCounterFields = 11;
+
 struct SegmentHeader {
   std::uint64_t magic;               // kSegmentMagic
   std::uint32_t attach_version;      // kAttachVersion
@@ -87,9 +112,11 @@ struct SegmentHeader {
   // sees it set writes the eventfd (Dekker, as for the runtime's threads).
   std::uint32_t dataplane_sleeping;
   std::uint32_t reserved0;
-  std::uint8_t reserved[144];
+  std::uint64_t counters;            // offset of the thread counters
+  std::uint8_t reserved[136];
 };
 static_assert(sizeof(SegmentHeader) == 256);
+static_assert(offsetof(SegmentHeader, counters) == 112);
 static_assert(offsetof(SegmentHeader, total_threads) == 24);
 static_assert(offsetof(SegmentHeader, request_primary) == 48);
 static_assert(offsetof(SegmentHeader, dataplane_sleeping) == 104);
@@ -99,7 +126,7 @@ static_assert(std::is_trivially_copyable_v<SegmentHeader>);
 // counts are out of range.
 struct SegmentLayout {
   std::uint64_t request_primary, response_primary, request_overflow, response_overflow;
-  std::uint64_t wake_words, doorbells, doorbell_stride, bytes;
+  std::uint64_t wake_words, doorbells, doorbell_stride, counters, bytes;
   std::uint32_t doorbell_entries;
 };
 
@@ -119,7 +146,8 @@ constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentL
   l.doorbells = l.wake_words + page_round(std::uint64_t(local) * kWakeStride);
   l.doorbell_entries = entries;
   l.doorbell_stride = (sizeof(DoorbellRing) + entries * 4 + 63) & ~std::uint64_t(63);
-  l.bytes = l.doorbells + page_round(local * l.doorbell_stride);
+  l.counters = l.doorbells + page_round(local * l.doorbell_stride);
+  l.bytes = l.counters + page_round(std::uint64_t(local) * sizeof(ThreadCounters));
   *out = l;
   return true;
 }

@@ -1,0 +1,184 @@
+// The dataplane's side of the metrics contract (gossamer/abi/metrics.hpp):
+// every kMetricsPeriodMs it copies its own counters and every attached
+// application's thread counters into `<socket>.metrics`, which gossamerd
+// reads at each scrape.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "dataplane.hpp"
+
+namespace gossamer::dataplane {
+
+namespace {
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec);
+}
+
+void fill_conn(abi::ConnCounters& o, const Connection& c) {
+  const ConnectionStats& s = c.stats();
+  o.frames_sent = s.frames_sent;
+  o.frames_received = s.frames_received;
+  o.acks_sent = s.acks_sent;
+  o.records_sent = s.records_sent;
+  o.records_received = s.records_received;
+  o.requests_sent = s.requests_sent;
+  o.responses_sent = s.responses_sent;
+  o.retransmits = s.retransmits;
+  o.timeouts = s.timeouts;
+  o.fast_retransmits = s.fast_retransmits;
+  o.duplicates = s.duplicates;
+  o.out_of_order = s.out_of_order;
+  o.stale_boot = s.stale_boot;
+  o.wrong_incarnation = s.wrong_incarnation;
+  o.resets = s.resets;
+  o.credit_stalls = s.credit_stalls;
+  o.renewals_requested = s.renewals_requested;
+  o.renewals_granted = s.renewals_granted;
+  o.credits = c.credits_left();
+  o.established = c.peer_boot() != 0;
+  o.fragments_sent = s.fragments_sent;
+  o.fragments_received = s.fragments_received;
+  o.slots_reassembled = s.slots_reassembled;
+  o.frag_bad_offset = s.frag_bad_offset;
+  o.frag_oversize = s.frag_oversize;
+  o.frag_mismatch = s.frag_mismatch;
+  o.frag_interrupted = s.frag_interrupted;
+}
+
+// The application writes these words while we read them: whole-word loads,
+// nothing more (the values are only numbers to us, whatever they are).
+void copy_thread(abi::ThreadCounters& out, const abi::ThreadCounters* in) {
+  const auto* src = reinterpret_cast<const std::uint64_t*>(in);
+  auto* dst = reinterpret_cast<std::uint64_t*>(&out);
+  for (std::size_t i = 0; i < abi::kThreadCounterFields; ++i) dst[i] = __atomic_load_n(src + i, __ATOMIC_RELAXED);
+}
+
+}  // namespace
+
+void Dataplane::open_metrics() {
+  metrics_path_ = socket_path_ + ".metrics";
+  if (!abi::metrics_layout(hosts_, conns_per_host_, &metrics_layout_))
+    throw std::runtime_error("metrics layout: counts out of range");
+  // Built under a temporary name and renamed: a reader never sees a file
+  // without its header.
+  std::string tmp = metrics_path_ + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
+  if (::ftruncate(fd, off_t(metrics_layout_.bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot size " + tmp + ": " + std::strerror(e));
+  }
+  void* p = ::mmap(nullptr, metrics_layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) throw std::runtime_error("cannot map " + tmp + ": " + std::strerror(errno));
+  metrics_ = static_cast<std::uint8_t*>(p);
+  abi::MetricsHeader h{};
+  h.magic = abi::kMetricsMagic;
+  h.version = abi::kMetricsVersion;
+  h.bytes = metrics_layout_.bytes;
+  h.tsc_hz = tsc_hz_;
+  h.boot = boot_;
+  h.host_index = self_;
+  h.host_count = hosts_;
+  h.conns_per_host = conns_per_host_;
+  h.cores = 1;
+  static_assert(std::size_t(wire::Drop::kCount) <= abi::kMetricsDropReasons);
+  h.drop_reasons = std::uint32_t(wire::Drop::kCount);
+  std::memcpy(metrics_, &h, sizeof h);
+  for (std::size_t d = 0; d < std::size_t(wire::Drop::kCount); ++d)
+    std::snprintf(reinterpret_cast<char*>(metrics_ + abi::kMetricsDropNamesOffset + d * abi::kMetricsNameBytes),
+                  abi::kMetricsNameBytes, "%s", d == 0 ? "" : wire::drop_name(wire::Drop(d)));
+  write_metrics();
+  if (::rename(tmp.c_str(), metrics_path_.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+}
+
+void Dataplane::close_metrics() {
+  if (!metrics_) return;
+  ::unlink(metrics_path_.c_str());  // gone: gossamerd reports the dataplane down
+  ::munmap(metrics_, metrics_layout_.bytes);
+  metrics_ = nullptr;
+}
+
+void Dataplane::write_metrics() {
+  if (!metrics_) return;
+  auto* hdr = reinterpret_cast<abi::MetricsHeader*>(metrics_);
+  // Sequence lock. The read-modify-writes order the plain stores between
+  // them (acquire: none moves above the first; release: none below the
+  // second); twice per sample, not per request.
+  std::atomic_ref<std::uint64_t> seq(hdr->seq);
+  seq.fetch_add(1, std::memory_order_acquire);
+
+  auto* host = reinterpret_cast<abi::HostCounters*>(metrics_ + abi::kMetricsHostOffset);
+  host->rx_frames = stats_.rx_frames;
+  host->tx_frames = stats_.tx_frames;
+  host->tx_failed = stats_.tx_failed;
+  host->records_no_app = stats_.records_no_app;
+  host->records_rejected = stats_.records_rejected;
+  host->apps_attached = stats_.apps_attached;
+  host->apps_refused = stats_.apps_refused;
+  host->apps_detached = stats_.apps_detached;
+  host->apps_lost = stats_.apps_lost;
+  host->injected_loss = stats_.injected_loss;
+  host->injected_duplicates = stats_.injected_duplicates;
+  host->injected_reorders = stats_.injected_reorders;
+  host->apps = apps_.size();
+  for (std::size_t d = 0; d < stats_.drops.size(); ++d) host->drops[d] = stats_.drops[d];
+  auto* core = reinterpret_cast<abi::CoreCounters*>(metrics_ + abi::kMetricsCoreOffset);
+  core[0].busy_cycles = stats_.busy_cycles;
+  core[0].idle_cycles = stats_.idle_cycles;
+
+  auto* conns = reinterpret_cast<abi::ConnCounters*>(metrics_ + metrics_layout_.conns);
+  for (std::uint32_t p = 0; p < hosts_; ++p)
+    for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
+      abi::ConnCounters& o = conns[std::size_t(p) * conns_per_host_ + c];
+      if (p == self_ || c >= peers_[p].conns.size()) {
+        o = abi::ConnCounters{};
+        continue;
+      }
+      fill_conn(o, *peers_[p].conns[c]);
+    }
+
+  auto* entries = reinterpret_cast<abi::AppEntry*>(metrics_ + metrics_layout_.apps);
+  auto* rows = reinterpret_cast<abi::ThreadCounters*>(metrics_ + metrics_layout_.threads);
+  std::uint32_t shown = 0, hidden = 0, row = 0;
+  for (const auto& a : apps_) {
+    if (shown == abi::kMetricsApps || row + a->local > abi::kMetricsThreads) {
+      ++hidden;
+      continue;
+    }
+    abi::AppEntry& e = entries[shown++];
+    e = abi::AppEntry{};
+    e.pid = a->peer_pid;
+    e.first_thread = a->first;
+    e.local_threads = a->local;
+    e.total_threads = a->total;
+    e.first_row = row;
+    e.run_key = a->key;
+    std::snprintf(e.name, sizeof e.name, "%s", a->name.c_str());
+    for (std::uint32_t t = 0; t < a->local; ++t) copy_thread(rows[row + t], a->counters(t));
+    row += a->local;
+  }
+  hdr->apps = shown;
+  hdr->apps_hidden = hidden;
+  hdr->sample_ns = monotonic_ns();
+  seq.fetch_add(1, std::memory_order_release);
+}
+
+}  // namespace gossamer::dataplane
