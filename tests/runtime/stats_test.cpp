@@ -1,5 +1,7 @@
 // trustee_stats: per-thread counters, during and after run.
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -65,6 +67,51 @@ TEST(StatsTest, IdleThreadsAccumulateIdleCycles) {
   EXPECT_GT(s.idle_cycles, 0u);
   EXPECT_EQ(s.requests_served, 0u);
   EXPECT_EQ(s.slots_served, 0u);
+}
+
+// Issue 6's unit test: utilization = busy / (busy + idle) tells a trustee
+// with nothing to do (all idle, however fast it polls) from one that has
+// more work than it can do (> 90 % busy).
+TEST(StatsTest, UtilizationSeparatesIdleFromSaturated) {
+  gossamer::run(3, [] {
+    // Thread 1: a trustee with a backlog of closures of ~50 us each; this
+    // fiber (thread 0) keeps 2000 in flight. Thread 2 does nothing at all.
+    auto t = gossamer::trustee(1).entrust(0L);
+    t.apply([](long&) {});  // every thread's loop is up
+    auto work = [](long& v) {
+      auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (std::chrono::steady_clock::now() < end) {
+      }
+      ++v;
+    };
+    long sent = 0, done = 0;
+    auto refill = [&] {
+      while (sent - done < 2000) {
+        t.apply_then(work, [&done] { ++done; });
+        ++sent;
+      }
+    };
+    refill();
+    EXPECT_TRUE(wait_until([&] { return done >= 200; }));  // serving has started
+    const auto b1 = gossamer::trustee_stats(1), i1 = gossamer::trustee_stats(2);
+    const auto window_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (std::chrono::steady_clock::now() < window_end) {
+      refill();
+      gossamer::yield();
+    }
+    const auto b2 = gossamer::trustee_stats(1), i2 = gossamer::trustee_stats(2);
+    EXPECT_TRUE(wait_until([&] { return done == sent; }));
+
+    const double busy = double(b2.busy_cycles - b1.busy_cycles), idle = double(b2.idle_cycles - b1.idle_cycles);
+    std::printf("saturated trustee: utilization %.3f\n", busy / (busy + idle));
+    EXPECT_GT(busy / (busy + idle), 0.9) << "busy " << busy << " idle " << idle;
+    EXPECT_GT(b2.serve_cycles - b1.serve_cycles, 0u);
+    EXPECT_GT(b2.requests_served, b1.requests_served);
+    // The idle thread: idle grew, busy did not, nothing served.
+    EXPECT_EQ(i2.busy_cycles, i1.busy_cycles);
+    EXPECT_GT(i2.idle_cycles, i1.idle_cycles);
+    EXPECT_EQ(i2.requests_served, i1.requests_served);
+  });
 }
 
 }  // namespace
