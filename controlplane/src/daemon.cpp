@@ -200,6 +200,7 @@ bool Daemon::start() {
     spdlog::error("cannot listen on {} (controlplane.listen): {}", l.to_string(), ec.message());
     return false;
   }
+  if (!start_metrics()) return false;
   // gossamerctl.
   ctl_path_ = cfg_.controlplane_socket();
   std::error_code fs_ec;
@@ -236,7 +237,6 @@ bool Daemon::start() {
     mode = 0660;
   }
   ::chmod(ctl_path_.c_str(), mode);
-  if (!start_metrics()) return false;
 
   watch_children();
   if (!opt_.dataplane_path.empty()) start_dataplane();
@@ -448,6 +448,7 @@ void Daemon::peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link) 
   p.up = true;
   p.last_heard = Clock::now();
   spdlog::info("{} is up", host_name(h));
+  publish_view();
   Heartbeat hb;
   hb.seq = heartbeat_seq_;
   hb.dataplane = std::uint8_t(dataplane_state_);
@@ -461,6 +462,7 @@ void Daemon::peer_down(std::uint32_t h, const std::string& why) {
   if (!p.up && !p.link) return;
   const bool was_up = p.up;
   p.up = false;
+  publish_view();
   if (p.link) {
     auto l = std::move(p.link);
     l->close(why, true);

@@ -114,6 +114,21 @@ class Rack:
         return p.returncode if p else None
 
 
+def scrape(rack, i):
+    """Host i's /metrics as {'name{labels}': value}; {} if it does not answer."""
+    import urllib.request
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{rack.port(i) + 4000}/metrics", timeout=3).read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
 def write_script(d, name, body):
     path = os.path.join(d, name)
     with open(path, "w") as f:
@@ -141,6 +156,15 @@ def main():
     lines = [l for l in st.stdout.splitlines() if l[:1].isdigit()]
     check(st.returncode == 0 and len(lines) == 3 and "self" in lines[0] and all(" up " in l for l in lines[1:]),
           f"status lists host 0 as self, hosts 1 and 2 up: {st.stdout!r}")
+
+    # ---- metrics: what gossamerd knows (no dataplane here) ---------------------------
+    m = scrape(rack, 0)
+    check(all(m.get(f'gossamer_host_up{{host="h0",peer="h{h}"}}') == 1 for h in range(3)) and
+          0 <= m.get('gossamer_host_heartbeat_age_seconds{host="h0",peer="h1"}', -1) < HB_TIMEOUT / 1000 and
+          m.get('gossamer_dataplane_up{host="h0"}') == 0 and m.get('gossamer_runs{host="h0"}') == 0 and
+          any(k.startswith("gossamer_build_info{") for k in m),
+          f"/metrics on host 0: every host up, heartbeat ages, no dataplane: "
+          f"{ {k: v for k, v in m.items() if k.startswith('gossamer_')} }")
 
     # ---- run: output with prefixes, exit status, environment -------------------------
     hello = write_script(d, "hello", host_of_config() +
@@ -297,6 +321,10 @@ def main():
           f"{seen if seen is None else round(seen, 2)}s, status rc {st.returncode}")
     r = rack.ctl(0, "run", "--", hello)
     check(r.returncode == 2 and "host 2 (h2) is down" in r.stderr, f"run refuses while host 2 is down: {r.stderr!r}")
+    m = scrape(rack, 0)
+    check(m.get('gossamer_host_up{host="h0",peer="h2"}') == 0 and m.get('gossamer_host_up{host="h0",peer="h1"}') == 1,
+          "/metrics on host 0 says host 2 down, host 1 up")
+    check(scrape(rack, 2) == {}, "a stopped gossamerd serves no metrics (Prometheus' up == 0)")
     rack.procs[2].send_signal(signal.SIGCONT)
     check(rack.wait_up(0, timeout=10), "after SIGCONT host 2 is up again")
 
@@ -385,6 +413,25 @@ def main():
 
     # ---- dataplane supervision (a stand-in dataplane) --------------------------------
     solo = Rack(1, tempfile.mkdtemp(prefix="gossamer-cp1-"))
+    # metrics.listen taken by another process: a clear error, no half-started daemon.
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = os.path.join(solo.d, "taken.yaml")
+    solo.write_config(0, solo.psk, name=taken)
+    with open(taken) as f:
+        text = f.read().replace(f"127.0.0.1:{solo.port(0) + 4000}", f"127.0.0.1:{holder.getsockname()[1]}")
+    with open(taken, "w") as f:
+        f.write(text)
+    p = solo.start(0, config=taken)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    holder.close()
+    check(p.returncode == 1 and "cannot serve metrics on 127.0.0.1:" in solo.log(0) and
+          not os.path.exists(solo.sock(0)),
+          f"metrics.listen in use: gossamerd exits 1 saying so (rc {p.returncode})")
     fake = write_script(solo.d, "fake-dataplane", f'echo $$ >> {solo.d}/dp.pids\nexec sleep 60\n')
     solo.start(0, extra=("--dataplane", fake))
     solo.wait_up(0)
