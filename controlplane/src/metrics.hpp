@@ -10,34 +10,12 @@
 #include <string>
 #include <vector>
 
-#include <gossamer/abi/metrics.hpp>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "metrics_file.hpp"
+
 namespace gossamer::cp {
-
-// A consistent, validated copy of the dataplane's metrics file.
-struct DataplaneSample {
-  abi::MetricsHeader header{};
-  abi::HostCounters host{};
-  std::vector<abi::CoreCounters> cores;
-  std::vector<std::string> drop_names;      // by reason index; "" = unused
-  std::vector<abi::ConnCounters> conns;     // [peer * conns_per_host + conn]
-  struct App {
-    abi::AppEntry entry{};
-    std::string name;                       // sanitized, not yet made unique
-    std::vector<abi::ThreadCounters> threads;
-  };
-  std::vector<App> apps;
-};
-
-// Checks a copy of the file (`len` bytes) and fills *out; returns "" or why
-// the copy is unusable. Pure: the fuzz target calls it.
-std::string parse_dataplane_metrics(const std::uint8_t* data, std::size_t len, DataplaneSample* out);
-
-// Reads `path` under its sequence lock and parses it. Returns "" or why not
-// (no file: the dataplane is not running).
-std::string read_dataplane_metrics(const std::string& path, DataplaneSample* out);
 
 // What the daemon knows, refreshed by its loop (set_view) and read at
 // scrapes on the exporter's thread.
