@@ -173,6 +173,11 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
                 l({{"kind", "request"}}), double(k.requests_sent));
       f.counter("gossamer_dataplane_slots_sent_total", "Slots sent, by kind; slots per message = coalescing.",
                 l({{"kind", "response"}}), double(k.responses_sent));
+      const char* received = "Slots received and delivered, by kind.";
+      f.counter("gossamer_dataplane_slots_received_total", received, l({{"kind", "request"}}),
+                double(k.requests_received));
+      f.counter("gossamer_dataplane_slots_received_total", received, l({{"kind", "response"}}),
+                double(k.responses_received));
       f.counter("gossamer_dataplane_records_sent_total", "Records sent (slots and fragments).", l(),
                 double(k.records_sent));
       f.counter("gossamer_dataplane_records_received_total", "Records received in order.", l(),

@@ -38,6 +38,7 @@ struct ConnectionStats {
   std::uint64_t frames_sent = 0, frames_received = 0, acks_sent = 0;
   std::uint64_t records_sent = 0, records_received = 0;
   std::uint64_t requests_sent = 0, responses_sent = 0;  // slot records, for coalescing
+  std::uint64_t requests_received = 0, responses_received = 0;  // slots delivered
   std::uint64_t retransmits = 0, timeouts = 0, fast_retransmits = 0;
   std::uint64_t duplicates = 0, out_of_order = 0, stale_boot = 0, resets = 0;
   std::uint64_t wrong_incarnation = 0;  // frames naming another incarnation of us
@@ -115,6 +116,12 @@ class Connection {
   Reassembly& reassembly() { return reassembly_; }
 
   const ConnectionStats& stats() const { return stats_; }
+  // A whole slot record of this kind (wire::kRecRequest/kRecResponse) was
+  // delivered from this connection.
+  void count_delivered(std::uint8_t kind) {
+    if (kind == wire::kRecRequest) ++stats_.requests_received;
+    if (kind == wire::kRecResponse) ++stats_.responses_received;
+  }
   std::uint32_t credits_left() const {
     return credit_limit_ >= next_seq_ ? credit_limit_ - next_seq_ + 1 : 0;
   }

@@ -698,8 +698,14 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
     wire::RecordView v, whole;
     while (cur.next(&v)) {
       switch (c.reassemble(v, &whole)) {
-        case Reassembly::Result::kWhole: deliver(src, v); break;
-        case Reassembly::Result::kComplete: deliver(src, whole); break;
+        case Reassembly::Result::kWhole:
+          c.count_delivered(v.rec.kind);
+          deliver(src, v);
+          break;
+        case Reassembly::Result::kComplete:
+          c.count_delivered(whole.rec.kind);
+          deliver(src, whole);
+          break;
         case Reassembly::Result::kHeld: break;
         case Reassembly::Result::kDropped: ++stats_.records_rejected; break;
       }

@@ -37,6 +37,8 @@ void fill_conn(abi::ConnCounters& o, const Connection& c) {
   o.records_received = s.records_received;
   o.requests_sent = s.requests_sent;
   o.responses_sent = s.responses_sent;
+  o.requests_received = s.requests_received;
+  o.responses_received = s.responses_received;
   o.retransmits = s.retransmits;
   o.timeouts = s.timeouts;
   o.fast_retransmits = s.fast_retransmits;

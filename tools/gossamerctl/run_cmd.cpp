@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,7 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "gossamer/config.hpp"
+#include "common.hpp"
 #include "link.hpp"
 
 namespace gossamer::ctl {
@@ -28,26 +27,8 @@ namespace {
 namespace asio = boost::asio;
 using cp::Type;
 
-struct Common {
-  std::string config;
-};
-
-std::string config_path(const Common& c) {
-  if (!c.config.empty()) return c.config;
-  if (const char* e = std::getenv("GOSSAMER_CONFIG"); e && *e) return e;
-  return "/etc/gossamer/gossamer.yaml";
-}
-
 // The socket of this host's gossamerd, or an exit with a message.
-std::string daemon_socket(const Common& c) {
-  const std::string path = config_path(c);
-  auto r = config::load_file(path);
-  if (!r) {
-    config::write_errors(r, std::cerr);
-    throw CLI::RuntimeError(2);
-  }
-  return r.config().controlplane_socket();
-}
+std::string daemon_socket(const Common& c) { return load_config(c, 2).controlplane_socket(); }
 
 std::shared_ptr<cp::UnixLink> connect(asio::io_context& io, const std::string& socket) {
   asio::local::stream_protocol::socket s(io);
@@ -226,11 +207,7 @@ int status_cmd(const Common& c) {
 
 }  // namespace
 
-void add_run_commands(CLI::App& app) {
-  auto common = std::make_shared<Common>();
-  app.add_option("-c,--config", common->config,
-                 "this host's configuration (default: $GOSSAMER_CONFIG, else /etc/gossamer/gossamer.yaml)");
-
+void add_run_commands(CLI::App& app, std::shared_ptr<const Common> common) {
   auto* run_cmd = app.add_subcommand(
       "run", "Run a rack application on every host; prints each host's output with a [host N] prefix and exits "
              "with the application's status");

@@ -90,7 +90,8 @@ struct ConnCounters {
   std::uint64_t established;                     // 1: heard from the peer's current incarnation
   std::uint64_t fragments_sent, fragments_received, slots_reassembled;
   std::uint64_t frag_bad_offset, frag_oversize, frag_mismatch, frag_interrupted;
-  std::uint64_t reserved[5];
+  std::uint64_t requests_received, responses_received;  // slots delivered
+  std::uint64_t reserved[3];
 };
 static_assert(sizeof(ConnCounters) == 256);
 

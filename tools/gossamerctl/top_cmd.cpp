@@ -1,0 +1,938 @@
+// `gossamerctl top`: a live view, per host and trustee thread, of what a
+// polling runtime hides from htop (every thread shows 100 % CPU there):
+// utilization, requests/s and batching, from each host's gossamerd metrics
+// (monitoring/README.md is the catalog).
+//
+// Where the metrics are. A rack file names each host's control address but
+// not its metrics address, and every host shares the same configuration
+// apart from `host`. So host i is scraped at
+//     http://<rack.hosts[i].control IP>:<metrics.listen port of this config>/metrics
+// i.e. we assume every gossamerd listens for metrics on all addresses (the
+// default 0.0.0.0:9464) with the same port. The one exception is this host
+// when its metrics.listen names a specific address: that address is used.
+// `--endpoint NAME=ADDR:PORT` overrides a host whose exporter is elsewhere.
+//
+// Every refresh scrapes all hosts at once (non-blocking sockets, one poll
+// loop, plain HTTP/1.0 with short timeouts), so an unreachable host costs
+// at most the timeout, whatever the rack's size. A host that fails is shown
+// with the error and scraped again at the next refresh.
+//
+// Rates come from counter deltas between two scrapes of the same host,
+// divided by the wall-clock time between them; a counter that went down
+// (gossamerd or the application restarted) counts from zero, as Prometheus'
+// rate() does. A series seen for the first time has no rate yet ("-").
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "exposition.hpp"
+
+namespace gossamer::ctl {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto kConnectTimeout = 500ms;             // TCP connect
+constexpr auto kScrapeTimeout = 1000ms;             // the whole exchange
+constexpr std::size_t kMaxResponseBytes = 4 << 20;  // a rack's exposition is far smaller
+constexpr std::size_t kReadChunk = 64 << 10;
+
+// Exit statuses besides 0 (see the subcommand's help).
+constexpr int kBadConfig = 1;
+constexpr int kBadUsage = 2;
+constexpr int kNoHostAnswered = 3;
+
+// ---- text from the network -------------------------------------------------
+
+// Label values and HTTP status lines come from the network and are printed
+// on a terminal: anything but printable ASCII (escape sequences!) becomes '?'.
+std::string printable(std::string_view s, std::size_t max = 64) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// ---- endpoints -------------------------------------------------------------
+
+struct Endpoint {
+  std::string ip;  // an IP literal
+  std::uint16_t port = 0;
+  bool ipv6 = false;
+  std::string to_string() const { return (ipv6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port); }
+};
+
+std::optional<std::uint16_t> parse_port(std::string_view s) {
+  unsigned v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v == 0 || v > 65535) return std::nullopt;
+  return std::uint16_t(v);
+}
+
+// "10.0.0.1:9464" or "[fd00::1]:9464". IP literals only, like the
+// configuration: a refresh never waits on DNS.
+std::optional<Endpoint> parse_endpoint(std::string_view s) {
+  Endpoint ep;
+  std::string_view port;
+  if (starts_with(s, "[")) {
+    const auto close = s.find("]:");
+    if (close == std::string_view::npos) return std::nullopt;
+    ep.ip = std::string(s.substr(1, close - 1));
+    ep.ipv6 = true;
+    port = s.substr(close + 2);
+  } else {
+    const auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    ep.ip = std::string(s.substr(0, colon));
+    port = s.substr(colon + 1);
+  }
+  unsigned char buf[sizeof(in6_addr)];
+  if (::inet_pton(ep.ipv6 ? AF_INET6 : AF_INET, ep.ip.c_str(), buf) != 1) return std::nullopt;
+  auto p = parse_port(port);
+  if (!p) return std::nullopt;
+  ep.port = *p;
+  return ep;
+}
+
+// See the top of this file.
+Endpoint default_endpoint(const config::Config& cfg, std::size_t host) {
+  const config::SocketAddress& listen = cfg.metrics.listen;
+  const bool wildcard = listen.ip == "0.0.0.0" || listen.ip == "::";
+  if (host == cfg.host.index && !wildcard) return {listen.ip, listen.port, listen.ipv6};
+  const config::SocketAddress& control = cfg.rack.hosts[host].control;
+  return {control.ip, listen.port, control.ipv6};
+}
+
+// ---- stopping: signals and the `q` key -------------------------------------
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int) { g_stop = 1; }
+
+// SIGINT, SIGTERM and SIGHUP set g_stop. They stay blocked except inside
+// ppoll(wait_mask()), so a signal can never slip in between checking
+// g_stop and going to sleep. Everything is restored on destruction.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigset_t block;
+    sigemptyset(&block);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      ::sigaction(kSignals[i], &sa, &old_actions_[i]);
+      sigaddset(&block, kSignals[i]);
+    }
+    ::sigprocmask(SIG_BLOCK, &block, &old_mask_);
+    wait_mask_ = old_mask_;
+    for (int s : kSignals) sigdelset(&wait_mask_, s);
+  }
+  ~StopSignals() {
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_actions_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  const sigset_t* wait_mask() const { return &wait_mask_; }
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_actions_{};
+  sigset_t old_mask_{}, wait_mask_{};
+};
+
+// When top draws on a terminal and stdin is that terminal, with us in the
+// foreground, a single key press is readable at once (no line buffering, no
+// echo), so `q` quits. Ctrl-C still sends SIGINT (ISIG stays on). Restored
+// on destruction. With stdout piped (`top | less`), the terminal is left to
+// whoever reads it.
+class Keys {
+ public:
+  explicit Keys(bool interactive) {
+    if (!interactive || !::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) return;
+    if (::tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    termios t = saved_;
+    t.c_lflag &= ~tcflag_t(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+  }
+  ~Keys() {
+    if (active_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  Keys(const Keys&) = delete;
+  Keys& operator=(const Keys&) = delete;
+
+  // -1 when keys are not read.
+  int fd() const { return active_ && !broken_ ? STDIN_FILENO : -1; }
+  // After poll found fd() ready: whether `q` was pressed.
+  bool quit(short revents) {
+    if (revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      broken_ = true;  // terminal gone: SIGHUP follows; stop polling it
+      return false;
+    }
+    char buf[64];
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    for (ssize_t i = 0; i < n; ++i)
+      if (buf[i] == 'q' || buf[i] == 'Q') return true;
+    return false;
+  }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+  bool broken_ = false;
+};
+
+struct Stop {
+  const StopSignals& signals;
+  Keys& keys;
+  bool requested = false;  // 'q' pressed or a signal arrived
+  bool check() { return requested = requested || g_stop; }
+};
+
+// ppoll on `fds` plus the keyboard, until `until`, a signal or `q`.
+// Returns the number of ready entries of `fds` (0 on timeout or stop).
+int wait_for(std::vector<pollfd>& fds, Clock::time_point until, Stop& stop) {
+  const std::size_t n = fds.size();
+  if (stop.keys.fd() >= 0) fds.push_back({stop.keys.fd(), POLLIN, 0});
+  int ready = 0;
+  for (;;) {
+    if (stop.check()) break;
+    const auto left = until - Clock::now();
+    if (left <= 0s) break;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+    const int r = ::ppoll(fds.data(), fds.size(), &ts, stop.signals.wait_mask());
+    if (r < 0) {
+      if (errno == EINTR) continue;  // g_stop is checked at the top
+      break;
+    }
+    if (r == 0) break;
+    if (fds.size() > n && fds[n].revents) {
+      if (stop.keys.quit(fds[n].revents)) {
+        stop.requested = true;
+        break;
+      }
+      if (stop.keys.fd() < 0) fds.resize(n);  // the terminal went away
+    }
+    ready = 0;
+    for (std::size_t i = 0; i < n; ++i) ready += fds[i].revents != 0;
+    if (ready) break;
+  }
+  fds.resize(n);
+  return ready;
+}
+
+// ---- HTTP ------------------------------------------------------------------
+
+struct ScrapeResult {
+  bool ok = false;
+  std::string body;   // when ok
+  std::string error;  // when not
+  Clock::time_point at;
+};
+
+// One GET /metrics, driven by the poll loop in scrape_all.
+class Fetch {
+ public:
+  explicit Fetch(const Endpoint& ep) : ep_(ep) {
+    request_ = "GET /metrics HTTP/1.0\r\nHost: " + ep.to_string() +
+               "\r\nAccept: text/plain;version=0.0.4\r\nUser-Agent: gossamerctl-top\r\n\r\n";
+    start();
+  }
+  ~Fetch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fetch(const Fetch&) = delete;
+  Fetch& operator=(const Fetch&) = delete;
+
+  bool done() const { return phase_ == Phase::done; }
+  bool connecting() const { return phase_ == Phase::connecting; }
+  pollfd pollable() const { return {fd_, short(phase_ == Phase::reading ? POLLIN : POLLOUT), 0}; }
+
+  void on_ready() {
+    if (phase_ == Phase::connecting) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err) return fail(std::string("connect: ") + std::strerror(err));
+      phase_ = Phase::sending;
+    }
+    if (phase_ == Phase::sending) send_some();
+    if (phase_ == Phase::reading) read_some();
+  }
+
+  void fail(std::string why) {
+    if (done()) return;
+    result_.error = std::move(why);
+    finish();
+  }
+  ScrapeResult take();  // the outcome, once done()
+
+ private:
+  enum class Phase { connecting, sending, reading, done };
+
+  void start() {
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    bool ok = false;
+    if (ep_.ipv6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(ep_.port);
+      ok = ::inet_pton(AF_INET6, ep_.ip.c_str(), &a->sin6_addr) == 1;
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(ep_.port);
+      ok = ::inet_pton(AF_INET, ep_.ip.c_str(), &a->sin_addr) == 1;
+      len = sizeof *a;
+    }
+    if (!ok) return fail("bad address " + ep_.to_string());
+    fd_ = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return fail(std::string("socket: ") + std::strerror(errno));
+    phase_ = Phase::connecting;
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) == 0) phase_ = Phase::sending;
+    else if (errno != EINPROGRESS) fail(std::string("connect: ") + std::strerror(errno));
+  }
+
+  void send_some() {
+    while (sent_ < request_.size()) {
+      const ssize_t n = ::send(fd_, request_.data() + sent_, request_.size() - sent_, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        return fail(std::string("send: ") + std::strerror(errno));
+      }
+      sent_ += std::size_t(n);
+    }
+    phase_ = Phase::reading;
+  }
+
+  void read_some() {
+    // Bounded per wake-up so that one fast host cannot starve the others.
+    for (std::size_t got = 0; got < kReadChunk * 4;) {
+      const std::size_t old = response_.size();
+      response_.resize(old + kReadChunk);
+      const ssize_t n = ::recv(fd_, response_.data() + old, kReadChunk, 0);
+      response_.resize(old + std::size_t(std::max<ssize_t>(n, 0)));
+      if (n == 0) {
+        result_.ok = true;  // HTTP/1.0: the server closes after the body
+        return finish();
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        return fail(std::string("receive: ") + std::strerror(errno));
+      }
+      if (response_.size() > kMaxResponseBytes)
+        return fail("response larger than " + std::to_string(kMaxResponseBytes >> 20) + " MiB, refused");
+      got += std::size_t(n);
+    }
+  }
+
+  void finish() {
+    phase_ = Phase::done;
+    result_.at = Clock::now();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  Endpoint ep_;
+  int fd_ = -1;
+  Phase phase_ = Phase::connecting;
+  std::string request_;
+  std::size_t sent_ = 0;
+  std::string response_;
+  ScrapeResult result_;
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// A chunked body (RFC 9112 §7.1); a server may use it even for HTTP/1.0.
+std::optional<std::string> dechunk(std::string_view in, std::string& error) {
+  std::string out;
+  for (;;) {
+    const auto eol = in.find('\n');
+    if (eol == std::string_view::npos) break;
+    std::string_view size_text = trim(in.substr(0, eol));
+    size_text = trim(size_text.substr(0, size_text.find(';')));  // chunk extensions
+    std::size_t size = 0;
+    auto [end, ec] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
+    if (size_text.empty() || ec != std::errc() || end != size_text.data() + size_text.size()) break;
+    in.remove_prefix(eol + 1);
+    if (size == 0) return out;
+    if (size > in.size()) break;
+    out.append(in.substr(0, size));
+    in.remove_prefix(size);
+    if (starts_with(in, "\r\n")) in.remove_prefix(2);
+    else if (starts_with(in, "\n")) in.remove_prefix(1);
+    else break;
+  }
+  error = "malformed chunked body";
+  return std::nullopt;
+}
+
+// The body of a complete HTTP/1.x response with status 200.
+std::optional<std::string> http_body(std::string_view resp, std::string& error) {
+  std::size_t head_end = resp.find("\r\n\r\n"), sep = 4;
+  if (head_end == std::string_view::npos) head_end = resp.find("\n\n"), sep = 2;
+  if (head_end == std::string_view::npos) {
+    error = resp.empty() ? "empty response (is this a metrics port?)" : "incomplete HTTP response";
+    return std::nullopt;
+  }
+  std::string_view head = resp.substr(0, head_end);
+  const std::string_view status_line = trim(head.substr(0, head.find('\n')));
+  if (!starts_with(status_line, "HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ') {
+    error = "not an HTTP response: " + printable(status_line, 40);
+    return std::nullopt;
+  }
+  if (status_line.substr(9, 3) != "200") {
+    error = "HTTP " + printable(status_line.substr(9), 40);
+    return std::nullopt;
+  }
+  std::optional<std::size_t> length;
+  bool chunked = false;
+  for (std::size_t at = head.find('\n'); at != std::string_view::npos;) {
+    const std::size_t next = head.find('\n', at + 1);
+    const std::string_view line = head.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
+    at = next;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string name = lower(trim(line.substr(0, colon)));
+    const std::string value = lower(trim(line.substr(colon + 1)));
+    if (name == "content-length") {
+      std::size_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec == std::errc() && end == value.data() + value.size()) length = n;
+    } else if (name == "transfer-encoding") {
+      chunked = value.find("chunked") != std::string::npos;
+    } else if (name == "content-encoding" && !value.empty() && value != "identity") {
+      error = "unsupported Content-Encoding " + printable(value, 20);
+      return std::nullopt;
+    }
+  }
+  std::string_view body = resp.substr(head_end + sep);
+  if (chunked) return dechunk(body, error);
+  if (length) {
+    if (body.size() < *length) {
+      error = "truncated body (" + std::to_string(body.size()) + " of " + std::to_string(*length) + " bytes)";
+      return std::nullopt;
+    }
+    body = body.substr(0, *length);
+  }
+  return std::string(body);
+}
+
+ScrapeResult Fetch::take() {
+  ScrapeResult r = std::move(result_);
+  if (r.ok) {
+    auto body = http_body(response_, r.error);
+    r.ok = body.has_value();
+    if (body) r.body = std::move(*body);
+  }
+  response_.clear();
+  return r;
+}
+
+// Scrapes every endpoint at once; one result per endpoint, in order.
+// Unfinished exchanges fail at their deadline or when stop is requested.
+std::vector<ScrapeResult> scrape_all(const std::vector<Endpoint>& endpoints, Stop& stop) {
+  const auto start = Clock::now();
+  std::vector<std::unique_ptr<Fetch>> fetches;
+  for (const auto& ep : endpoints) fetches.push_back(std::make_unique<Fetch>(ep));
+  std::vector<pollfd> fds;
+  std::vector<Fetch*> polled;
+  for (;;) {
+    const auto now = Clock::now();
+    fds.clear();
+    polled.clear();
+    for (auto& f : fetches) {
+      if (f->done()) continue;
+      if (f->connecting() && now >= start + kConnectTimeout) {
+        f->fail("no answer to connect within " + std::to_string(kConnectTimeout.count()) + " ms");
+        continue;
+      }
+      if (now >= start + kScrapeTimeout) {
+        f->fail("no complete response within " + std::to_string(kScrapeTimeout.count()) + " ms");
+        continue;
+      }
+      fds.push_back(f->pollable());
+      polled.push_back(f.get());
+    }
+    if (fds.empty()) break;
+    if (stop.check()) {
+      for (Fetch* f : polled) f->fail("interrupted");
+      break;
+    }
+    const bool any_connecting =
+        std::any_of(polled.begin(), polled.end(), [](const Fetch* f) { return f->connecting(); });
+    const auto until = any_connecting ? start + kConnectTimeout : start + kScrapeTimeout;
+    if (wait_for(fds, until, stop) > 0)
+      for (std::size_t i = 0; i < fds.size(); ++i)
+        if (fds[i].revents) polled[i]->on_ready();
+  }
+  std::vector<ScrapeResult> results;
+  for (auto& f : fetches) results.push_back(f->take());
+  return results;
+}
+
+// ---- from samples to rows --------------------------------------------------
+
+// A series' identity: its name and its labels, sorted by name.
+std::string series_key(const exposition::Sample& s) {
+  std::vector<const exposition::Label*> labels;
+  for (const auto& l : s.labels) labels.push_back(&l);
+  std::sort(labels.begin(), labels.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::string key = s.name;
+  for (const auto* l : labels) {
+    key += '\0';
+    key += l->name;
+    key += '=';
+    key += l->value;
+  }
+  return key;
+}
+
+// Counter values of one scrape of one host.
+struct Snapshot {
+  Clock::time_point at;
+  std::unordered_map<std::string, double> counters;
+};
+
+// The increase of a sum of counter series between two scrapes. Unknown
+// when any of them has no previous value (new series, first scrape).
+struct Delta {
+  double sum = 0;
+  bool known = true;
+  int series = 0;
+  void add(std::optional<double> d) {
+    ++series;
+    if (d) sum += *d;
+    else known = false;
+  }
+  std::optional<double> get() const { return series > 0 && known ? std::optional(sum) : std::nullopt; }
+};
+
+std::optional<double> increase(const Snapshot* prev, const std::string& key, double now) {
+  if (!prev || !std::isfinite(now)) return std::nullopt;
+  auto it = prev->counters.find(key);
+  if (it == prev->counters.end() || !std::isfinite(it->second)) return std::nullopt;
+  return now >= it->second ? now - it->second : now;  // went down: restarted from 0
+}
+
+void add_gauge(std::optional<double>& g, double v) {
+  if (std::isfinite(v)) g = g.value_or(0) + v;
+}
+
+// Orders threads by application, then numerically by thread id.
+struct ThreadKey {
+  std::string app, thread;
+  bool operator<(const ThreadKey& o) const {
+    if (app != o.app) return app < o.app;
+    if (thread.size() != o.thread.size()) return thread.size() < o.thread.size();
+    return thread < o.thread;
+  }
+};
+
+struct ThreadView {
+  Delta busy, idle, serve, served, served_remote, slots, sent_local, sent_remote;
+  std::optional<double> ready;
+};
+
+struct HostView {
+  std::string name;
+  Endpoint endpoint;
+  bool self = false;
+  bool up = false;
+  std::string error;
+  double seconds = 0;  // since the previous scrape; 0 on the first
+  std::vector<std::string> notes;
+  std::optional<double> dataplane_up, apps;
+  std::set<std::string> cores;
+  Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, retransmits;
+  std::map<ThreadKey, ThreadView> threads;
+};
+
+// Files one sample of the catalog into the view; other metrics are ignored.
+void add_thread_sample(const exposition::Sample& s, std::optional<double> d, HostView& v) {
+  const auto app = s.label("app"), thread = s.label("thread");
+  if (!app || !thread) return;
+  ThreadView& t = v.threads[{std::string(*app), std::string(*thread)}];
+  const std::string_view n = s.name;
+  if (n == "gossamer_trustee_busy_seconds_total") t.busy.add(d);
+  else if (n == "gossamer_trustee_idle_seconds_total") t.idle.add(d);
+  else if (n == "gossamer_trustee_serve_seconds_total") t.serve.add(d);
+  else if (n == "gossamer_trustee_slots_served_total") t.slots.add(d);
+  else if (n == "gossamer_trustee_fibers_ready") add_gauge(t.ready, s.value);
+  else if (n == "gossamer_trustee_requests_served_total") {
+    t.served.add(d);
+    if (s.label("source") == "remote") t.served_remote.add(d);
+  } else if (n == "gossamer_client_requests_sent_total") {
+    const auto dest = s.label("dest");
+    if (dest == "local") t.sent_local.add(d);
+    else if (dest == "remote") t.sent_remote.add(d);
+  }
+}
+
+void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, HostView& v) {
+  const std::string_view n = s.name;
+  if (n == "gossamer_dataplane_up") add_gauge(v.dataplane_up, s.value);
+  else if (n == "gossamer_dataplane_apps") add_gauge(v.apps, s.value);
+  else if (n == "gossamer_dataplane_busy_seconds_total" || n == "gossamer_dataplane_idle_seconds_total") {
+    if (auto core = s.label("core")) v.cores.insert(std::string(*core));
+    (n == "gossamer_dataplane_busy_seconds_total" ? v.dp_busy : v.dp_idle).add(d);
+  } else if (n == "gossamer_dataplane_messages_sent_total") v.messages_sent.add(d);
+  else if (n == "gossamer_dataplane_messages_received_total") v.messages_received.add(d);
+  else if (n == "gossamer_dataplane_slots_sent_total") v.slots_sent.add(d);
+  else if (n == "gossamer_dataplane_retransmits_total") v.retransmits.add(d);
+}
+
+// Reads one scrape into `v` and `cur`, with increases since `prev`.
+void fill_view(const exposition::Document& doc, const Snapshot* prev, Snapshot& cur, HostView& v) {
+  std::set<std::string> other_hosts;
+  for (const auto& s : doc.samples) {
+    if (!starts_with(s.name, "gossamer_")) continue;
+    if (auto h = s.label("host"); h && *h != v.name && other_hosts.size() < 4) other_hosts.insert(std::string(*h));
+    std::optional<double> d;
+    if (s.name.size() > 6 && s.name.compare(s.name.size() - 6, 6, "_total") == 0) {
+      std::string key = series_key(s);
+      d = increase(prev, key, s.value);
+      cur.counters[std::move(key)] = s.value;
+    }
+    if (starts_with(s.name, "gossamer_trustee_") || starts_with(s.name, "gossamer_client_")) add_thread_sample(s, d, v);
+    else if (starts_with(s.name, "gossamer_dataplane_")) add_dataplane_sample(s, d, v);
+  }
+  if (prev) v.seconds = std::chrono::duration<double>(cur.at - prev->at).count();
+  for (const auto& h : other_hosts) v.notes.push_back("serves metrics of host=" + printable(h, 32));
+  if (doc.bad_lines && !doc.errors.empty())
+    v.notes.push_back(std::to_string(doc.bad_lines) + " malformed lines skipped (first: " +
+                      printable(doc.errors.front()) + ")");
+  if (doc.truncated) v.notes.push_back("more samples than gossamerctl reads; the rest ignored");
+  if (doc.samples.empty()) v.notes.push_back("no samples in the response");
+}
+
+// ---- rendering -------------------------------------------------------------
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// About 6 characters: 0, 9.99, 999.9, 99999, 999.9k, 999.9M, 999.9G, 1e+15
+std::string compact(double v) {
+  if (!std::isfinite(v)) return "-";
+  if (v == 0) return "0";
+  const double a = std::fabs(v);
+  if (a < 10) return format("%.2f", v);
+  if (a < 1000) return format("%.1f", v);
+  if (a < 1e5) return format("%.0f", v);
+  if (a < 1e6) return format("%.1fk", v / 1e3);
+  if (a < 1e9) return format("%.1fM", v / 1e6);
+  if (a < 1e12) return format("%.1fG", v / 1e9);
+  return format("%.0e", v);  // nonsense from the network stays short
+}
+
+// Gauges that count things: integers as such.
+std::string count(double v) {
+  return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e5 ? format("%.0f", v) : compact(v);
+}
+
+std::string with_unit(const std::string& v, const char* unit) { return v == "-" ? v : v + unit; }
+
+std::string per_second(std::optional<double> d, double seconds) {
+  return d && seconds > 0 ? compact(*d / seconds) : "-";
+}
+
+std::string percent(std::optional<double> part, std::optional<double> a, std::optional<double> b) {
+  if (!part || !a || !b || !(*a + *b > 0)) return "-";
+  const double p = 100 * *part / (*a + *b);
+  return std::isfinite(p) ? format("%.1f", std::clamp(p, 0.0, 100.0)) : "-";
+}
+
+std::string ratio(std::optional<double> num, std::optional<double> den) {
+  return num && den && *den > 0 ? compact(*num / *den) : "-";
+}
+
+constexpr const char* kRowFormat = "  %6s %5s %6s %8s %8s %5s %8s %8s %5s  %s";
+
+std::string row(const char* thread, const std::string& util, const std::string& serve, const std::string& served,
+                const std::string& remote, const std::string& batch, const std::string& sent_local,
+                const std::string& sent_remote, const std::string& ready, const std::string& app) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, kRowFormat, thread, util.c_str(), serve.c_str(), served.c_str(), remote.c_str(),
+                batch.c_str(), sent_local.c_str(), sent_remote.c_str(), ready.c_str(), app.c_str());
+  return buf;
+}
+
+void render_host(const HostView& v, std::vector<std::string>& out) {
+  std::string head = "host " + v.name + (v.self ? " (this host)" : "") + "  " + v.endpoint.to_string();
+  if (!v.up) {
+    out.push_back(head + "  DOWN  " + v.error);
+    return;
+  }
+  head += "  up  ";
+  head += !v.dataplane_up ? "no dataplane metrics" : *v.dataplane_up > 0 ? "dataplane up" : "dataplane stale";
+  if (!v.cores.empty()) {
+    head += ", " + std::to_string(v.cores.size()) + (v.cores.size() == 1 ? " core " : " cores ");
+    head += "busy " + with_unit(percent(v.dp_busy.get(), v.dp_busy.get(), v.dp_idle.get()), "%");
+  }
+  if (v.apps) head += ", " + count(*v.apps) + (*v.apps == 1 ? " app" : " apps");
+  out.push_back(head);
+  if (v.dataplane_up || v.messages_sent.series > 0)
+    out.push_back("    messages/s " + per_second(v.messages_sent.get(), v.seconds) + " sent " +
+                  per_second(v.messages_received.get(), v.seconds) + " received, coalescing " +
+                  ratio(v.slots_sent.get(), v.messages_sent.get()) + " slots/message, retransmits/s " +
+                  per_second(v.retransmits.get(), v.seconds));
+  for (const auto& n : v.notes) out.push_back("    note: " + n);
+  if (v.threads.empty()) {
+    out.push_back("    no application threads (only applications attached to the dataplane are visible)");
+    return;
+  }
+  out.push_back(
+      row("THREAD", "UTIL%", "SERVE%", "SERVED/s", "REMOTE/s", "BATCH", "SENT-L/s", "SENT-R/s", "READY", "APP"));
+  for (const auto& [key, t] : v.threads) {
+    const auto busy = t.busy.get(), idle = t.idle.get();
+    out.push_back(row(printable(key.thread, 6).c_str(), percent(busy, busy, idle), percent(t.serve.get(), busy, idle),
+                      per_second(t.served.get(), v.seconds), per_second(t.served_remote.get(), v.seconds),
+                      ratio(t.served.get(), t.slots.get()), per_second(t.sent_local.get(), v.seconds),
+                      per_second(t.sent_remote.get(), v.seconds), t.ready ? count(*t.ready) : "-",
+                      printable(key.app, 32)));
+  }
+}
+
+std::string clock_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  char buf[16] = "";
+  if (::localtime_r(&now, &tm)) std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+struct Terminal {
+  bool tty = false;
+  bool keys = false;  // `q` works
+};
+
+void write_all(const std::string& s) {
+  for (std::size_t at = 0; at < s.size();) {
+    const ssize_t n = ::write(STDOUT_FILENO, s.data() + at, s.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stdout gone: nothing useful left to do with this frame
+    at += std::size_t(n);
+  }
+}
+
+// On a terminal, from the top left, each line erasing its old tail and the
+// frame erasing what is below it (no flicker of a full clear), cut to the
+// window; otherwise plain lines, frames separated by a blank line.
+void show(const std::vector<std::string>& lines, const Terminal& term) {
+  std::string out;
+  if (!term.tty) {
+    for (const auto& l : lines) out += l + "\n";
+    out += "\n";
+    return write_all(out);
+  }
+  winsize ws{};
+  const bool sized = ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1 && ws.ws_col > 0;
+  std::size_t shown = lines.size();
+  if (sized && shown >= ws.ws_row) shown = ws.ws_row - 2u;
+  out = "\x1b[H";
+  for (std::size_t i = 0; i < shown; ++i) out += (sized ? lines[i].substr(0, ws.ws_col) : lines[i]) + "\x1b[K\n";
+  if (shown < lines.size())
+    out += "... " + std::to_string(lines.size() - shown) + " more lines (enlarge the window)\x1b[K\n";
+  out += "\x1b[J";
+  write_all(out);
+}
+
+// ---- the loop --------------------------------------------------------------
+
+struct Options {
+  double interval = 1;
+  std::uint64_t iterations = 0;
+  std::vector<std::string> endpoints;
+};
+
+struct Host {
+  std::string name;
+  Endpoint endpoint;
+  bool self = false;
+  std::optional<Snapshot> previous;  // the last successful scrape
+};
+
+std::vector<Host> hosts_of(const config::Config& cfg, const std::vector<std::string>& overrides) {
+  std::vector<Host> hosts;
+  for (std::size_t i = 0; i < cfg.rack.hosts.size(); ++i)
+    hosts.push_back({cfg.rack.hosts[i].name, default_endpoint(cfg, i), i == cfg.host.index, std::nullopt});
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    auto ep = eq == std::string::npos ? std::nullopt : parse_endpoint(std::string_view(o).substr(eq + 1));
+    if (!ep) {
+      std::fprintf(stderr, "gossamerctl top: --endpoint %s: expected NAME=IP:PORT, e.g. h1=10.0.0.2:9464\n", o.c_str());
+      throw CLI::RuntimeError(kBadUsage);
+    }
+    const std::string name = o.substr(0, eq);
+    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == name; });
+    if (it == hosts.end()) {
+      std::fprintf(stderr, "gossamerctl top: --endpoint %s: no host named '%s' in rack.hosts\n", o.c_str(),
+                   name.c_str());
+      throw CLI::RuntimeError(kBadUsage);
+    }
+    it->endpoint = *ep;
+  }
+  return hosts;
+}
+
+// Scrapes every host once and renders the frame's lines. Returns the
+// number of hosts that answered.
+std::size_t refresh(std::vector<Host>& hosts, Stop& stop, std::vector<std::string>& lines) {
+  std::vector<Endpoint> endpoints;
+  for (const auto& h : hosts) endpoints.push_back(h.endpoint);
+  std::vector<ScrapeResult> results = scrape_all(endpoints, stop);
+  std::size_t up = 0;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    Host& h = hosts[i];
+    ScrapeResult& r = results[i];
+    HostView v;
+    v.name = h.name;
+    v.endpoint = h.endpoint;
+    v.self = h.self;
+    v.up = r.ok;
+    v.error = r.error;
+    if (r.ok) {
+      ++up;
+      Snapshot cur{r.at, {}};
+      fill_view(exposition::parse(r.body), h.previous ? &*h.previous : nullptr, cur, v);
+      h.previous = std::move(cur);
+    }
+    render_host(v, lines);
+  }
+  return up;
+}
+
+int top(const Common& c, const Options& o) {
+  const config::Config cfg = load_config(c, kBadConfig);
+  std::vector<Host> hosts = hosts_of(cfg, o.endpoints);
+
+  StopSignals signals;
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  Keys keys(tty);
+  Stop stop{signals, keys};
+  Terminal term{tty, keys.fd() >= 0};
+  if (term.tty) write_all("\x1b[?25l\x1b[2J");  // hide the cursor, clear once
+  std::uint64_t frames = 0;
+  bool any_up = false;
+  const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.interval));
+  auto next = Clock::now();
+  while (!stop.check()) {
+    std::vector<std::string> lines;
+    lines.push_back("gossamerctl top  " + std::to_string(hosts.size()) + " host" + (hosts.size() == 1 ? "" : "s") +
+                    ", every " + format("%g", o.interval) + " s, " + clock_now() + ", refresh " +
+                    std::to_string(frames + 1) + (o.iterations ? " of " + std::to_string(o.iterations) : "") +
+                    (term.keys ? "  (q or Ctrl-C quits)" : ""));
+    if (!cfg.metrics.enabled) lines.push_back("note: metrics.enabled is false in this configuration");
+    lines.emplace_back();
+    const std::size_t up = refresh(hosts, stop, lines);
+    if (stop.check()) break;
+    any_up = any_up || up > 0;
+    show(lines, term);
+    if (++frames == o.iterations) break;
+    next = std::max(next + period, Clock::now());
+    std::vector<pollfd> none;
+    wait_for(none, next, stop);
+  }
+  if (term.tty) write_all("\x1b[?25h");
+  if (frames > 0 && !any_up) {
+    std::fprintf(stderr,
+                 "gossamerctl top: no host's metrics could be read on any refresh (is gossamerd running, "
+                 "with metrics.enabled, on port %u of each host? see --endpoint)\n",
+                 unsigned(cfg.metrics.listen.port));
+    return kNoHostAnswered;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_top_commands(CLI::App& app, std::shared_ptr<const Common> common) {
+  auto* cmd =
+      app.add_subcommand("top",
+                         "Live view per host and trustee thread: utilization, requests/s, batching, dataplane traffic "
+                         "(from every host's gossamerd metrics)");
+  cmd->footer(
+      "The hosts are those of the configuration (gossamerctl -c FILE top; default $GOSSAMER_CONFIG,\n"
+      "else /etc/gossamer/gossamer.yaml). Host i is scraped at\n"
+      "  http://<rack.hosts[i].control IP>:<metrics.listen port of this configuration>/metrics\n"
+      "assuming every gossamerd serves metrics on all its addresses with the same port (this host:\n"
+      "at metrics.listen itself when that is not a wildcard address). --endpoint overrides a host.\n"
+      "\n"
+      "Columns, per thread, over the last interval:\n"
+      "  UTIL%     busy / (busy + idle): the share of time in loop iterations that found work\n"
+      "  SERVE%    serve / (busy + idle): time running delegated closures\n"
+      "  SERVED/s  requests served (local and remote clients); REMOTE/s: of which from other hosts\n"
+      "  BATCH     requests served per request slot\n"
+      "  SENT-L/s, SENT-R/s  requests this thread sent to trustees on its host, on other hosts\n"
+      "  READY     fibers ready to run (now)\n"
+      "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message).\n"
+      "\"-\": no rate yet (first refresh, or a series that just appeared).\n"
+      "\n"
+      "On a terminal the screen is redrawn in place and q quits; otherwise frames are printed one\n"
+      "after another. Ctrl-C stops.\n"
+      "Exit status: 0; 1 if the configuration cannot be loaded; 2 for a bad --endpoint; 3 if no\n"
+      "host answered on any refresh.");
+  auto o = std::make_shared<Options>();
+  cmd->add_option("--interval", o->interval, "seconds between refreshes")
+      ->default_val(1)
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--iterations", o->iterations, "stop after N refreshes (0: until Ctrl-C or q)")->default_val(0);
+  cmd->add_option("--endpoint", o->endpoints, "NAME=IP:PORT: where host NAME's metrics are (repeatable)");
+  cmd->callback([common, o] {
+    if (const int s = top(*common, *o); s != 0) throw CLI::RuntimeError(s);
+  });
+}
+
+}  // namespace gossamer::ctl
