@@ -18,7 +18,7 @@ if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit
 if ! ip netns list >/dev/null 2>&1; then echo "SKIP: ip netns unusable"; exit 77; fi
 [ -x "$build/dataplane/gossamer-dataplane" ] || { echo "SKIP: built without DPDK"; exit 77; }
 
-export GOSSAMER_RACK_PREFIX="rd$$"
+export GOSSAMER_RACK_PREFIX="rd$(($$ % 1000000))"  # at most 8 characters
 export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-test-$$"
 export GOSSAMER_BUILD="$build"
 export GOSSAMER_START_TIMEOUT=30

@@ -20,7 +20,7 @@ for b in "$build/dataplane/gossamer-dataplane" "$build/controlplane/gossamerd" "
   [ -x "$b" ] || { echo "SKIP: $b was not built"; exit 77; }
 done
 
-export GOSSAMER_RACK_PREFIX="rg$$"
+export GOSSAMER_RACK_PREFIX="rg$(($$ % 1000000))"  # at most 8 characters
 export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-gctl-$$"
 export GOSSAMER_BUILD="$build"
 export GOSSAMER_START_TIMEOUT=30
