@@ -65,13 +65,36 @@ class Families {
   std::map<std::string, std::size_t> index_;
 };
 
+}  // namespace
+
+// An instance's `app` label: its name when no other instance here has it,
+// else name-PID for each of them. A label never moves from one instance to
+// another while both run (a series is one instance's counters), and no two
+// instances share one.
+std::vector<std::string> app_labels(const DataplaneSample& s) {
+  std::map<std::string, int> count;
+  for (const auto& a : s.apps) ++count[a.name];
+  std::vector<std::string> out;
+  std::map<std::string, int> taken;
+  for (const auto& a : s.apps) {
+    std::string l = count[a.name] == 1 ? a.name : a.name + "-" + std::to_string(a.entry.pid);
+    // A name that already looks like name-PID (or a repeated pid): make it unique.
+    const std::string base = l;
+    for (int k = 2; taken.count(l); ++k) l = base + "-" + std::to_string(k);
+    ++taken[l];
+    out.push_back(l);
+  }
+  return out;
+}
+
+namespace {
+
 void add_threads(Families& f, const DataplaneSample& s) {
   const double hz = double(s.header.tsc_hz);
-  // Two instances with the same executable name: name, name-2, name-3...
-  std::map<std::string, int> seen;
-  for (const auto& a : s.apps) {
-    int n = ++seen[a.name];
-    std::string app = n == 1 ? a.name : a.name + "-" + std::to_string(n);
+  const std::vector<std::string> labels = app_labels(s);
+  for (std::size_t i = 0; i < s.apps.size(); ++i) {
+    const auto& a = s.apps[i];
+    const std::string& app = labels[i];
     f.gauge("gossamer_app_threads", "This host's threads of the instance.", {{"app", app}},
             double(a.entry.local_threads));
     f.gauge("gossamer_app_rack_threads", "The run's threads across the rack.", {{"app", app}},
@@ -91,20 +114,18 @@ void add_threads(Families& f, const DataplaneSample& s) {
                 l(), double(c.idle_cycles) / hz);
       f.counter("gossamer_trustee_serve_seconds_total", "Part of busy time spent serving delegated requests.",
                 l(), double(c.serve_cycles) / hz);
-      const std::uint64_t remote = std::min(c.requests_served_remote, c.requests_served);
       f.counter("gossamer_trustee_requests_served_total", "Requests served, by where the client is.",
-                l({{"source", "local"}}), double(c.requests_served - remote));
+                l({{"source", "local"}}), double(c.requests_served_local));
       f.counter("gossamer_trustee_requests_served_total", "Requests served, by where the client is.",
-                l({{"source", "remote"}}), double(remote));
+                l({{"source", "remote"}}), double(c.requests_served_remote));
       f.counter("gossamer_trustee_slots_served_total", "Request slots (batches) served.", l(),
                 double(c.slots_served));
       f.gauge("gossamer_trustee_fibers_ready", "Fibers ready to run at the last loop iteration.", l(),
               double(c.fibers_ready));
-      const std::uint64_t sent_remote = std::min(c.requests_sent_remote, c.requests_sent);
       f.counter("gossamer_client_requests_sent_total", "Requests sent to a trustee, by where it is.",
-                l({{"dest", "local"}}), double(c.requests_sent - sent_remote));
+                l({{"dest", "local"}}), double(c.requests_sent_local));
       f.counter("gossamer_client_requests_sent_total", "Requests sent to a trustee, by where it is.",
-                l({{"dest", "remote"}}), double(sent_remote));
+                l({{"dest", "remote"}}), double(c.requests_sent_remote));
       f.counter("gossamer_client_responses_received_total", "Responses received.", l(),
                 double(c.responses_received));
       f.counter("gossamer_client_direct_applies_total",
@@ -136,6 +157,9 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
   f.counter("gossamer_dataplane_dropped_records_total", "Records dropped, by reason.", {{"reason", "rejected"}},
             double(h.records_rejected));
   f.gauge("gossamer_dataplane_apps", "Applications attached.", {}, double(h.apps));
+  f.gauge("gossamer_dataplane_apps_hidden",
+          "Attached applications whose threads are not reported (beyond 32 instances or 4096 threads).", {},
+          double(s.header.apps_hidden));
   f.counter("gossamer_dataplane_attaches_total", "Attach requests, by result.", {{"result", "accepted"}},
             double(h.apps_attached));
   f.counter("gossamer_dataplane_attaches_total", "Attach requests, by result.", {{"result", "refused"}},
@@ -243,7 +267,19 @@ void add_sample_families(const DataplaneSample& s, const std::vector<std::string
   add_dataplane(f, s, host_names);
 }
 
+// Runs on the HTTP server's thread, where nothing would catch an exception
+// (it would end the daemon, and with it the host's dataplane and instances):
+// a failure costs this scrape's dataplane part, or the whole scrape.
 std::vector<MetricFamily> Exporter::Collect() const {
+  try {
+    return collect();
+  } catch (const std::exception& e) {
+    spdlog::error("metrics: scrape failed: {}", e.what());
+    return {};
+  }
+}
+
+std::vector<MetricFamily> Exporter::collect() const {
   DaemonView v;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -266,7 +302,12 @@ std::vector<MetricFamily> Exporter::Collect() const {
   f.gauge("gossamer_runs", "Runs with an instance on this host.", {}, double(v.runs));
 
   DataplaneSample s;
-  std::string why = read_dataplane_metrics(path_, &s);
+  std::string why;
+  try {
+    why = read_dataplane_metrics(path_, &s);
+  } catch (const std::exception& e) {
+    why = path_ + ": " + e.what();
+  }
   if (why.empty() && (s.header.host_index != self_ || s.header.host_count != names_.size()))
     why = path_ + ": written by the dataplane of host " + std::to_string(s.header.host_index) + " of " +
           std::to_string(s.header.host_count) + ", not this host's";
@@ -282,7 +323,15 @@ std::vector<MetricFamily> Exporter::Collect() const {
   }
   const bool up = why.empty();
   f.gauge("gossamer_dataplane_up", "1 when the dataplane's metrics are fresh.", {}, up ? 1 : 0);
-  if (up) add_sample_families(s, names_, self_, out);
+  if (up) {
+    const std::size_t daemon_part = out.size();
+    try {
+      add_sample_families(s, names_, self_, out);
+    } catch (const std::exception& e) {
+      out.resize(daemon_part);
+      spdlog::error("metrics: dataplane part of the scrape dropped: {}", e.what());
+    }
+  }
   return out;
 }
 

@@ -37,6 +37,7 @@ class Exporter : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  std::vector<prometheus::MetricFamily> collect() const;
   std::vector<std::string> names_;
   std::uint32_t self_;
   std::string path_;
@@ -44,6 +45,9 @@ class Exporter : public prometheus::Collectable {
   DaemonView view_;
   mutable std::string last_error_;  // why the dataplane's file was not used
 };
+
+// The `app` label of each of the sample's instances, in order.
+std::vector<std::string> app_labels(const DataplaneSample& s);
 
 // The dataplane and application families of a sample (pure, for tests):
 // every series labelled host=<host_names[self]>.

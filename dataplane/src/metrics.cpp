@@ -121,11 +121,13 @@ void Dataplane::close_metrics() {
 void Dataplane::write_metrics() {
   if (!metrics_) return;
   auto* hdr = reinterpret_cast<abi::MetricsHeader*>(metrics_);
-  // Sequence lock. The read-modify-writes order the plain stores between
-  // them (acquire: none moves above the first; release: none below the
-  // second); twice per sample, not per request.
+  // Sequence lock: seq odd, a release fence so that no store below becomes
+  // visible before it, the sample, then seq even (release: after all of
+  // it). Twice per sample, not per request.
   std::atomic_ref<std::uint64_t> seq(hdr->seq);
-  seq.fetch_add(1, std::memory_order_acquire);
+  const std::uint64_t s0 = seq.load(std::memory_order_relaxed);
+  seq.store(s0 + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
 
   auto* host = reinterpret_cast<abi::HostCounters*>(metrics_ + abi::kMetricsHostOffset);
   host->rx_frames = stats_.rx_frames;
@@ -180,7 +182,7 @@ void Dataplane::write_metrics() {
   hdr->apps = shown;
   hdr->apps_hidden = hidden;
   hdr->sample_ns = monotonic_ns();
-  seq.fetch_add(1, std::memory_order_release);
+  seq.store(s0 + 2, std::memory_order_release);
 }
 
 }  // namespace gossamer::dataplane

@@ -33,11 +33,11 @@ TrusteeStats read_stats(const abi::ThreadCounters& c) {
   s.busy_cycles = get(c.busy_cycles);
   s.serve_cycles = get(c.serve_cycles);
   s.idle_cycles = get(c.idle_cycles);
-  s.requests_served = get(c.requests_served);
   s.requests_served_remote = get(c.requests_served_remote);
+  s.requests_served = get(c.requests_served_local) + s.requests_served_remote;
   s.slots_served = get(c.slots_served);
-  s.requests_sent = get(c.requests_sent);
   s.requests_sent_remote = get(c.requests_sent_remote);
+  s.requests_sent = get(c.requests_sent_local) + s.requests_sent_remote;
   s.responses_received = get(c.responses_received);
   s.local_applies = get(c.local_applies);
   s.fibers_ready = get(c.fibers_ready);

@@ -125,10 +125,10 @@ void Worker::publish_counters() {
   put(c.busy_cycles, busy_cycles_);
   put(c.serve_cycles, serve_cycles_);
   put(c.idle_cycles, idle_cycles_);
-  put(c.requests_served, requests_served_);
+  put(c.requests_served_local, requests_served_ - requests_served_remote_);
   put(c.requests_served_remote, requests_served_remote_);
   put(c.slots_served, slots_served_);
-  put(c.requests_sent, requests_sent_);
+  put(c.requests_sent_local, requests_sent_ - requests_sent_remote_);
   put(c.requests_sent_remote, requests_sent_remote_);
   put(c.responses_received, responses_received_);
   put(c.local_applies, local_applies);

@@ -64,9 +64,9 @@ struct File {
     app(0) = {4242, 2, 2, 8, 0, 0, 0x1234, "kv"};
     app(1) = {4343, 7, 3, 12, 2, 0, 0x5678, "kv"};
     row(0).busy_cycles = 500'000'000;
-    row(0).requests_served = 100;
+    row(0).requests_served_local = 70;
     row(0).requests_served_remote = 30;
-    row(0).requests_sent = 9;
+    row(0).requests_sent_local = 5;
     row(0).requests_sent_remote = 4;
   }
   abi::MetricsHeader& header() { return *reinterpret_cast<abi::MetricsHeader*>(bytes.data()); }
@@ -126,18 +126,19 @@ TEST(MetricsFile, FamiliesFollowTheCatalog) {
   cp::add_sample_families(s, kNames, 1, fams);
   auto m = flatten(fams);
   // Cycles become seconds; every series carries host.
-  EXPECT_DOUBLE_EQ(m.at("gossamer_trustee_busy_seconds_total{host=h1,app=kv,thread=2,}"), 0.5);
+  EXPECT_DOUBLE_EQ(m.at("gossamer_trustee_busy_seconds_total{host=h1,app=kv-4242,thread=2,}"), 0.5);
   EXPECT_DOUBLE_EQ(m.at("gossamer_dataplane_busy_seconds_total{host=h1,core=0,}"), 3.0);
   // Served and sent split by where the other side is.
-  EXPECT_EQ(m.at("gossamer_trustee_requests_served_total{host=h1,app=kv,thread=2,source=local,}"), 70);
-  EXPECT_EQ(m.at("gossamer_trustee_requests_served_total{host=h1,app=kv,thread=2,source=remote,}"), 30);
-  EXPECT_EQ(m.at("gossamer_client_requests_sent_total{host=h1,app=kv,thread=2,dest=local,}"), 5);
-  EXPECT_EQ(m.at("gossamer_client_requests_sent_total{host=h1,app=kv,thread=2,dest=remote,}"), 4);
+  EXPECT_EQ(m.at("gossamer_trustee_requests_served_total{host=h1,app=kv-4242,thread=2,source=local,}"), 70);
+  EXPECT_EQ(m.at("gossamer_trustee_requests_served_total{host=h1,app=kv-4242,thread=2,source=remote,}"), 30);
+  EXPECT_EQ(m.at("gossamer_client_requests_sent_total{host=h1,app=kv-4242,thread=2,dest=local,}"), 5);
+  EXPECT_EQ(m.at("gossamer_client_requests_sent_total{host=h1,app=kv-4242,thread=2,dest=remote,}"), 4);
   // The second instance of the same name is told apart; its threads are
   // numbered from its first thread.
-  EXPECT_EQ(m.at("gossamer_app_threads{host=h1,app=kv-2,}"), 3);
-  EXPECT_EQ(m.count("gossamer_trustee_idle_seconds_total{host=h1,app=kv-2,thread=9,}"), 1u);
-  EXPECT_EQ(m.count("gossamer_trustee_idle_seconds_total{host=h1,app=kv-2,thread=10,}"), 0u);
+  EXPECT_EQ(m.at("gossamer_app_threads{host=h1,app=kv-4343,}"), 3);
+  EXPECT_EQ(m.at("gossamer_app_threads{host=h1,app=kv-4242,}"), 2);
+  EXPECT_EQ(m.count("gossamer_trustee_idle_seconds_total{host=h1,app=kv-4343,thread=9,}"), 1u);
+  EXPECT_EQ(m.count("gossamer_trustee_idle_seconds_total{host=h1,app=kv-4343,thread=10,}"), 0u);
   // Peers by name, never this host; drops by reason name.
   EXPECT_EQ(m.at("gossamer_dataplane_slots_sent_total{host=h1,peer=h0,conn=1,kind=request,}"), 40);
   EXPECT_EQ(m.at("gossamer_dataplane_retransmits_total{host=h1,peer=h2,conn=0,}"), 5);
@@ -145,6 +146,22 @@ TEST(MetricsFile, FamiliesFollowTheCatalog) {
   EXPECT_EQ(m.at("gossamer_dataplane_connections_active{host=h1,peer=h2,}"), 0);
   for (const auto& [k, v] : m) EXPECT_EQ(k.find("peer=h1,"), std::string::npos) << k;
   EXPECT_EQ(m.at("gossamer_dataplane_dropped_frames_total{host=h1,reason=bad_magic,}"), 7);
+}
+
+TEST(MetricsFile, AppLabelsAreUniqueAndStable) {
+  File f;
+  DataplaneSample s;
+  ASSERT_EQ(f.parse(&s), "");
+  s.apps.push_back(s.apps[0]);
+  s.apps.back().name = "kv-4343";  // an executable that happens to be named like a label
+  s.apps.back().entry.pid = 99;
+  s.apps.push_back(s.apps[0]);
+  s.apps.back().name = "solo";
+  s.apps.back().entry.pid = 5;
+  EXPECT_EQ(cp::app_labels(s), (std::vector<std::string>{"kv-4242", "kv-4343", "kv-4343-2", "solo"}));
+  // One instance left of a name: its plain name.
+  s.apps.erase(s.apps.begin());
+  EXPECT_EQ(cp::app_labels(s), (std::vector<std::string>{"kv", "kv-4343", "solo"}));
 }
 
 TEST(MetricsFile, EveryCheckRefuses) {
@@ -213,15 +230,19 @@ TEST(MetricsFile, ReaderGetsConsistentSamplesFromAConcurrentWriter) {
     auto* rows = reinterpret_cast<abi::ThreadCounters*>(map + f.l.threads);
     for (std::uint64_t v = 1; !stop.load(std::memory_order_relaxed); ++v) {
       std::atomic_ref<std::uint64_t> seq(hdr->seq);
-      seq.fetch_add(1, std::memory_order_acquire);
-      for (int r = 0; r < 5; ++r)
+      const std::uint64_t s0 = seq.load(std::memory_order_relaxed);
+      seq.store(s0 + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      // A slow write (a pause between rows) so that many copies overlap
+      // one; then a gap long enough for a whole copy.
+      for (int r = 0; r < 5; ++r) {
         for (std::uint64_t* w = &rows[r].busy_cycles; w <= &rows[r].fibers_ready; ++w)
           std::atomic_ref<std::uint64_t>(*w).store(v, std::memory_order_relaxed);
+        std::this_thread::sleep_for(std::chrono::microseconds(40));
+      }
       std::atomic_ref<std::uint64_t>(hdr->sample_ns).store(now_ns(), std::memory_order_relaxed);
-      seq.fetch_add(1, std::memory_order_release);
-      // Far more often than the dataplane (every 100 ms), still with gaps
-      // a whole copy fits in: some reads overlap a write, most do not.
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      seq.store(s0 + 2, std::memory_order_release);
+      std::this_thread::sleep_for(std::chrono::microseconds(400));
     }
   });
   int good = 0, busy = 0, torn = 0;

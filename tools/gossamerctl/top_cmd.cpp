@@ -63,7 +63,9 @@ using namespace std::chrono_literals;
 
 constexpr auto kConnectTimeout = 500ms;             // TCP connect
 constexpr auto kScrapeTimeout = 1000ms;             // the whole exchange
-constexpr std::size_t kMaxResponseBytes = 4 << 20;  // a rack's exposition is far smaller
+// One host's exposition at the configuration's limits (64 hosts x 64
+// connections per peer) is about 10 MB; refuse what is much larger.
+constexpr std::size_t kMaxResponseBytes = 32 << 20;
 constexpr std::size_t kReadChunk = 64 << 10;
 
 // Exit statuses besides 0 (see the subcommand's help).

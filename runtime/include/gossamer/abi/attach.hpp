@@ -74,11 +74,13 @@ struct ThreadCounters {
   std::uint64_t busy_cycles;          // TSC cycles in loop iterations that found work
   std::uint64_t serve_cycles;         // of which serving requests (running closures)
   std::uint64_t idle_cycles;          // polling and finding nothing, yielding, asleep
-  std::uint64_t requests_served;      // all of them, local and remote clients
-  std::uint64_t requests_served_remote;
+  // Each exported series is one word the thread keeps monotonic (a reader
+  // never subtracts two words it loaded at different times).
+  std::uint64_t requests_served_local;   // from clients on this host
+  std::uint64_t requests_served_remote;  // from clients on other hosts
   std::uint64_t slots_served;         // request batches
-  std::uint64_t requests_sent;        // to any trustee but our own
-  std::uint64_t requests_sent_remote; // of which to trustees on other hosts
+  std::uint64_t requests_sent_local;  // to other trustees on this host
+  std::uint64_t requests_sent_remote; // to trustees on other hosts
   std::uint64_t responses_received;
   std::uint64_t local_applies;        // ran in place on the thread's own trustee
   std::uint64_t fibers_ready;         // a gauge: ready queue length
