@@ -1,0 +1,124 @@
+#include "scheduler.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace gossamer::dataplane {
+
+std::vector<std::uint32_t> assign_active_connections(const std::vector<SenderLoad>& senders,
+                                                     std::uint32_t max_active, std::uint32_t rotation) {
+  const std::size_t n = senders.size();
+  std::vector<std::uint32_t> out(n, 0);
+  if (n == 0 || max_active == 0) return out;
+  std::uint64_t total_u = 0;
+  std::uint32_t functioning = 0, functioning_share = 0;
+  for (const auto& s : senders)
+    if (s.known && s.utilization > 0) total_u += s.utilization, ++functioning;
+
+  // Formula 3.1, floored; the remainders decide who gets what is left.
+  std::vector<double> remainder(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const SenderLoad& s = senders[i];
+    if (!s.known || s.utilization == 0) continue;
+    const double share = double(max_active) * double(s.utilization) / double(total_u);
+    out[i] = std::max<std::uint32_t>(1, std::uint32_t(share));
+    remainder[i] = share - double(std::uint32_t(share));
+    functioning_share += out[i];
+  }
+  const std::uint32_t newcomer =
+      functioning ? std::max<std::uint32_t>(1, functioning_share / functioning)
+                  : std::max<std::uint32_t>(1, max_active / std::uint32_t(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    const SenderLoad& s = senders[i];
+    if (!s.known) out[i] = newcomer;
+    else if (s.utilization == 0) out[i] = 1;  // dormant: one, for what comes next
+    out[i] = std::min(out[i], s.connections);
+  }
+
+  auto sum = [&] { return std::accumulate(out.begin(), out.end(), std::uint64_t(0)); };
+  // Over the limit: take from the largest first, down to one each.
+  while (sum() > max_active) {
+    std::size_t big = n;
+    for (std::size_t i = 0; i < n; ++i)
+      if (out[i] > 1 && (big == n || out[i] > out[big])) big = i;
+    if (big == n) break;
+    --out[big];
+  }
+  // Still over: more senders than max_active. `max_active` of them keep one,
+  // in turns from `rotation`.
+  if (sum() > max_active) {
+    std::uint32_t kept = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      std::size_t i = (rotation + k) % n;
+      if (out[i] == 0) continue;
+      if (kept < max_active) ++kept;
+      else out[i] = 0;
+    }
+    return out;
+  }
+  // Under the limit: what the flooring left goes to functioning senders by
+  // largest remainder, then by utilization, within their connection counts.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (remainder[a] != remainder[b]) return remainder[a] > remainder[b];
+    return senders[a].utilization > senders[b].utilization;
+  });
+  for (bool gave = true; gave && sum() < max_active;) {
+    gave = false;
+    for (std::size_t i : order) {
+      if (sum() >= max_active) break;
+      const SenderLoad& s = senders[i];
+      if (s.known && s.utilization > 0 && out[i] < s.connections) ++out[i], gave = true;
+    }
+  }
+  return out;
+}
+
+std::vector<std::uint32_t> assign_threads(const std::vector<ThreadLoad>& threads,
+                                          const std::vector<std::uint32_t>& active) {
+  std::vector<std::uint32_t> out(threads.size(), 0);
+  if (active.empty() || threads.empty()) return out;
+  std::vector<std::size_t> order(threads.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (threads[a].median_bytes != threads[b].median_bytes) return threads[a].median_bytes < threads[b].median_bytes;
+    return threads[a].requests < threads[b].requests;
+  });
+  std::uint64_t total = 0;
+  for (const auto& t : threads) total += t.bytes;
+  if (total == 0) {
+    // Nothing measured yet (new threads): spread them evenly.
+    for (std::size_t k = 0; k < order.size(); ++k) out[order[k]] = active[k % active.size()];
+    return out;
+  }
+  const std::uint64_t quota = std::max<std::uint64_t>(1, total / active.size());
+  std::size_t q = 0;
+  std::uint64_t load = 0;
+  for (std::size_t i : order) {
+    // Algorithm 1 fills a connection up to its quota. A thread that would
+    // overfill a connection already carrying others starts the next one
+    // instead: one 8 KiB thread after many 32 B ones must not join them.
+    if (load > 0 && load + threads[i].bytes > quota && q + 1 < active.size()) ++q, load = 0;
+    out[i] = active[q];
+    load += threads[i].bytes;
+    if (load >= quota && q + 1 < active.size()) ++q, load = 0;
+  }
+  return out;
+}
+
+void RunningMedian::add(std::uint32_t v) {
+  values_[next_] = v;
+  next_ = (next_ + 1) % kWindow;
+  if (n_ < kWindow) ++n_;
+}
+
+std::uint32_t RunningMedian::median() const {
+  if (n_ == 0) return 0;
+  std::uint32_t tmp[kWindow];
+  std::copy(values_, values_ + n_, tmp);  // the first n_ slots are the filled ones until it wraps
+  std::nth_element(tmp, tmp + n_ / 2, tmp + n_);
+  return tmp[n_ / 2];
+}
+
+}  // namespace gossamer::dataplane
