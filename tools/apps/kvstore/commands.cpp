@@ -1,0 +1,347 @@
+// Hydra's commands: each becomes a Pending in its connection's reply queue
+// and, unless it is answered on the spot, one apply_with_then per shard it
+// touches. The callbacks (run later on this thread, or at once when the
+// shard is this thread's own) fill the Pending; Loop::flush sends replies in
+// request order.
+#include <fnmatch.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+#include "server.hpp"
+
+namespace hydra {
+
+Count shard_incr(Shard& s, std::string key) noexcept {
+  try {
+    auto [it, inserted] = s.map.try_emplace(std::move(key));
+    long long v = 0;
+    if (!inserted && !resp::parse_int64(it->second, v)) return {0, Count::kNotInteger};
+    if (v == LLONG_MAX) return {0, Count::kOverflow};
+    it->second = std::to_string(++v);
+    return {v, Count::kOk};
+  } catch (...) {
+    return {0, Count::kOutOfMemory};
+  }
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return r;
+}
+
+const char* count_error(std::int32_t err) {
+  switch (err) {
+    case Count::kNotInteger: return "ERR value is not an integer or out of range";
+    case Count::kOverflow: return "ERR increment or decrement would overflow";
+    default: return "ERR out of memory";
+  }
+}
+
+// The keys (with step 2: key, value pairs) of a multi-key command, grouped
+// by shard: one request per shard, keys in request order within it.
+struct Split {
+  std::vector<std::uint32_t> shard;                   // per group
+  std::vector<std::vector<std::string>> items;        // per group: keys (and values)
+  std::vector<std::vector<std::uint32_t>> positions;  // per group: each key's position among the keys
+};
+
+Split split_keys(const std::vector<std::string_view>& args, std::size_t step, std::size_t shards) {
+  Split sp;
+  std::vector<int> group_of(shards, -1);
+  std::uint32_t position = 0;
+  for (std::size_t i = 1; i + step - 1 < args.size(); i += step, ++position) {
+    std::size_t s = shard_of(args[i], shards);
+    if (group_of[s] < 0) {
+      group_of[s] = int(sp.shard.size());
+      sp.shard.push_back(std::uint32_t(s));
+      sp.items.emplace_back();
+      sp.positions.emplace_back();
+    }
+    auto g = std::size_t(group_of[s]);
+    for (std::size_t k = 0; k < step; ++k) sp.items[g].emplace_back(args[i + k]);
+    sp.positions[g].push_back(position);
+  }
+  return sp;
+}
+
+// The callback for answers that add to a count (and report the first
+// error): DEL, EXISTS, DBSIZE, INFO, MSET, FLUSHALL.
+auto add_count(Loop* loop, std::uint32_t slot, std::uint32_t gen, std::uint64_t seq) {
+  return [loop, slot, gen, seq](Count n) {
+    loop->answer(slot, gen, seq, [&](Pending& p) {
+      p.sum += n.n;
+      if (n.err != Count::kOk && p.error.empty()) p.error = count_error(n.err);
+    });
+  };
+}
+
+}  // namespace
+
+void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args) {
+  auto& counter = g_commands[local_index_].value;
+  counter.store(++commands_, std::memory_order_relaxed);
+
+  const std::string name = lower(args[0]);
+  const std::uint64_t seq = c.base + c.pending.size();
+  const std::uint32_t gen = c.gen;
+  Pending& p = c.pending.emplace_back();
+  auto arity = [&](bool ok) {
+    if (!ok) resp::error(p.reply, "ERR wrong number of arguments for '" + name + "' command");
+    return ok;
+  };
+  // Sends one request per group of `sp` (or to every shard), the Pending
+  // waiting for all of them. `waiting` is set first: an answer from this
+  // thread's own shard arrives before apply_with_then returns.
+  auto each_group = [&](Split& sp, Pending::Kind kind, auto fn) {
+    p.kind = kind;
+    p.waiting = std::uint32_t(sp.shard.size());
+    inflight_ += sp.shard.size();
+    for (std::size_t g = 0; g < sp.shard.size(); ++g) shard(sp.shard[g]).apply_with_then(fn, add_count(this, slot, gen, seq), std::move(sp.items[g]));
+  };
+  auto every_shard = [&](Pending::Kind kind, auto fn) {
+    p.kind = kind;
+    p.waiting = std::uint32_t(nshards_);
+    inflight_ += nshards_;
+    for (std::size_t i = 0; i < nshards_; ++i) shard(i).apply_then(fn, add_count(this, slot, gen, seq));
+  };
+
+  if (name == "get") {
+    if (!arity(args.size() == 2)) return;
+    p.waiting = 1;
+    ++inflight_;
+    shard(shard_of(args[1], nshards_))
+        .apply_with_then([](Shard& s, std::string k) { return shard_get(s, std::move(k)); },
+                         [this, slot, gen, seq](Value v) {
+                           answer(slot, gen, seq, [&](Pending& q) {
+                             if (v.kind == Value::kString) resp::bulk(q.reply, v.data);
+                             else if (v.kind == Value::kNil) resp::nil(q.reply);
+                             else resp::error(q.reply, v.data);
+                           });
+                         },
+                         std::string(args[1]));
+  } else if (name == "set") {
+    if (args.size() > 3) {
+      resp::error(p.reply, "ERR SET options (EX, PX, NX, XX, GET, KEEPTTL...) are not supported by hydra");
+      return;
+    }
+    if (!arity(args.size() == 3)) return;
+    p.waiting = 1;
+    ++inflight_;
+    shard(shard_of(args[1], nshards_))
+        .apply_with_then([](Shard& s, std::string k, std::string v) { return shard_set(s, std::move(k), std::move(v)); },
+                         [this, slot, gen, seq](Count n) {
+                           answer(slot, gen, seq, [&](Pending& q) {
+                             if (n.err == Count::kOk) resp::simple(q.reply, "OK");
+                             else resp::error(q.reply, count_error(n.err));
+                           });
+                         },
+                         std::string(args[1]), std::string(args[2]));
+  } else if (name == "incr") {
+    if (!arity(args.size() == 2)) return;
+    p.waiting = 1;
+    ++inflight_;
+    shard(shard_of(args[1], nshards_))
+        .apply_with_then([](Shard& s, std::string k) { return shard_incr(s, std::move(k)); },
+                         [this, slot, gen, seq](Count n) {
+                           answer(slot, gen, seq, [&](Pending& q) {
+                             if (n.err == Count::kOk) resp::integer(q.reply, n.n);
+                             else resp::error(q.reply, count_error(n.err));
+                           });
+                         },
+                         std::string(args[1]));
+  } else if (name == "del" || name == "unlink") {
+    if (!arity(args.size() >= 2)) return;
+    Split sp = split_keys(args, 1, nshards_);
+    each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_del(s, std::move(k)); });
+  } else if (name == "exists") {
+    if (!arity(args.size() >= 2)) return;
+    Split sp = split_keys(args, 1, nshards_);
+    each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_exists(s, std::move(k)); });
+  } else if (name == "mset") {
+    if (!arity(args.size() >= 3 && args.size() % 2 == 1)) return;
+    Split sp = split_keys(args, 2, nshards_);
+    each_group(sp, Pending::Kind::kOk, [](Shard& s, std::vector<std::string> kv) { return shard_mset(s, std::move(kv)); });
+  } else if (name == "mget") {
+    if (!arity(args.size() >= 2)) return;
+    Split sp = split_keys(args, 1, nshards_);
+    p.kind = Pending::Kind::kMget;
+    p.values.resize(args.size() - 1);
+    p.positions = std::move(sp.positions);
+    p.waiting = std::uint32_t(sp.shard.size());
+    inflight_ += sp.shard.size();
+    for (std::uint32_t g = 0; g < sp.shard.size(); ++g) {
+      shard(sp.shard[g])
+          .apply_with_then([](Shard& s, std::vector<std::string> k) { return shard_mget(s, std::move(k)); },
+                           [this, slot, gen, seq, g](std::vector<Value> vs) {
+                             answer(slot, gen, seq, [&](Pending& q) {
+                               const auto& pos = q.positions[g];
+                               if (vs.size() != pos.size() || (!vs.empty() && vs[0].kind == Value::kError)) {  // the shard failed
+                                 if (q.error.empty()) q.error = vs.empty() ? "ERR out of memory" : vs[0].data;
+                                 return;
+                               }
+                               for (std::size_t i = 0; i < vs.size(); ++i) q.values[pos[i]] = std::move(vs[i]);
+                             });
+                           },
+                           std::move(sp.items[g]));
+    }
+  } else if (name == "dbsize") {
+    if (!arity(args.size() == 1)) return;
+    every_shard(Pending::Kind::kSum, [](Shard& s) { return shard_size(s); });
+  } else if (name == "flushall" || name == "flushdb") {
+    if (!arity(args.size() <= 2)) return;
+    if (args.size() == 2 && lower(args[1]) != "sync" && lower(args[1]) != "async") {
+      resp::error(p.reply, "ERR syntax error");
+      return;
+    }
+    every_shard(Pending::Kind::kOk, [](Shard& s) { return shard_flush(s); });
+  } else if (name == "info") {
+    if (!arity(args.size() <= 2)) return;
+    p.info_section = args.size() == 2 ? lower(args[1]) : "default";
+    every_shard(Pending::Kind::kInfo, [](Shard& s) { return shard_size(s); });  // keys for # Keyspace
+  } else if (name == "ping") {
+    if (!arity(args.size() <= 2)) return;
+    if (args.size() == 1) resp::simple(p.reply, "PONG");
+    else resp::bulk(p.reply, args[1]);
+  } else if (name == "echo") {
+    if (arity(args.size() == 2)) resp::bulk(p.reply, args[1]);
+  } else if (name == "quit") {
+    resp::simple(p.reply, "OK");
+    c.closing = true;  // after this reply; later requests are not read
+  } else if (name == "select") {
+    if (!arity(args.size() == 2)) return;
+    long long db;
+    if (!resp::parse_int64(args[1], db)) resp::error(p.reply, "ERR value is not an integer or out of range");
+    else if (db != 0) resp::error(p.reply, "ERR DB index is out of range");
+    else resp::simple(p.reply, "OK");
+  } else if (name == "config") {
+    if (!arity(args.size() >= 2)) return;
+    std::string sub = lower(args[1]);
+    if (sub != "get") resp::error(p.reply, "ERR CONFIG " + sub + " is not supported by hydra (only CONFIG GET)");
+    else if (args.size() < 3) resp::error(p.reply, "ERR wrong number of arguments for 'config|get' command");
+    else config_get(p, args);
+  } else if (name == "shutdown") {
+    resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
+  } else {
+    // Redis 7's wording, arguments quoted up to 128 bytes in all.
+    std::string shown;
+    for (std::size_t i = 1; i < args.size() && shown.size() < 128; ++i)
+      shown += "'" + std::string(args[i].substr(0, 128 - shown.size())) + "' ";
+    resp::error(p.reply, "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
+                             "', with args beginning with: " + shown);
+  }
+}
+
+void Loop::finish(Pending& p) const {
+  if (p.kind != Pending::Kind::kDone && !p.error.empty()) {
+    resp::error(p.reply, p.error);
+    return;
+  }
+  switch (p.kind) {
+    case Pending::Kind::kDone:
+      break;
+    case Pending::Kind::kSum:
+      resp::integer(p.reply, p.sum);
+      break;
+    case Pending::Kind::kOk:
+      resp::simple(p.reply, "OK");
+      break;
+    case Pending::Kind::kMget:
+      resp::array(p.reply, p.values.size());
+      for (const Value& v : p.values) {
+        if (v.kind == Value::kString) resp::bulk(p.reply, v.data);
+        else resp::nil(p.reply);
+      }
+      std::vector<Value>().swap(p.values);
+      break;
+    case Pending::Kind::kInfo:
+      resp::bulk(p.reply, info_text(p.info_section, p.sum));
+      break;
+  }
+}
+
+// CONFIG GET pattern...: the few settings clients ask about, so that
+// redis-benchmark's start-up queries (save, appendonly) get real answers.
+void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) const {
+  const std::pair<std::string, std::string> table[] = {
+      {"appendonly", "no"},
+      {"bind", g_config.bind},
+      {"client-query-buffer-limit", std::to_string(g_config.max_query)},
+      {"databases", "1"},
+      {"maxclients", std::to_string(g_config.maxclients)},
+      {"port", std::to_string(g_config.port)},
+      {"proto-max-bulk-len", std::to_string(g_config.limits.max_bulk)},
+      {"save", ""},
+  };
+  std::vector<const std::pair<std::string, std::string>*> hits;
+  for (const auto& e : table)
+    for (std::size_t i = 2; i < args.size(); ++i)
+      if (::fnmatch(lower(args[i]).c_str(), e.first.c_str(), 0) == 0) {
+        hits.push_back(&e);
+        break;
+      }
+  resp::array(p.reply, 2 * hits.size());
+  for (const auto* e : hits) {
+    resp::bulk(p.reply, e->first);
+    resp::bulk(p.reply, e->second);
+  }
+}
+
+std::string Loop::info_text(std::string_view section, std::int64_t keys) const {
+  const bool all = section == "default" || section == "all" || section == "everything";
+  auto want = [&](std::string_view s) { return all || section == s; };
+  std::string out;
+  auto line = [&](std::string_view k, const std::string& v) {
+    out.append(k).append(":").append(v).append("\r\n");
+  };
+  auto header = [&](const char* h) {
+    if (!out.empty()) out += "\r\n";
+    out.append("# ").append(h).append("\r\n");
+  };
+  if (want("server")) {
+    utsname u{};
+    ::uname(&u);
+    header("Server");
+    line("redis_version", "7.0.0");  // the Redis whose replies Hydra follows
+    line("hydra_version", "0.1.0");
+    line("redis_mode", "standalone");
+    line("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+    line("arch_bits", "64");
+    line("multiplexing_api", "epoll");
+    line("process_id", std::to_string(::getpid()));
+    line("tcp_port", std::to_string(g_config.port));
+    line("uptime_in_seconds",
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - g_started).count()));
+    line("gossamer_host", std::to_string(gossamer::host_index()));
+    line("gossamer_hosts", std::to_string(gossamer::host_count()));
+    line("gossamer_threads", std::to_string(gossamer::thread_count()));
+    line("gossamer_shards", std::to_string(nshards_));
+  }
+  if (want("clients")) {  // this host's
+    header("Clients");
+    line("connected_clients", std::to_string(g_stats.connected_clients.load(std::memory_order_relaxed)));
+    line("maxclients", std::to_string(g_config.maxclients));
+  }
+  if (want("stats")) {  // this host's
+    std::uint64_t commands = 0;
+    for (std::size_t i = 0; i < local_count_ && i < kMaxThreads; ++i) commands += g_commands[i].value.load(std::memory_order_relaxed);
+    header("Stats");
+    line("total_connections_received", std::to_string(g_stats.connections_received.load(std::memory_order_relaxed)));
+    line("total_commands_processed", std::to_string(commands));
+    line("rejected_connections", std::to_string(g_stats.rejected_connections.load(std::memory_order_relaxed)));
+    line("hydra_protocol_errors", std::to_string(g_stats.protocol_errors.load(std::memory_order_relaxed)));
+  }
+  if (want("keyspace")) {  // the whole rack's
+    header("Keyspace");
+    if (keys > 0) line("db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+  }
+  return out;
+}
+
+}  // namespace hydra

@@ -1,0 +1,460 @@
+// The per-thread I/O loop: one fiber per runtime thread owns that thread's
+// client connections. It polls its epoll set with a zero timeout and yields
+// to the thread's other work (its trustee serving shard requests, answers
+// arriving) between rounds; no call in a round blocks the thread.
+//
+// Each host's first thread also listens and deals accepted sockets round
+// robin to its host's threads (spawn_on a local thread: the descriptor is
+// valid in this process only, and stays on this host).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <gossamer/abi/attach.hpp>
+
+#include "server.hpp"
+
+namespace hydra {
+
+namespace {
+constexpr std::uint64_t kListenerTag = ~std::uint64_t(0);
+constexpr std::size_t kReadChunk = 64u << 10;
+constexpr std::size_t kReadBudget = 1u << 20;  // per connection per round: others get their turn
+constexpr std::size_t kAcceptsPerRound = 64;
+
+// The loop of this thread, and sockets handed to it before it started.
+// Fibers never change OS thread, so thread_local is this runtime thread's.
+thread_local Loop* tl_loop = nullptr;
+thread_local bool tl_loop_gone = false;
+thread_local std::vector<int> tl_inbox;
+
+void drop_socket(int fd) {
+  ::close(fd);
+  g_stats.connected_clients.fetch_sub(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), events_(256) {
+  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) {
+    std::fprintf(stderr, "hydra: epoll_create1: %s\n", std::strerror(errno));
+    g_exit_code.store(1);
+    request_stop();
+  }
+  std::uint32_t count = 0;
+  gossamer::abi::host_threads(std::uint32_t(gossamer::thread_count()), std::uint32_t(gossamer::host_count()),
+                              std::uint32_t(gossamer::host_index()), &first_local_, &count);
+  local_count_ = count ? count : 1;
+  leader_ = gossamer::thread_index() == first_local_;
+  local_index_ = gossamer::thread_index() - first_local_;
+}
+
+Loop::~Loop() {
+  if (epoll_ >= 0) ::close(epoll_);
+}
+
+void Loop::hand_in(int fd) {
+  if (tl_loop_gone || g_stop.load(std::memory_order_relaxed)) drop_socket(fd);
+  else tl_inbox.push_back(fd);  // adopted at the loop's next round
+}
+
+bool Loop::start_listening() {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(g_config.port);
+  if (::inet_pton(AF_INET, g_config.bind.c_str(), &a.sin_addr) != 1) {
+    std::fprintf(stderr, "hydra: --bind %s is not an IPv4 address\n", g_config.bind.c_str());
+    return false;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  // SO_REUSEADDR only (not SO_REUSEPORT): a second server on the port fails
+  // here instead of silently sharing its connections.
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 511) != 0) {
+    std::fprintf(stderr, "hydra: host %zu: cannot listen on %s:%u: %s\n", gossamer::host_index(),
+                 g_config.bind.c_str(), unsigned(g_config.port), std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    ::close(fd);
+    return false;
+  }
+  listen_fd_ = fd;
+  std::printf("hydra: host %zu of %zu listening on %s:%u (threads %u..%u of %zu, one shard each)\n",
+              gossamer::host_index(), gossamer::host_count(), g_config.bind.c_str(), unsigned(g_config.port),
+              first_local_, first_local_ + local_count_ - 1, gossamer::thread_count());
+  std::fflush(stdout);
+  return true;
+}
+
+// ---- the loop ------------------------------------------------------------------
+
+void Loop::run() {
+  tl_loop = this;
+  if (leader_ && epoll_ >= 0 && !start_listening()) {
+    g_exit_code.store(1);
+    request_stop();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(g_config.seconds));
+  std::uint64_t idle_rounds = 0, round = 0;
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    bool worked = false;
+    if (!tl_inbox.empty()) {                    // sockets dealt to this thread
+      std::vector<int> fds;
+      fds.swap(tl_inbox);
+      for (int fd : fds) adopt(fd);
+      worked = true;
+    }
+    worked |= poll_once(0);                     // accept, read, execute, write
+    if (!dirty_.empty()) {                      // replies completed by shard answers
+      drain_dirty();
+      worked = true;
+    }
+    // --seconds: checked every 1024 rounds, and every round when quiet
+    // (a napping round lasts idle_nap_ms).
+    if (g_config.seconds > 0 && ((++round & 1023) == 0 || quiet_) && std::chrono::steady_clock::now() >= deadline)
+      request_stop();
+    if (worked) {
+      idle_rounds = 0;
+      quiet_ = false;
+    } else {
+      idle(++idle_rounds);                      // may nap (see idle)
+    }
+    gossamer::yield();                          // the trustee serves, answers arrive
+  }
+  stop_everything();
+}
+
+bool Loop::poll_once(int timeout_ms) {
+  if (epoll_ < 0) return false;
+  int n = ::epoll_wait(epoll_, events_.data(), int(events_.size()), timeout_ms);
+  if (n <= 0) return false;  // EINTR (a signal) counts as nothing ready
+  for (int i = 0; i < n; ++i) {
+    if (events_[i].data.u64 == kListenerTag) accept_all();
+    else on_event(std::uint32_t(events_[i].data.u64), events_[i].events);
+  }
+  return true;
+}
+
+// Adaptive polling: the runtime sleeps only when a thread has no ready
+// fiber, and this fiber is always ready (it yields), so the runtime's own
+// backoff never starts and the thread would spin forever. The loop backs
+// off itself: after 64 rounds with nothing to do, it gives the core away
+// (sched_yield) every round; once the thread's trustee is quiet too, for
+// 20 ms, it naps in epoll_wait for idle_nap_ms. A nap is the loop's only
+// blocking call; a request arriving at the trustee during one waits at
+// most that long, and the next round sees it and stops napping.
+void Loop::idle(std::uint64_t idle_rounds) {
+  if (g_config.busy_polling || idle_rounds < 64) return;
+  if (!quiet_) {
+    if (idle_rounds % 64 == 0 && trustee_quiet()) {
+      quiet_ = true;
+      quiet_since_ = std::chrono::steady_clock::now();
+    }
+    // Nothing for this loop, but the trustee is busy or answers are owed:
+    // let another thread have the core, as the runtime does after its
+    // spin phase (with more threads than cores, the thread that owes the
+    // answers may be waiting for this one's time slice).
+    ::sched_yield();
+    return;
+  }
+  // Quiet: checked every round, so that no nap follows work for the trustee.
+  if (!trustee_quiet()) {
+    quiet_ = false;
+    return;
+  }
+  if (g_config.idle_nap_ms > 0 && std::chrono::steady_clock::now() - quiet_since_ >= std::chrono::milliseconds(20)) {
+    if (poll_once(g_config.idle_nap_ms)) quiet_ = false;  // a socket woke it: work again
+  } else {
+    ::sched_yield();
+  }
+}
+
+// True when this thread's trustee has served, sent and received nothing
+// since the last call (the runtime's per-thread counters), and no answer
+// is owed to this loop.
+bool Loop::trustee_quiet() {
+  gossamer::TrusteeStats s = gossamer::trustee_stats(gossamer::thread_index());
+  std::uint64_t activity = s.requests_served + s.requests_sent + s.responses_received + s.local_applies;
+  bool quiet = activity == last_activity_ && inflight_ == 0;
+  last_activity_ = activity;
+  return quiet;
+}
+
+// ---- connections ----------------------------------------------------------------
+
+void Loop::accept_all() {
+  for (std::size_t i = 0; i < kAcceptsPerRound; ++i) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE)
+        std::fprintf(stderr, "hydra: accept: %s (raise the descriptor limit)\n", std::strerror(errno));
+      return;  // EAGAIN: none left
+    }
+    g_stats.connections_received.fetch_add(1, std::memory_order_relaxed);
+    if (std::size_t(g_stats.connected_clients.load(std::memory_order_relaxed)) >= g_config.maxclients) {
+      static const char kFull[] = "-ERR max number of clients reached\r\n";
+      [[maybe_unused]] ssize_t w = ::send(fd, kFull, sizeof kFull - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      g_stats.rejected_connections.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    g_stats.connected_clients.fetch_add(1, std::memory_order_relaxed);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::uint32_t target = first_local_ + next_target_++ % local_count_;
+    if (target == gossamer::thread_index()) tl_inbox.push_back(fd);
+    else gossamer::spawn_on(target, [fd] { Loop::hand_in(fd); });  // detached: it ends at once
+  }
+}
+
+void Loop::adopt(int fd) {
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = std::uint32_t(conns_.size());
+    conns_.emplace_back();
+    gens_.push_back(0);
+  }
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->gen = gens_[slot];
+  c->events = EPOLLIN | EPOLLRDHUP;
+  epoll_event ev{};
+  ev.events = c->events;
+  ev.data.u64 = slot;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    drop_socket(fd);
+    free_slots_.push_back(slot);
+    return;
+  }
+  conns_[slot] = std::move(c);
+}
+
+Connection* Loop::find(std::uint32_t slot, std::uint32_t gen) {
+  if (slot >= conns_.size() || !conns_[slot] || conns_[slot]->gen != gen) return nullptr;
+  return conns_[slot].get();
+}
+
+void Loop::mark_dirty(std::uint32_t slot) {
+  Connection* c = conns_[slot].get();
+  if (c && !c->dirty) {
+    c->dirty = true;
+    dirty_.push_back(slot);
+  }
+}
+
+void Loop::close_connection(std::uint32_t slot) {
+  Connection* c = conns_[slot].get();
+  if (!c) return;
+  drop_socket(c->fd);  // close() also leaves the epoll set
+  conns_[slot].reset();
+  ++gens_[slot];       // answers still owed to it find nothing (Loop::find)
+  free_slots_.push_back(slot);
+}
+
+// Room for more requests: not closing, and neither too many replies owed
+// nor too many unsent (backpressure: the client must read its replies).
+bool Loop::can_execute(const Connection& c) const {
+  return !c.closing && c.pending.size() < g_config.max_pending && c.out.size() - c.written < g_config.max_output;
+}
+
+// Requests already buffered are executed after EOF too (can_execute).
+bool Loop::reading_allowed(const Connection& c) const { return !c.eof && can_execute(c); }
+
+void Loop::on_event(std::uint32_t slot, std::uint32_t ev) {
+  Connection* c = slot < conns_.size() ? conns_[slot].get() : nullptr;
+  if (!c) return;
+  if (ev & EPOLLERR) return close_connection(slot);
+  if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) {
+    // A hang-up while this connection is not reading: the replies it is
+    // owed cannot be delivered any more.
+    if (!reading_allowed(*c)) {
+      if (ev & EPOLLHUP) return close_connection(slot);
+    } else if (!read_input(slot, *c)) {
+      return close_connection(slot);
+    }
+  }
+  flush(slot, *c);
+}
+
+// Reads what is there, up to this round's budget. False on a read error.
+bool Loop::read_input(std::uint32_t slot, Connection& c) {
+  std::size_t budget = kReadBudget;
+  while (budget > 0) {
+    std::size_t old = c.in.size();
+    std::size_t chunk = kReadChunk;
+    // A large bulk under way: read it in bigger pieces.
+    std::size_t have = old - c.consumed, want = c.parser.expected();
+    if (want > have) chunk = std::max(chunk, std::min(want - have, budget));
+    c.in.resize(old + chunk);
+    ssize_t n = ::read(c.fd, c.in.data() + old, chunk);
+    c.in.resize(old + std::size_t(std::max<ssize_t>(n, 0)));
+    if (n > 0) {
+      budget -= std::min(budget, std::size_t(n));
+      if (std::size_t(n) < chunk) break;  // drained
+      continue;
+    }
+    if (n == 0) {
+      c.eof = true;
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return false;
+  }
+  process_input(slot, c);
+  return true;
+}
+
+// Parses and executes what the buffer holds, while the connection has room
+// for more replies; stops at a protocol error (replied, then closed).
+void Loop::process_input(std::uint32_t slot, Connection& c) {
+  while (can_execute(c)) {
+    std::string_view in(c.in);
+    in.remove_prefix(c.consumed);
+    std::size_t used = 0;
+    auto r = c.parser.parse(in, used);
+    if (r == resp::RequestParser::Result::kNeedMore) {
+      if (in.size() > g_config.max_query) protocol_error(c, "Protocol error: query buffer limit exceeded");
+      break;
+    }
+    if (r == resp::RequestParser::Result::kError) {
+      protocol_error(c, c.parser.error());
+      break;
+    }
+    c.consumed += used;
+    // The arguments are views into c.in, which nothing changes until the
+    // next parse; execute copies what it keeps.
+    if (!c.parser.args().empty()) execute(slot, c, c.parser.args());
+  }
+  // Drop consumed bytes: at once when all are, else when they are most.
+  if (c.consumed == c.in.size()) {
+    c.in.clear();
+    c.consumed = 0;
+  } else if (c.consumed > 0 && c.consumed >= c.in.size() / 2) {
+    c.in.erase(0, c.consumed);
+    c.consumed = 0;
+  }
+  if (c.in.empty() && c.in.capacity() > (4u << 20)) std::string().swap(c.in);  // after a large value
+}
+
+void Loop::protocol_error(Connection& c, const std::string& why) {
+  g_stats.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  Pending& p = c.pending.emplace_back();
+  resp::error(p.reply, "ERR " + why);
+  c.closing = true;  // the reply, then close (as Redis)
+  c.in.clear();
+  c.consumed = 0;
+}
+
+// Moves completed replies to the output in request order, executes what
+// was waiting for room, writes, and closes the connection when it is done.
+void Loop::flush(std::uint32_t slot, Connection& c) {
+  for (;;) {
+    while (!c.pending.empty() && c.pending.front().waiting == 0) {
+      c.out += c.pending.front().reply;
+      c.pending.pop_front();
+      ++c.base;
+    }
+    if (!can_execute(c) || c.consumed == c.in.size()) break;
+    std::size_t before = c.base + c.pending.size();
+    process_input(slot, c);  // requests that waited for room
+    if (c.base + c.pending.size() == before) break;
+  }
+  while (c.written < c.out.size()) {
+    ssize_t n = ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.written += std::size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return close_connection(slot);  // the peer is gone
+  }
+  if (c.written == c.out.size()) {
+    c.out.clear();
+    c.written = 0;
+    if (c.out.capacity() > (4u << 20)) std::string().swap(c.out);
+  } else if (c.written > (1u << 20) && c.written >= c.out.size() / 2) {
+    c.out.erase(0, c.written);
+    c.written = 0;
+  }
+  // Done: asked to close (QUIT, protocol error) or the peer stopped sending,
+  // and every reply it is owed has gone out.
+  if ((c.closing || c.eof) && c.pending.empty() && c.out.empty()) return close_connection(slot);
+  update_events(slot, c);
+}
+
+void Loop::update_events(std::uint32_t slot, Connection& c) {
+  std::uint32_t want = 0;
+  if (reading_allowed(c)) want |= EPOLLIN | EPOLLRDHUP;
+  if (c.written < c.out.size()) want |= EPOLLOUT;
+  if (want == c.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = slot;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.events = want;
+}
+
+void Loop::drain_dirty() {
+  // Flushing may execute requests whose answers (from this thread's own
+  // trustee) mark connections dirty again: they are appended and handled
+  // in this same pass.
+  for (std::size_t i = 0; i < dirty_.size(); ++i) {
+    std::uint32_t slot = dirty_[i];
+    Connection* c = slot < conns_.size() ? conns_[slot].get() : nullptr;
+    if (!c) continue;
+    c->dirty = false;
+    flush(slot, *c);
+  }
+  dirty_.clear();
+}
+
+// ---- stopping ---------------------------------------------------------------------
+
+void Loop::stop_everything() {
+  if (leader_) propagate_stop();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  for (std::uint32_t s = 0; s < conns_.size(); ++s) close_connection(s);
+  // Shard answers still owed run callbacks that name this loop.
+  while (inflight_ > 0) gossamer::yield();
+  tl_loop = nullptr;
+  tl_loop_gone = true;
+  for (int fd : tl_inbox) drop_socket(fd);
+  tl_inbox.clear();
+}
+
+// A stop seen on one host (its signal, --seconds, a listen error) reaches
+// the others: one fiber on each other host's first thread sets its flag.
+void Loop::propagate_stop() {
+  std::size_t hosts = gossamer::host_count();
+  for (std::size_t h = 0; h < hosts; ++h) {
+    if (h == gossamer::host_index()) continue;
+    std::uint32_t first = 0, count = 0;
+    gossamer::abi::host_threads(std::uint32_t(gossamer::thread_count()), std::uint32_t(hosts), std::uint32_t(h),
+                                &first, &count);
+    if (count) gossamer::spawn_on(first, [] { request_stop(); });
+  }
+}
+
+}  // namespace hydra

@@ -1,0 +1,107 @@
+// hydra: a key-value store speaking RESP2 (redis-cli, redis-benchmark and
+// Redis clients work unchanged), its key space sharded over every trustee of
+// a Gossamer rack. See README.md.
+//
+// Every host runs this same command line (gossamerctl run, or by hand with
+// the same GOSSAMER_RUN_ID). main() parses it into g_config on each host;
+// run()'s main fiber, on host 0 only, entrusts one Shard to every thread of
+// the rack and starts one I/O loop per thread (spawn_on works across hosts),
+// then waits for them. The loops run until SIGINT/SIGTERM (or --seconds).
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "server.hpp"
+
+namespace hydra {
+
+Config g_config;
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_exit_code{0};
+HostStats g_stats;
+std::array<ThreadCounter, kMaxThreads> g_commands;
+const std::chrono::steady_clock::time_point g_started = std::chrono::steady_clock::now();
+
+void request_stop() noexcept { g_stop.store(true, std::memory_order_relaxed); }
+
+namespace {
+
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler stores to g_stop");
+void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+// run()'s main fiber (host 0).
+int serve() {
+  const std::size_t n = gossamer::thread_count();
+  if (n > kMaxThreads) {
+    std::fprintf(stderr, "hydra: %zu threads; at most %zu (one shard per thread)\n", n, kMaxThreads);
+    return 2;
+  }
+  std::vector<gossamer::Trust<Shard>> shards;  // owned here until every loop has stopped
+  ShardTable table;
+  for (std::size_t i = 0; i < n; ++i) {
+    shards.push_back(gossamer::trustee(i).entrust(Shard{}));
+    table.refs[i] = shards.back().ref();
+  }
+  table.count = std::uint32_t(n);
+  std::vector<gossamer::FiberHandle> loops;
+  for (std::size_t i = 0; i < n; ++i)
+    loops.push_back(gossamer::spawn_on(i, [table] { std::make_unique<Loop>(table)->run(); }));
+  for (auto& l : loops) l.join();
+  return g_exit_code.load();
+}
+
+}  // namespace
+}  // namespace hydra
+
+int main(int argc, char** argv) {
+  using hydra::g_config;
+  CLI::App app{"hydra: a key-value store speaking RESP2, sharded over every trustee of a Gossamer rack.\n"
+               "Runs until SIGINT or SIGTERM; on a rack, start it with `gossamerctl run -- hydra ...`."};
+  std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::string polling = "adaptive";
+  app.add_option("--threads", threads, "runtime threads in the whole rack, one shard each (GOSSAMER_THREADS overrides)")
+      ->check(CLI::Range(std::size_t(1), hydra::kMaxThreads));
+  app.add_option("--port", g_config.port, "TCP port every host listens on")->check(CLI::Range(1, 65535));
+  app.add_option("--bind", g_config.bind, "IPv4 address every host listens on");
+  app.add_option("--polling", polling, "busy | adaptive (adaptive: idle threads nap, see README)")
+      ->check(CLI::IsMember({"busy", "adaptive"}));
+  app.add_option("--idle-nap-ms", g_config.idle_nap_ms, "adaptive: how long an idle thread naps in epoll_wait (0: never)")
+      ->check(CLI::Range(0, 100));
+  app.add_option("--seconds", g_config.seconds, "stop after this many seconds (0: until SIGINT or SIGTERM)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--maxclients", g_config.maxclients, "connections per host")->check(CLI::Range(std::size_t(1), std::size_t(1000000)));
+  app.add_option("--max-pending", g_config.max_pending, "requests in flight per connection (pipelining depth)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
+  app.add_option("--max-bulk", g_config.limits.max_bulk, "largest bulk string accepted, bytes (proto-max-bulk-len)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(512) << 20));
+  app.add_option("--max-query-buffer", g_config.max_query, "unparsed request bytes buffered per connection")
+      ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
+  CLI11_PARSE(app, argc, argv);
+  g_config.busy_polling = polling == "busy";
+
+  // SIGINT/SIGTERM (Ctrl-C; gossamerd stopping a run) ask the loops to stop;
+  // a second one kills at once (SA_RESETHAND). SA_RESTART: the runtime's own
+  // system calls are not interrupted by them.
+  struct sigaction sa {};
+  sa.sa_handler = hydra::on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  gossamer::Options o;
+  o.threads = threads;
+  o.polling = g_config.busy_polling ? gossamer::Polling::busy : gossamer::Polling::adaptive;
+  o.stack_size = 256 * 1024;  // cereal streams and a loop's locals, with room to spare
+  int rc = gossamer::run(o, [] { return hydra::serve(); });
+  if (rc == 0) rc = hydra::g_exit_code.load();
+  std::printf("hydra: stopped (exit %d)\n", rc);
+  return rc;
+}

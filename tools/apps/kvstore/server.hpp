@@ -1,0 +1,191 @@
+// Hydra's server side: the configuration every host parses from its own
+// command line, the stop flag, and the per-thread I/O loop that owns this
+// thread's client connections.
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gossamer/gossamer.hpp>
+
+#include "resp.hpp"
+#include "shard.hpp"
+
+namespace hydra {
+
+// Filled from the command line in main() before gossamer::run, on every host
+// (each host runs the same command line), then read-only.
+struct Config {
+  std::uint16_t port = 6379;
+  std::string bind = "0.0.0.0";
+  bool busy_polling = false;
+  int idle_nap_ms = 1;              // 0: never nap (see Loop::idle)
+  double seconds = 0;               // stop after this long; 0: until SIGINT/SIGTERM
+  std::size_t maxclients = 10000;   // per host
+  std::size_t max_pending = 1024;   // requests in flight per connection
+  std::size_t max_output = 64u << 20;   // unsent reply bytes before a connection stops reading
+  std::size_t max_query = 1u << 30;     // buffered request bytes per connection (client-query-buffer-limit)
+  resp::Limits limits;
+};
+extern Config g_config;
+
+// Process-wide (one process per host). Set by SIGINT/SIGTERM, by --seconds,
+// by a fatal listen error, or by another host telling this one to stop.
+extern std::atomic<bool> g_stop;
+extern std::atomic<int> g_exit_code;
+void request_stop() noexcept;
+
+constexpr std::size_t kMaxThreads = 256;  // the rack's threads: one shard each
+
+// Per-host counters for INFO (relaxed atomics: the loops of one host's
+// threads share them, and only INFO reads them).
+struct HostStats {
+  std::atomic<std::uint64_t> connections_received{0};
+  std::atomic<std::int64_t> connected_clients{0};
+  std::atomic<std::uint64_t> rejected_connections{0};
+  std::atomic<std::uint64_t> protocol_errors{0};
+};
+extern HostStats g_stats;
+extern const std::chrono::steady_clock::time_point g_started;
+
+// Commands executed by each of this host's threads: written by that
+// thread's loop only (a store, no read-modify-write on the hot path).
+struct alignas(64) ThreadCounter {
+  std::atomic<std::uint64_t> value{0};
+};
+extern std::array<ThreadCounter, kMaxThreads> g_commands;
+
+// Every shard of the rack, by thread. Captured by value in the spawn_on
+// closure that starts each loop, hence a fixed array.
+struct ShardTable {
+  std::array<gossamer::TrustRef<Shard>, kMaxThreads> refs{};
+  std::uint32_t count = 0;
+};
+
+// A reply position in a connection's queue, filled when its command
+// completes. Commands spanning shards gather their parts here.
+struct Pending {
+  // What the reply is made of once every part has answered: kDone: the
+  // part wrote `reply` itself; kSum: an integer; kOk: +OK; kMget: `values`;
+  // kInfo: the INFO text with `sum` keys.
+  enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo };
+  Kind kind = Kind::kDone;
+  std::uint32_t waiting = 0;       // shard answers still to come
+  std::int64_t sum = 0;            // kSum, kInfo (keys)
+  std::string reply;               // the encoded reply once waiting == 0
+  std::string error;               // the first part that failed, if any
+  std::vector<Value> values;       // kMget: in key order
+  std::vector<std::vector<std::uint32_t>> positions;  // kMget: key positions per shard request
+  std::string info_section;        // kInfo: which sections
+};
+
+struct Connection {
+  int fd = -1;
+  std::uint32_t gen = 0;
+  // Input: bytes read, of which [0, consumed) are done with.
+  std::string in;
+  std::size_t consumed = 0;
+  resp::RequestParser parser{g_config.limits};
+  // Replies in request order: pending.front() is request number `base`.
+  std::deque<Pending> pending;
+  std::uint64_t base = 0;
+  std::string out;
+  std::size_t written = 0;
+  std::uint32_t events = 0;        // what epoll watches now
+  bool eof = false;                // the peer will send nothing more
+  bool closing = false;            // QUIT or a protocol error: close once flushed
+  bool dirty = false;              // in the loop's dirty list
+};
+
+class Loop {
+ public:
+  explicit Loop(const ShardTable& shards);
+  ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  // Serves until g_stop, then closes everything and waits for the answers
+  // still owed to it (their callbacks point at this loop).
+  void run();
+
+  // A socket accepted by this host's listening thread, handed to this one.
+  static void hand_in(int fd);
+
+  // From apply_then callbacks (this thread): one shard answer for request
+  // `seq` of connection `slot`/`gen`; `fill` updates its Pending.
+  template <class Fill>
+  void answer(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill&& fill);
+
+ private:
+  // io_loop.cpp: sockets and the loop
+  bool start_listening();
+  bool poll_once(int timeout_ms);
+  void idle(std::uint64_t idle_rounds);
+  bool trustee_quiet();
+  void accept_all();
+  void adopt(int fd);
+  Connection* find(std::uint32_t slot, std::uint32_t gen);
+  void mark_dirty(std::uint32_t slot);
+  void close_connection(std::uint32_t slot);
+  bool can_execute(const Connection& c) const;
+  bool reading_allowed(const Connection& c) const;
+  void on_event(std::uint32_t slot, std::uint32_t ev);
+  bool read_input(std::uint32_t slot, Connection& c);
+  void process_input(std::uint32_t slot, Connection& c);
+  void protocol_error(Connection& c, const std::string& why);
+  void flush(std::uint32_t slot, Connection& c);
+  void update_events(std::uint32_t slot, Connection& c);
+  void drain_dirty();
+  void stop_everything();
+  void propagate_stop();
+
+  // commands.cpp
+  void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
+  void finish(Pending& p) const;
+  std::string info_text(std::string_view section, std::int64_t keys) const;
+  void config_get(Pending& p, const std::vector<std::string_view>& args) const;
+
+  gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
+
+  ShardTable shards_;
+  std::size_t nshards_;
+  int epoll_ = -1;
+  int listen_fd_ = -1;
+  bool leader_ = false;                      // this host's first thread: it listens
+  std::uint32_t first_local_ = 0, local_count_ = 1, next_target_ = 0;
+  std::size_t local_index_ = 0;              // this thread among its host's
+  std::uint64_t commands_ = 0;               // published to g_commands for INFO
+  std::vector<std::unique_ptr<Connection>> conns_;  // by slot; null = free
+  std::vector<std::uint32_t> gens_;
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<std::uint32_t> dirty_;
+  std::vector<epoll_event> events_;
+  std::uint64_t inflight_ = 0;               // shard requests whose callbacks are owed
+  // Idle policy (Loop::idle).
+  bool quiet_ = false;
+  std::uint64_t last_activity_ = 0;
+  std::chrono::steady_clock::time_point quiet_since_{};
+};
+
+template <class Fill>
+void Loop::answer(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill&& fill) {
+  --inflight_;
+  Connection* c = find(slot, gen);
+  if (!c || seq < c->base || seq - c->base >= c->pending.size()) return;  // closed meanwhile
+  Pending& p = c->pending[seq - c->base];
+  fill(p);
+  if (--p.waiting == 0) finish(p);
+  mark_dirty(slot);
+}
+
+}  // namespace hydra

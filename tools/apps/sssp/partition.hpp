@@ -1,0 +1,291 @@
+// One trustee's share of the graph and of the distances: the vertices v with
+// v % parts == index (the Graph500 permutation already scattered high- and
+// low-degree vertices over the labels, so a cyclic split balances edges).
+//
+// A Partition is only ever touched on its trustee's thread: by delegated
+// closures (updates from other partitions) and by the round's fiber that
+// `launch` starts there. It lives in a gossamer::Latch so that fiber can run
+// on it; no fiber holds the latch across a blocking call, so a delegated
+// closure always finds it free.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include <gossamer/gossamer.hpp>
+
+#include "kronecker.hpp"
+#include "reference.hpp"
+
+namespace sssp {
+
+inline constexpr std::size_t kMaxParts = 256;
+inline constexpr std::uint32_t kNoBucket = ~std::uint32_t(0);
+
+class Partition;
+using PartitionRef = gossamer::TrustRef<gossamer::Latch<Partition>>;
+
+// What a partition is built from; trivially copyable, so it travels as
+// bytes in one apply_with argument (about 4 KiB with the refs).
+struct Setup {
+  GraphSpec spec;
+  std::uint32_t index = 0, parts = 1;
+  float delta = 0.05f;
+  std::array<PartitionRef, kMaxParts> refs{};  // every partition, by index
+};
+
+enum class Phase : std::uint8_t {
+  light,  // relax the light edges (w < delta) of bucket k until it stays empty here
+  heavy,  // relax the heavy edges of every vertex bucket k held
+};
+
+// A remote relaxation: (local index at the owner, tentative distance) in one
+// word, so a batch is a std::vector<std::uint64_t> that cereal copies as one
+// block instead of element by element.
+inline std::uint64_t pack_update(std::uint32_t local, float d) {
+  return std::uint64_t(local) << 32 | std::bit_cast<std::uint32_t>(d);
+}
+inline std::uint32_t update_vertex(std::uint64_t u) { return std::uint32_t(u >> 32); }
+inline float update_distance(std::uint64_t u) { return std::bit_cast<float>(std::uint32_t(u)); }
+
+// What one round produced on one partition: a batch per destination
+// partition (empty for itself) and its lowest live bucket afterwards.
+struct Outgoing {
+  std::vector<std::vector<std::uint64_t>> batches;
+  std::uint32_t local_min = kNoBucket;
+};
+
+// Counts gathered once a run is over.
+struct Summary {
+  std::uint64_t reached = 0;
+  std::uint64_t half_edges = 0;     // adjacency entries of reached vertices, self-loops twice
+  std::uint64_t relaxations = 0;    // edges relaxed
+  std::uint64_t updates_sent = 0;   // (vertex, distance) pairs sent to other partitions
+  std::uint64_t batches_sent = 0;   // apply_with requests that carried them
+};
+
+class Partition {
+ public:
+  Partition() = default;
+
+  // ---- construction: generate the whole edge list, keep what touches us ----
+  void build(const Setup& s) {
+    setup_ = s;
+    const std::uint64_t n = s.spec.vertices(), m = s.spec.edges();
+    const std::uint32_t parts = s.parts, me = s.index;
+    n_local_ = me < n ? std::uint32_t((n - 1 - me) / parts + 1) : 0;  // more partitions than vertices: none
+    const Kronecker gen(s.spec);
+    struct Half {
+      std::uint32_t local, v;
+      float w;
+    };
+    std::vector<Half> halves;
+    halves.reserve(std::size_t(2 * m / parts + 1024));
+    offsets_.assign(std::size_t(n_local_) + 1, 0);
+    loops_.clear();
+    for (std::uint64_t e = 0; e < m; ++e) {
+      const Edge ed = gen.edge(e);
+      if (ed.u == ed.v) {
+        if (ed.u % parts == me) loops_.push_back(ed.u / parts);
+        continue;
+      }
+      if (ed.u % parts == me) halves.push_back({ed.u / parts, ed.v, ed.w});
+      if (ed.v % parts == me) halves.push_back({ed.v / parts, ed.u, ed.w});
+    }
+    for (const Half& h : halves) ++offsets_[h.local + 1];
+    for (std::uint32_t v = 0; v < n_local_; ++v) offsets_[v + 1] += offsets_[v];
+    arcs_.resize(halves.size());
+    std::vector<std::uint64_t> fill(offsets_.begin(), offsets_.end() - 1);
+    for (const Half& h : halves) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    // Light arcs first, so a phase walks a contiguous range (a partition,
+    // not a sort: the order within each class does not matter).
+    light_end_.resize(n_local_);
+    for (std::uint32_t v = 0; v < n_local_; ++v) {
+      auto b = arcs_.begin() + std::ptrdiff_t(offsets_[v]), e = arcs_.begin() + std::ptrdiff_t(offsets_[v + 1]);
+      light_end_[v] = std::uint64_t(std::partition(b, e, [&](const Arc& a) { return a.w < s.delta; }) - arcs_.begin());
+    }
+    best_.assign(std::size_t(n), kInf);
+    touched_.assign(parts, {});
+    built_ = true;
+  }
+
+  std::uint64_t degree(std::uint32_t global) const {
+    const std::uint32_t v = global / setup_.parts;
+    return offsets_[v + 1] - offsets_[v];
+  }
+  const Setup& setup() const { return setup_; }
+  std::uint64_t arcs() const { return arcs_.size(); }
+
+  // ---- a run ---------------------------------------------------------------
+  // Forget any previous run; the root's owner puts it in bucket 0.
+  void start(std::uint32_t root) {
+    dist_.assign(n_local_, kInf);
+    relaxed_at_.assign(n_local_, -1.0f);
+    in_settled_.assign(n_local_, 0);
+    settled_.clear();
+    buckets_.clear();
+    stats_ = {};
+    if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f);
+  }
+
+  // One round's work on this partition. Improvements of our own vertices
+  // are applied at once (and, in a light phase, processed in this same
+  // round when they fall in bucket k: fewer rounds, the bucket order is
+  // kept); relaxations of other partitions' vertices are combined per
+  // target (minimum distance) into one batch per destination.
+  Outgoing relax(Phase phase, std::uint32_t k) {
+    if (phase == Phase::light) {
+      std::vector<std::uint32_t> current;
+      while (k < buckets_.size() && !buckets_[k].empty()) {
+        current.swap(buckets_[k]);  // new members of k land in the emptied vector
+        for (std::uint32_t v : current) {
+          const float d = dist_[v];
+          if (bucket_of(d) != k || relaxed_at_[v] == d) continue;  // stale or done at this distance
+          relaxed_at_[v] = d;
+          if (!in_settled_[v]) {
+            in_settled_[v] = 1;
+            settled_.push_back(v);
+          }
+          for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, arcs_[a]);
+        }
+        current.clear();
+      }
+    } else {
+      for (std::uint32_t v : settled_) {
+        in_settled_[v] = 0;
+        const float d = dist_[v];
+        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, arcs_[a]);
+      }
+      settled_.clear();
+    }
+    Outgoing out;
+    out.batches.resize(setup_.parts);
+    for (std::uint32_t p = 0; p < setup_.parts; ++p) {
+      auto& b = out.batches[p];
+      b.reserve(touched_[p].size());
+      for (std::uint32_t g : touched_[p]) {
+        b.push_back(pack_update(g / setup_.parts, best_[g]));
+        best_[g] = kInf;
+      }
+      stats_.updates_sent += b.size();
+      touched_[p].clear();
+    }
+    out.local_min = lowest_live_bucket(k);
+    return out;
+  }
+
+  // A batch from another partition; returns the lowest bucket it filled.
+  std::uint32_t apply_updates(const std::vector<std::uint64_t>& batch) {
+    std::uint32_t lowest = kNoBucket;
+    for (std::uint64_t u : batch) {
+      const std::uint32_t v = update_vertex(u);
+      if (v >= n_local_) throw std::out_of_range("update for a vertex this partition does not own");
+      const float d = update_distance(u);
+      if (d < dist_[v]) lowest = std::min(lowest, improve(v, d));
+    }
+    return lowest;
+  }
+
+  void count_batches(std::uint64_t n) { stats_.batches_sent += n; }
+
+  Summary summary() const {
+    Summary s = stats_;
+    for (std::uint32_t v = 0; v < n_local_; ++v)
+      if (dist_[v] != kInf) {
+        ++s.reached;
+        s.half_edges += offsets_[v + 1] - offsets_[v];
+      }
+    for (std::uint32_t v : loops_)
+      if (dist_[v] != kInf) s.half_edges += 2;
+    return s;
+  }
+  const std::vector<float>& distances() const { return dist_; }
+
+  // Travels only when host 0 entrusts a new, empty partition to another
+  // host's trustee: a partition is built where it lives, from the seed, and
+  // its graph never crosses the network.
+  template <class Ar>
+  void save(Ar& ar) const {
+    if (built_) throw std::logic_error("a built Partition does not travel; build it on its trustee");
+    ar(built_);
+  }
+  template <class Ar>
+  void load(Ar& ar) {
+    ar(built_);
+    if (built_) throw std::logic_error("a built Partition does not travel");
+  }
+
+ private:
+  std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
+
+  // dist_[v] drops to d: (re)file v under d's bucket; the old entry goes stale.
+  std::uint32_t improve(std::uint32_t v, float d) {
+    dist_[v] = d;
+    const std::uint32_t b = bucket_of(d);
+    if (b >= buckets_.size()) buckets_.resize(std::size_t(b) + 1);
+    buckets_[b].push_back(v);
+    return b;
+  }
+
+  void relax_arc(float d, const Arc& a) {
+    ++stats_.relaxations;
+    const float nd = d + a.w;
+    const std::uint32_t owner = a.v % setup_.parts;
+    if (owner == setup_.index) {
+      const std::uint32_t v = a.v / setup_.parts;
+      if (nd < dist_[v]) improve(v, nd);
+    } else if (nd < best_[a.v]) {
+      if (best_[a.v] == kInf) touched_[owner].push_back(a.v);
+      best_[a.v] = nd;
+    }
+  }
+
+  bool live(std::uint32_t v, std::uint32_t b) const {
+    return bucket_of(dist_[v]) == b && relaxed_at_[v] != dist_[v];
+  }
+
+  // The lowest bucket >= from with a live entry, dropping the stale entries
+  // it walks over (each entry is dropped once; live ones stop the walk).
+  std::uint32_t lowest_live_bucket(std::uint32_t from) {
+    for (std::uint32_t b = from; b < buckets_.size(); ++b) {
+      auto& q = buckets_[b];
+      while (!q.empty()) {
+        if (live(q.back(), b)) return b;
+        q.pop_back();
+      }
+    }
+    return kNoBucket;
+  }
+
+  Setup setup_{};
+  bool built_ = false;
+  std::uint32_t n_local_ = 0;
+  std::vector<std::uint64_t> offsets_;     // CSR over local vertices
+  std::vector<Arc> arcs_;                  // (global target, weight), light ones first per vertex
+  std::vector<std::uint64_t> light_end_;   // end of each vertex's light arcs
+  std::vector<std::uint32_t> loops_;       // local vertices of self-loop edges (TEPS only)
+
+  std::vector<float> dist_;
+  std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
+  std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
+  std::vector<std::uint8_t> in_settled_;
+  std::vector<std::vector<std::uint32_t>> buckets_;
+
+  std::vector<float> best_;                                // per global vertex: lowest distance to send
+  std::vector<std::vector<std::uint32_t>> touched_;        // per destination: global vertices in best_
+  Summary stats_{};
+};
+
+// A Latch<Partition> is what host 0 entrusts. cereal finds this by
+// argument-dependent lookup (Partition's namespace is associated with
+// Latch<Partition>). Only an unbuilt partition ever travels.
+template <class Ar>
+void serialize(Ar& ar, gossamer::Latch<Partition>& latch) {
+  ar(*latch.lock());
+}
+
+}  // namespace sssp
