@@ -129,6 +129,8 @@ struct Daemon::Run {
   int code = -1, sig = 0;
   bool stopping = false;
   bool group_killed = false;
+  bool dead_before_stop = false;  // had exited (unreaped) when we stopped it
+  bool sigkill_sent = false;      // our escalation after SIGTERM
   bool exited_sent = false;
   std::string exec_error;
   std::unique_ptr<asio::posix::stream_descriptor> streams[2];
@@ -1031,9 +1033,16 @@ void Daemon::read_stream(std::shared_ptr<Run> r, int which) {
 void Daemon::kill_group(Run& r) {
   if (r.group_killed || r.pgid <= 0) return;
   r.group_killed = true;
+  // An instance that already died (killed by someone else, say) but is not
+  // reaped yet: its death is a cause, not our stop.
+  siginfo_t info{};
+  if (r.pid && ::waitid(P_PID, id_t(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == r.pid)
+    r.dead_before_stop = true;
   if (::kill(-r.pgid, SIGTERM) != 0) return;  // nobody left
-  after(kKillDelay, [id = r.spec.run, pgid = r.pgid] {
-    if (::kill(-pgid, SIGKILL) == 0) spdlog::warn("run {}: process group {} outlived SIGTERM by 1 s; SIGKILL", id, pgid);
+  after(kKillDelay, [this, id = r.spec.run, pgid = r.pgid] {
+    if (::kill(-pgid, SIGKILL) != 0) return;
+    spdlog::warn("run {}: process group {} outlived SIGTERM by 1 s; SIGKILL", id, pgid);
+    if (auto it = runs_.find(id); it != runs_.end()) it->second->sigkill_sent = true;
   });
 }
 
@@ -1073,7 +1082,9 @@ void Daemon::instance_finished(Run& r) {
   e.pid = r.pid;
   e.code = r.code;
   e.signal = r.sig;
-  e.stopped = r.stopping && (r.sig == SIGTERM || r.sig == SIGKILL);
+  // Our stop if our signal ended it; a SIGKILL we did not send, or a death
+  // before we stopped it, is the instance's own failure.
+  e.stopped = r.stopping && !r.dead_before_stop && (r.sig == SIGTERM || (r.sig == SIGKILL && r.sigkill_sent));
   e.error = r.exec_error;
   spdlog::info("run {}: instance {}", r.spec.run,
                e.error.empty() ? "pid " + std::to_string(r.pid) + " " + describe_exit(r.code, r.sig)
