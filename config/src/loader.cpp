@@ -85,7 +85,7 @@ void read_config(Diagnostics& d, const YAML::Node& root, Config& cfg) {
   const bool has_rack = r.has("rack");
   read_rack(r.child("rack"), cfg.rack);
   read_dataplane(r.child("dataplane"), cfg.dataplane);
-  read_connections(r.child("connections"), cfg.connections);
+  read_connections(r.child("connections"), cfg.connections, cfg.rack.hosts.empty() ? 0 : cfg.rack.hosts.size() - 1);
   read_slots(r.child("slots"), cfg.slots);
   read_controlplane(r.child("controlplane"), cfg.controlplane);
   read_metrics(r.child("metrics"), cfg.metrics, cfg.controlplane.listen);

@@ -161,9 +161,15 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   read_socket(r, out.socket, out.socket_group);
 }
 
-void read_connections(MapReader r, ConnectionsConfig& out) {
+void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hosts) {
   r.integer("per_remote_host", out.per_remote_host, {1, 64});
-  r.integer("max_active_qps", out.max_active_qps, {1, 65536});
+  if (r.integer("max_active_qps", out.max_active_qps, {1, 65536}) && out.max_active_qps < other_hosts) {
+    // Every other host keeps its connection 0 active (it carries the attach
+    // announcements): the limit must leave room for that.
+    r.diag().error(r.value_mark("max_active_qps"), r.path_of("max_active_qps"),
+                   "value " + std::to_string(out.max_active_qps) + " is less than the " +
+                       std::to_string(other_hosts) + " other hosts of the rack (each keeps one connection active)");
+  }
   r.integer("credits", out.credits, {1, 1024});
   r.integer("scheduler_interval_us", out.scheduler_interval_us, {10, 10'000'000});
 }

@@ -14,7 +14,7 @@ inline constexpr std::string_view kHostPlaceholder = "{host}";
 
 void read_rack(MapReader r, RackConfig& out);
 void read_dataplane(MapReader r, DataplaneConfig& out);
-void read_connections(MapReader r, ConnectionsConfig& out);
+void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hosts);
 void read_slots(MapReader r, SlotsConfig& out);
 void read_controlplane(MapReader r, ControlplaneConfig& out);
 // `controlplane_listen`: gossamerd binds both, so they must not clash.

@@ -157,6 +157,10 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
   f.counter("gossamer_dataplane_dropped_records_total", "Records dropped, by reason.", {{"reason", "rejected"}},
             double(h.records_rejected));
   f.gauge("gossamer_dataplane_apps", "Applications attached.", {}, double(h.apps));
+  f.counter("gossamer_dataplane_thread_moves_total", "Threads the thread scheduler moved to another connection.", {},
+            double(h.thread_moves));
+  f.gauge("gossamer_dataplane_max_active_connections", "The QP scheduler's limit (connections.max_active_qps).", {},
+          double(h.max_active_qps));
   f.gauge("gossamer_dataplane_apps_hidden",
           "Attached applications whose threads are not reported (beyond 32 instances or 4096 threads).", {},
           double(s.header.apps_hidden));
@@ -213,6 +217,14 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
                 double(k.renewals_requested));
       f.counter("gossamer_dataplane_credit_renewals_granted_total", "Credit renewals this side granted.", l(),
                 double(k.renewals_granted));
+      f.counter("gossamer_dataplane_credit_renewals_declined_total",
+                "Credit renewals this side declined (the connection is inactive).", l(), double(k.renewals_declined));
+      const char* act = "1 while the connection is active: inbound, this host grants the peer credit (QP "
+                        "scheduler); outbound, the peer grants this host credit.";
+      f.gauge("gossamer_dataplane_connection_active", act, l({{"direction", "inbound"}}), double(k.inbound_active));
+      f.gauge("gossamer_dataplane_connection_active", act, l({{"direction", "outbound"}}), double(k.outbound_active));
+      f.gauge("gossamer_dataplane_threads_assigned", "Application threads the thread scheduler put on the connection.",
+              l(), double(k.threads_assigned));
       f.counter("gossamer_dataplane_retransmits_total", "Frames sent again.", l(), double(k.retransmits));
       f.counter("gossamer_dataplane_retransmit_timeouts_total", "Retransmission timer expiries.", l(),
                 double(k.timeouts));
@@ -245,7 +257,7 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
       f.counter("gossamer_dataplane_fragments_dropped_total", fd, l({{"reason", "interrupted"}}),
                 double(k.frag_interrupted));
     }
-    f.gauge("gossamer_dataplane_connections_active",
+    f.gauge("gossamer_dataplane_connections_established",
             "Connections that have heard from the peer's current incarnation.", {{"peer", peer}}, double(active));
   }
 }

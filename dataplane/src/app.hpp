@@ -9,6 +9,8 @@
 
 #include <gossamer/abi/attach.hpp>
 
+#include "scheduler.hpp"
+
 namespace gossamer::dataplane {
 
 // What the handshake checks before anything is mapped. Pure, so that the
@@ -50,6 +52,17 @@ struct App {
   //   out_resp: last response seq shipped for (trustee local, client remote)
   std::vector<std::uint32_t> out_req, in_req, out_resp;
   std::uint64_t doorbells = 0, malformed = 0;
+  // Per (peer host, local thread): what the thread sent to that host lately
+  // (sizes of its last slots; bytes and slots halved every scheduler
+  // interval), and the connection the thread scheduler put it on (papers
+  // 002 §3.4.2).
+  struct Flow {
+    RunningMedian size;
+    std::uint64_t bytes = 0, slots = 0;
+    std::uint8_t conn = 0;
+  };
+  std::vector<Flow> flows;  // [host * local + local thread]
+  Flow& flow(std::uint32_t host, std::uint32_t local_i) { return flows[std::size_t(host) * local + local_i]; }
 
   bool is_local(std::uint32_t g) const { return g >= first && g < first + local; }
   std::uint32_t& at(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {

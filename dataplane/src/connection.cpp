@@ -19,8 +19,80 @@ Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t inde
       rto_base_(tsc_hz / 200),   // 5 ms: a sleeping peer answers within ~2 ms
       rto_max_(tsc_hz / 5),      // 200 ms
       rto_(rto_base_),
-      credit_limit_(credits_),
-      grant_(credits_) {}
+      credit_limit_(index == 0 ? credits_ : 0),
+      out_active_(index == 0),
+      grant_(index == 0 ? credits_ : 0),
+      in_active_(index == 0) {}
+
+void Connection::put_record(const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) {
+  std::size_t size = sizeof w + wire::pad8(n);
+  std::size_t at = pending_.size();
+  pending_.resize(at + size);
+  std::memcpy(pending_.data() + at, &w, sizeof w);
+  if (n) std::memcpy(pending_.data() + at + sizeof w, p, n);
+  std::memset(pending_.data() + at + sizeof w + n, 0, size - sizeof w - n);
+  pending_bytes_ += size;
+  ++pending_records_;
+}
+
+void Connection::take_pending(std::vector<std::uint8_t>* out) {
+  std::size_t at = pending_head_, end = pending_head_ + pending_bytes_;
+  // The rest of a slot whose first fragments went out stays: its fragments
+  // must follow each other on one connection.
+  while (at < end) {
+    wire::WireRecord r;
+    std::memcpy(&r, pending_.data() + at, sizeof r);
+    if (!(r.frag & wire::kFragment) || r.frag_offset == 0) break;
+    at += sizeof r + wire::pad8(wire::record_body(r));
+  }
+  std::size_t moved = 0;
+  for (std::size_t p = at; p < end;) {
+    wire::WireRecord r;
+    std::memcpy(&r, pending_.data() + p, sizeof r);
+    p += sizeof r + wire::pad8(wire::record_body(r));
+    ++moved;
+  }
+  out->insert(out->end(), pending_.begin() + std::ptrdiff_t(at), pending_.begin() + std::ptrdiff_t(end));
+  pending_.resize(at);
+  pending_bytes_ = at - pending_head_;
+  pending_records_ -= moved;
+}
+
+void Connection::enqueue_records(const std::uint8_t* records, std::size_t len) {
+  for (std::size_t p = 0; p + sizeof(wire::WireRecord) <= len;) {
+    wire::WireRecord r;
+    std::memcpy(&r, records + p, sizeof r);
+    std::size_t n = wire::record_body(r);
+    put_record(r, records + p + sizeof r, n);
+    p += sizeof r + wire::pad8(n);
+  }
+}
+
+void Connection::set_inbound_active(bool active) {
+  if (index_ == 0) active = true;
+  if (active == in_active_) return;
+  in_active_ = active;
+  ack_owed_ = true;  // tell the peer now, not at its next renewal
+  if (active) {
+    grant_ = std::max(grant_, expected_ - 1 + credits_);
+    activation_pending_ = true;
+    reminders_left_ = 8;
+  }
+}
+
+// A renewal request (on a data frame or an ack-only probe) arrived: grant on
+// an active connection, decline on an inactive one.
+// (Probes are counted by their sender, as credit_probes, not here.)
+void Connection::renewal_asked(std::uint16_t coalescing, bool probe) {
+  if (!probe) reported_u_ += std::max<std::uint16_t>(coalescing, 1);
+  ack_owed_ = true;
+  if (in_active_) {
+    grant_ = std::max(grant_, expected_ - 1 + credits_);
+    if (!probe) ++stats_.renewals_granted;
+  } else if (!probe) {
+    ++stats_.renewals_declined;
+  }
+}
 
 void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
   std::size_t body = std::size_t(r.primary_len) + r.overflow_len;
@@ -33,16 +105,7 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(pending_head_));
     pending_head_ = 0;
   }
-  auto put = [this](const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) {
-    std::size_t size = sizeof w + wire::pad8(n);
-    std::size_t at = pending_.size();
-    pending_.resize(at + size);
-    std::memcpy(pending_.data() + at, &w, sizeof w);
-    if (n) std::memcpy(pending_.data() + at + sizeof w, p, n);
-    std::memset(pending_.data() + at + sizeof w + n, 0, size - sizeof w - n);
-    pending_bytes_ += size;
-    ++pending_records_;
-  };
+  const auto put = [this](const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) { put_record(w, p, n); };
   const auto* bytes = static_cast<const std::uint8_t*>(payload);
   bool slot = r.kind == wire::kRecRequest || r.kind == wire::kRecResponse;
   if (!slot || body <= wire::kMaxFragmentBytes) {
@@ -143,6 +206,7 @@ void Connection::fill_header(FrameHeader* h, std::uint8_t type, std::uint32_t se
   h->type = type;
   h->conn = index_;
   h->flags = flags;
+  h->flags |= in_active_ ? wire::kFlagActive : 0;
   h->src_host = self_;
   h->dst_host = peer_;
   h->boot = boot_;
@@ -167,7 +231,7 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
     s.seq = next_seq_++;
     s.sent_at = now;
     s.bytes.resize(sizeof(FrameHeader));
-    std::uint16_t records = 0, requests = 0;
+    std::uint16_t records = 0, requests = 0, slots = 0;
     // Whole records while they fit (a record always fits an empty frame).
     while (pending_bytes_) {
       wire::WireRecord r;
@@ -182,17 +246,22 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       ++records;
       // Slots, not fragments: a fragmented slot counts once, at its start.
       bool starts_slot = !(r.frag & wire::kFragment) || r.frag_offset == 0;
-      if (r.kind == wire::kRecRequest && starts_slot) ++requests, ++stats_.requests_sent;
-      if (r.kind == wire::kRecResponse && starts_slot) ++stats_.responses_sent;
+      if (r.kind == wire::kRecRequest && starts_slot) ++requests, ++slots, ++stats_.requests_sent;
+      if (r.kind == wire::kRecResponse && starts_slot) ++slots, ++stats_.responses_sent;
     }
+    coalescing_.add(slots);
     std::uint8_t flags = 0;
+    std::uint16_t coalescing = 0;
     if (!renew_asked_ && credit_limit_ - s.seq < credits_ / 2) {
       flags |= wire::kFlagRenew;
       renew_asked_ = true;
       ++stats_.renewals_requested;
+      coalescing = std::uint16_t(std::min<std::uint32_t>(coalescing_.median(), 0xffff));
+      coalescing_.clear();
     }
     FrameHeader h;
     fill_header(&h, wire::kData, s.seq, flags);
+    h.coalescing = coalescing;
     h.records = records;
     h.length = std::uint16_t(s.bytes.size() - sizeof h);
     h.coalesced = requests;
@@ -217,10 +286,16 @@ void Connection::reset(std::uint32_t new_boot) {
   ++stats_.resets;
   peer_boot_ = new_boot;
   expected_ = 1;
-  grant_ = credits_;
   next_seq_ = 1;
   acked_ = 0;
-  credit_limit_ = credits_;
+  // Back to the start: connection 0 active, the others until the peer's
+  // scheduler (and ours) activate them.
+  grant_ = credit_limit_ = index_ == 0 ? credits_ : 0;
+  in_active_ = out_active_ = index_ == 0;
+  activation_pending_ = false;
+  reported_u_ = 0;
+  data_since_take_ = false;
+  coalescing_.clear();
   renew_asked_ = false;
   unacked_.clear();
   pending_.clear();
@@ -269,12 +344,11 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
     credit_limit_ = h.credit;
     renew_asked_ = false;
   }
+  // Whether the peer takes new slots from us here (its scheduler's word).
+  out_active_ = (h.flags & wire::kFlagActive) != 0;
   ++stats_.frames_received;
   if (h.type == wire::kAckOnly) {
-    if (h.flags & wire::kFlagRenew) {  // a credit probe: answer with the grant
-      grant_ = std::max(grant_, expected_ - 1 + credits_);
-      ack_owed_ = true;
-    }
+    if (h.flags & wire::kFlagRenew) renewal_asked(h.coalescing, true);  // a credit probe
     return Accept::kDrop;
   }
   ack_owed_ = true;
@@ -284,12 +358,10 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
     return Accept::kDrop;
   }
   ++expected_;
+  activation_pending_ = false;
+  data_since_take_ = true;
   stats_.records_received += h.records;
-  if (h.flags & wire::kFlagRenew) {
-    // Issue 7's QP scheduler decides here whether to grant; for now always.
-    grant_ = expected_ - 1 + credits_;
-    ++stats_.renewals_granted;
-  }
+  if (h.flags & wire::kFlagRenew) renewal_asked(h.coalescing, false);
   return Accept::kDeliver;
 }
 
@@ -301,6 +373,7 @@ void Connection::retransmit_all(std::uint64_t now, const Emit& emit) {
     h.ack = expected_ - 1;
     h.credit = grant_;
     h.dst_boot = peer_boot_;
+    h.flags = std::uint8_t((h.flags & ~wire::kFlagActive) | (in_active_ ? wire::kFlagActive : 0));
     std::memcpy(s.bytes.data(), &h, sizeof h);
     emit(s.bytes.data(), s.bytes.size());
     s.sent_at = now;

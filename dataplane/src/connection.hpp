@@ -16,6 +16,16 @@
 // out of order: dropped, answered with an ack), so every frame is delivered
 // once and in order.
 //
+// Active connections (issue 7; papers 002 §3.4.1). Connection 0 of every
+// host pair is always active. The others start inactive (no credit) and the
+// receiver's QP scheduler activates or deactivates them
+// (set_inbound_active): an active one is granted credit on renewals, an
+// inactive one is declined. Every frame carries the state (kFlagActive), so
+// the sender learns it at its next frame from us; a sender only puts new
+// slots on usable() connections. Renewal requests carry the median
+// coalescing degree since the previous one; the receiver sums them
+// (take_utilization) for the scheduler.
+//
 // Slots larger than a frame: enqueue() cuts a slot record whose payload
 // exceeds wire::kMaxFragmentBytes into consecutive fragment records (wire.hpp),
 // which take frames (and credits) like any other. The receiver passes every
@@ -30,6 +40,7 @@
 #include <functional>
 #include <vector>
 
+#include "scheduler.hpp"
 #include "wire.hpp"
 
 namespace gossamer::dataplane {
@@ -44,6 +55,7 @@ struct ConnectionStats {
   std::uint64_t wrong_incarnation = 0;  // frames naming another incarnation of us
   std::uint64_t credit_stalls = 0, renewals_requested = 0, renewals_granted = 0;
   std::uint64_t credit_probes = 0;
+  std::uint64_t renewals_declined = 0;  // as the receiver: this connection is inactive
   std::uint64_t fragments_sent = 0, fragments_received = 0, slots_reassembled = 0;
   // Fragment records dropped, by reason (a peer that breaks the format):
   std::uint64_t frag_bad_offset = 0;    // not where the previous one ended (or no slot begun)
@@ -126,6 +138,37 @@ class Connection {
     return credit_limit_ >= next_seq_ ? credit_limit_ - next_seq_ + 1 : 0;
   }
   std::uint32_t peer_boot() const { return peer_boot_; }
+
+  // Sender side: new slots may go on this connection (the peer grants it).
+  bool usable() const { return out_active_; }
+  // Receiver side: the QP scheduler's decision for the peer's sending on
+  // this connection. Activating grants C credits at once (in an ack);
+  // deactivating stops grants (renewals are declined). Connection 0 stays
+  // active whatever is asked.
+  void set_inbound_active(bool active);
+  bool inbound_active() const { return in_active_; }
+  // Activated but not used since: the ack saying so may have been lost;
+  // say it again (the scheduler calls this every interval).
+  void remind_activation() {
+    if (in_active_ && activation_pending_ && reminders_left_) --reminders_left_, ack_owed_ = true;
+  }
+  // Sum of the coalescing degrees the peer reported with its renewals
+  // since the last call; at least 1 if it sent data at all. (FLOCK counts
+  // renewals only; with intervals shorter than C/2 frames of a moderate
+  // sender, that would call a busy sender dormant every other interval.)
+  std::uint64_t take_utilization() {
+    std::uint64_t u = reported_u_ ? reported_u_ : (data_since_take_ ? 1 : 0);
+    reported_u_ = 0;
+    data_since_take_ = false;
+    return u;
+  }
+  // Queued records that have not started to go out, whole slots only (the
+  // rest of a slot whose fragments started stays here): appended to `out`
+  // as they were queued, removed from this connection. For moving them to
+  // a usable connection.
+  void take_pending(std::vector<std::uint8_t>* out);
+  // Queues records as take_pending() returned them.
+  void enqueue_records(const std::uint8_t* records, std::size_t len);
   // Another connection to the same peer saw it restart as `boot`: start over
   // with that incarnation too, unless this one knows it (or a newer one).
   // Whatever this connection held was for the previous incarnation.
@@ -145,6 +188,8 @@ class Connection {
   void retransmit_all(std::uint64_t now, const Emit& emit);
   void send_ack(std::uint8_t flags, const Emit& emit);
   void reset(std::uint32_t new_boot);
+  void put_record(const wire::WireRecord& w, const std::uint8_t* payload, std::size_t n);
+  void renewal_asked(std::uint16_t coalescing, bool probe);
 
   std::uint16_t self_, peer_;
   std::uint8_t index_;
@@ -164,12 +209,19 @@ class Connection {
   std::uint32_t dupacks_ = 0;
   std::uint64_t last_fast_retransmit_ = 0;
   std::uint64_t stalled_since_ = 0;
+  bool out_active_;
+  RunningMedian coalescing_;         // slots per data frame since the last renewal
 
   // rx
   std::uint32_t peer_boot_ = 0;
   std::uint32_t expected_ = 1;
   std::uint32_t grant_;
   bool ack_owed_ = false;
+  bool in_active_;
+  bool activation_pending_ = false;  // activated, nothing received since
+  std::uint32_t reminders_left_ = 0;  // a few, not forever (an idle sender never answers)
+  std::uint64_t reported_u_ = 0;
+  bool data_since_take_ = false;
   Reassembly reassembly_;
 
   ConnectionStats stats_;

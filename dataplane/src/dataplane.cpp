@@ -334,6 +334,9 @@ void Dataplane::attach(int fd) {
   for (std::uint32_t i = 0; i < a->local; ++i)
     a->tail[i] = load_acquire<std::uint32_t>(&a->ring(i)->tail);
   std::size_t cells = std::size_t(a->local) * a->total;
+  a->flows.resize(std::size_t(hosts_) * a->local);
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).conn = std::uint8_t(i % conns_per_host_);
   a->out_req.assign(cells, 0);
   a->in_req.assign(cells, 0);
   a->out_resp.assign(cells, 0);
@@ -547,9 +550,88 @@ void Dataplane::doorbell(App& a, std::uint32_t li, std::uint32_t entry) {
     w.overflow_len = h.overflow_len;
     w.slot_flags = h.flags & abi::kResponseMore;
   }
-  // The pair (client, trustee) always uses the same connection, so its
-  // requests and responses stay in order.
-  peers_[host].conns[w.client % conns_per_host_]->enqueue(w, scratch_.data());
+  // Any usable connection keeps a pair's slots in order: a pair has one
+  // slot in flight at a time (the next request follows the response, the
+  // next response the request), so two never race on two connections.
+  App::Flow& f = a.flow(host, li);
+  const std::size_t body = std::size_t(w.primary_len) + w.overflow_len;
+  f.size.add(std::uint32_t(body));
+  f.bytes += body;
+  ++f.slots;
+  peers_[host].conns[route(a, host, li)]->enqueue(w, scratch_.data());
+}
+
+std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
+  const std::uint32_t c = a.flow(host, li).conn;
+  return c < conns_per_host_ && peers_[host].conns[c]->usable() ? c : 0;  // 0 is always usable
+}
+
+void Dataplane::schedule() {
+  // Receiver side: our peers' connections to us (formula 3.1).
+  std::vector<SenderLoad> loads;
+  std::vector<std::uint32_t> senders;
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    Peer& p = peers_[h];
+    SenderLoad l;
+    l.connections = conns_per_host_;
+    for (auto& c : p.conns) l.utilization += c->take_utilization();
+    const bool heard = p.conns[0]->peer_boot() != 0;
+    // Not heard from yet: dormant (its connection 0); heard for the first
+    // interval: a newcomer.
+    l.known = !heard || p.intervals_heard > 0;
+    if (heard) ++p.intervals_heard;
+    loads.push_back(l);
+    senders.push_back(h);
+  }
+  const auto active = assign_active_connections(loads, cfg_.connections.max_active_qps, schedule_rotation_++);
+  for (std::size_t i = 0; i < senders.size(); ++i)
+    for (std::uint32_t j = 0; j < conns_per_host_; ++j) {
+      Connection& c = *peers_[senders[i]].conns[j];
+      c.set_inbound_active(j < active[i]);
+      c.remind_activation();
+    }
+
+  // Sender side: our threads over our usable connections to each peer
+  // (Algorithm 1), all applications together (they share the connections).
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    Peer& p = peers_[h];
+    std::vector<std::uint32_t> usable;
+    for (std::uint32_t j = 0; j < conns_per_host_; ++j)
+      if (p.conns[j]->usable()) usable.push_back(j);
+    std::vector<ThreadLoad> threads;
+    std::vector<App::Flow*> flows;
+    std::uint64_t bytes = 0;
+    for (auto& a : apps_)
+      for (std::uint32_t i = 0; i < a->local; ++i) {
+        App::Flow& f = a->flow(h, i);
+        threads.push_back({f.size.median(), f.slots, f.bytes});
+        flows.push_back(&f);
+        bytes += f.bytes;
+      }
+    if (bytes > 0) {  // an idle interval changes nothing
+      const auto to = assign_threads(threads, usable);
+      for (std::size_t k = 0; k < flows.size(); ++k) {
+        if (flows[k]->conn != to[k]) ++stats_.thread_moves;
+        flows[k]->conn = std::uint8_t(to[k]);
+      }
+    }
+    // Algorithm 1 looks at the interval since the last scheduling. Our
+    // intervals are short (a thread sending 8 KiB round trips may send none
+    // in one), so the counts decay by half instead of starting from zero,
+    // and the median is over the thread's last slots, whenever they went.
+    for (App::Flow* f : flows) f->bytes /= 2, f->slots /= 2;
+    // What waits on a connection the peer no longer takes from us moves to
+    // connection 0, whole slots at a time (Connection::take_pending).
+    for (std::uint32_t j = 1; j < conns_per_host_; ++j) {
+      Connection& c = *p.conns[j];
+      if (c.usable() || !c.has_pending()) continue;
+      p.moved.clear();
+      c.take_pending(&p.moved);
+      p.conns[0]->enqueue_records(p.moved.data(), p.moved.size());
+    }
+  }
 }
 
 // ---- the wire --------------------------------------------------------------------
@@ -849,13 +931,27 @@ void Dataplane::write_stats() {
           << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
           << peers_[h].conns[c]->credits_left() << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
           << s.wrong_incarnation << "\nfragments_sent" << l << s.fragments_sent << "\nfragments_received" << l
-          << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\n";
+          << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\ninbound_active" << l
+          << peers_[h].conns[c]->inbound_active() << "\noutbound_active" << l << peers_[h].conns[c]->usable()
+          << "\nrenewals_declined" << l << s.renewals_declined << "\n";
         std::string r = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\",reason=\"";
         o << "fragments_dropped" << r << "bad_offset\"} " << s.frag_bad_offset << "\nfragments_dropped" << r
           << "oversize\"} " << s.frag_oversize << "\nfragments_dropped" << r << "mismatch\"} " << s.frag_mismatch
           << "\nfragments_dropped" << r << "interrupted\"} " << s.frag_interrupted << "\n";
       }
     }
+  }
+  {
+    // The thread scheduler's placement: per application thread and peer.
+    std::ofstream o(tmp, std::ios::app);
+    o << "thread_moves " << stats_.thread_moves << "\n";
+    for (const auto& a : apps_)
+      for (std::uint32_t h = 0; h < hosts_; ++h) {
+        if (h == self_) continue;
+        for (std::uint32_t i = 0; i < a->local; ++i)
+          o << "thread_conn{pid=\"" << a->pid << "\",thread=\"" << a->first + i << "\",peer=\"" << h << "\"} "
+            << unsigned(a->flow(h, i).conn) << "\n";
+      }
   }
   std::rename(tmp.c_str(), (socket_path_ + ".stats").c_str());
 }
@@ -910,6 +1006,10 @@ void Dataplane::run(const std::atomic<bool>& stop) {
     std::uint64_t now = rte_rdtsc();
     (worked ? stats_.busy_cycles : stats_.idle_cycles) += now - last;
     last = now;
+    if (now - last_schedule_ > tsc_hz_ / 1'000'000 * cfg_.connections.scheduler_interval_us) {
+      schedule();
+      last_schedule_ = now;
+    }
     if (now - last_metrics_write_ > tsc_hz_ / 1000 * abi::kMetricsPeriodMs) {
       write_metrics();
       last_metrics_write_ = now;

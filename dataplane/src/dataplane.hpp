@@ -29,6 +29,7 @@ struct Stats {
   std::uint64_t apps_attached = 0, apps_refused = 0, apps_detached = 0, apps_lost = 0;
   std::uint64_t busy_cycles = 0, idle_cycles = 0;
   std::uint64_t injected_loss = 0, injected_duplicates = 0, injected_reorders = 0;
+  std::uint64_t thread_moves = 0;  // thread scheduler reassignments
 };
 
 class Dataplane {
@@ -50,6 +51,8 @@ class Dataplane {
     std::vector<std::unique_ptr<Connection>> conns;
     std::vector<std::uint64_t> resets_seen;
     std::map<std::uint64_t, RemoteApp> apps;  // by run key
+    std::uint32_t intervals_heard = 0;        // scheduler intervals since we first heard from it
+    std::vector<std::uint8_t> moved;          // scratch for records moving between connections
   };
 
   // the unix socket
@@ -94,6 +97,12 @@ class Dataplane {
   void write_metrics();
   void close_metrics();
   void sleep_until_work(std::uint64_t now);
+  // FLOCK's schedulers (issue 7), every connections.scheduler_interval_us:
+  // which of each peer's connections to us are active, which of ours each
+  // local thread uses, and moving records off connections that became
+  // unusable.
+  void schedule();
+  std::uint32_t route(App& a, std::uint32_t host, std::uint32_t local_i);
 
   config::Config cfg_;
   std::uint32_t self_;
@@ -123,6 +132,8 @@ class Dataplane {
   abi::MetricsLayout metrics_layout_{};
   std::uint64_t last_metrics_write_ = 0;
   std::uint64_t last_work_ = 0;  // tsc of the last loop that found work
+  std::uint64_t last_schedule_ = 0;
+  std::uint32_t schedule_rotation_ = 0;
   Faults faults_;
   std::string faults_text_;
   std::uint64_t faults_rng_ = 0x9e3779b97f4a7c15ull;

@@ -37,6 +37,9 @@ void fill_conn(abi::ConnCounters& o, const Connection& c) {
   o.records_received = s.records_received;
   o.requests_sent = s.requests_sent;
   o.responses_sent = s.responses_sent;
+  o.inbound_active = c.inbound_active();
+  o.outbound_active = c.usable();
+  o.renewals_declined = s.renewals_declined;
   o.requests_received = s.requests_received;
   o.responses_received = s.responses_received;
   o.retransmits = s.retransmits;
@@ -143,6 +146,8 @@ void Dataplane::write_metrics() {
   host->injected_duplicates = stats_.injected_duplicates;
   host->injected_reorders = stats_.injected_reorders;
   host->apps = apps_.size();
+  host->thread_moves = stats_.thread_moves;
+  host->max_active_qps = cfg_.connections.max_active_qps;
   for (std::size_t d = 0; d < stats_.drops.size(); ++d) host->drops[d] = stats_.drops[d];
   auto* core = reinterpret_cast<abi::CoreCounters*>(metrics_ + abi::kMetricsCoreOffset);
   core[0].busy_cycles = stats_.busy_cycles;
@@ -157,6 +162,8 @@ void Dataplane::write_metrics() {
         continue;
       }
       fill_conn(o, *peers_[p].conns[c]);
+      for (const auto& a : apps_)
+        for (std::uint32_t i = 0; i < a->local; ++i) o.threads_assigned += a->flow(p, i).conn == c;
     }
 
   auto* entries = reinterpret_cast<abi::AppEntry*>(metrics_ + metrics_layout_.apps);

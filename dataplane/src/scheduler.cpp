@@ -92,17 +92,57 @@ std::vector<std::uint32_t> assign_threads(const std::vector<ThreadLoad>& threads
     for (std::size_t k = 0; k < order.size(); ++k) out[order[k]] = active[k % active.size()];
     return out;
   }
-  const std::uint64_t quota = std::max<std::uint64_t>(1, total / active.size());
-  std::size_t q = 0;
-  std::uint64_t load = 0;
-  for (std::size_t i : order) {
-    // Algorithm 1 fills a connection up to its quota. A thread that would
-    // overfill a connection already carrying others starts the next one
-    // instead: one 8 KiB thread after many 32 B ones must not join them.
-    if (load > 0 && load + threads[i].bytes > quota && q + 1 < active.size()) ++q, load = 0;
-    out[i] = active[q];
-    load += threads[i].bytes;
-    if (load >= quota && q + 1 < active.size()) ++q, load = 0;
+
+  // Size classes: a thread whose median request is kClassRatio times the
+  // previous one's starts a class. Each class gets connections of its own
+  // while there are enough (the rest share the last), and the spare ones go
+  // by bytes; so one 8 KiB thread never rides with 32-byte ones, even when
+  // these carry more bytes in all.
+  struct Class {
+    std::size_t begin, end;  // into `order`
+    std::uint64_t bytes = 0;
+    std::size_t conns = 1;
+    double share = 0;
+  };
+  std::vector<Class> classes;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::uint64_t m = threads[order[k]].median_bytes;
+    const std::uint64_t prev = k ? threads[order[k - 1]].median_bytes : 0;
+    if (k == 0 || (classes.size() < active.size() && m >= kClassRatio * std::max<std::uint64_t>(prev, 1)))
+      classes.push_back({k, k});
+    classes.back().end = k + 1;
+    classes.back().bytes += threads[order[k]].bytes;
+  }
+  std::size_t spare = active.size() - classes.size();
+  for (auto& c : classes) {
+    c.share = double(spare) * double(c.bytes) / double(total);
+    c.conns += std::size_t(c.share);
+    c.share -= double(std::size_t(c.share));
+  }
+  std::size_t given = 0;
+  for (const auto& c : classes) given += c.conns;
+  std::vector<std::size_t> by_rest(classes.size());
+  std::iota(by_rest.begin(), by_rest.end(), 0);
+  std::stable_sort(by_rest.begin(), by_rest.end(),
+                   [&](std::size_t a, std::size_t b) { return classes[a].share > classes[b].share; });
+  for (std::size_t i = 0; given < active.size(); i = (i + 1) % by_rest.size()) ++classes[by_rest[i]].conns, ++given;
+
+  // Within a class, Algorithm 1 over its connections: each takes threads up
+  // to its quota of the class's bytes; a thread that would overfill a
+  // connection already carrying others opens the next.
+  std::size_t first = 0;
+  for (const auto& c : classes) {
+    const std::uint64_t quota = std::max<std::uint64_t>(1, c.bytes / c.conns);
+    std::size_t q = 0;
+    std::uint64_t load = 0;
+    for (std::size_t k = c.begin; k < c.end; ++k) {
+      const std::size_t i = order[k];
+      if (load > 0 && load + threads[i].bytes > quota && q + 1 < c.conns) ++q, load = 0;
+      out[i] = active[first + q];
+      load += threads[i].bytes;
+      if (load >= quota && q + 1 < c.conns) ++q, load = 0;
+    }
+    first += c.conns;
   }
   return out;
 }

@@ -16,10 +16,14 @@
 //
 // Sender side (§3.4.2, Algorithm 1): threads sorted by median request size,
 // then by requests sent, are dealt to the active connections in order, each
-// connection taking threads until it holds its share (total bytes / active
-// connections) of the interval's bytes; a thread that would overfill a
-// connection already carrying others opens the next one. Threads with large
-// requests end up on other connections than threads with small ones.
+// connection taking threads until it holds its share of the bytes. Beyond
+// Algorithm 1, which only balances bytes (so a large-request thread joins
+// the small ones whenever they carry more bytes in all): the sorted threads
+// fall into size classes (a median kClassRatio times the previous thread's
+// starts one), each class gets connections of its own while there are
+// enough, spare connections go to classes by bytes, and Algorithm 1 runs
+// within each class. Threads with large requests end up on other
+// connections than threads with small ones (head-of-line blocking, §3.4.2).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,8 @@ struct SenderLoad {
 // `max_active`; each entry is at most the sender's `connections`.
 std::vector<std::uint32_t> assign_active_connections(const std::vector<SenderLoad>& senders,
                                                      std::uint32_t max_active, std::uint32_t rotation);
+
+inline constexpr std::uint64_t kClassRatio = 4;
 
 struct ThreadLoad {
   std::uint32_t median_bytes = 0;  // median request (slot) size in the interval

@@ -46,7 +46,7 @@
 namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
-inline constexpr std::uint8_t kVersion = 2;  // 2: fragment records
+inline constexpr std::uint8_t kVersion = 3;  // 2: fragment records; 3: active connections
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
@@ -54,14 +54,19 @@ inline constexpr std::size_t kMaxFrame = kEthBytes + kMtu;    // 1514
 inline constexpr std::size_t kMaxUdpPayload = kMtu - kIpBytes - kUdpBytes;
 
 enum FrameType : std::uint8_t { kData = 1, kAckOnly = 2 };
-inline constexpr std::uint8_t kFlagRenew = 1;  // sender asks for more credit
+inline constexpr std::uint8_t kFlagRenew = 1;   // sender asks for more credit
+// The frame's sender, as the receiver of the reverse direction, grants
+// credit on this connection (FLOCK's active QP, papers 002 §3.4.1). A state,
+// carried by every frame: without it, the frame's receiver puts no new
+// slots on the connection (a declined renewal, or never activated).
+inline constexpr std::uint8_t kFlagActive = 2;
 
 struct FrameHeader {
   std::uint32_t magic;
   std::uint8_t version;
   std::uint8_t type;        // FrameType
   std::uint8_t conn;        // connection index within the host pair
-  std::uint8_t flags;       // kFlagRenew
+  std::uint8_t flags;       // kFlagRenew, kFlagActive
   std::uint16_t src_host;
   std::uint16_t dst_host;
   std::uint32_t boot;       // sender incarnation
@@ -71,7 +76,7 @@ struct FrameHeader {
   std::uint16_t records;
   std::uint16_t length;     // bytes of records after this header
   std::uint16_t coalesced;  // requests (slot records) in this frame, for stats
-  std::uint16_t reserved0;
+  std::uint16_t coalescing; // with kFlagRenew: median slots per data frame since the last renewal
   std::uint32_t dst_boot;   // receiver incarnation this frame is for; 0: not known yet
 };
 static_assert(sizeof(FrameHeader) == 40);

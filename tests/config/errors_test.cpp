@@ -192,6 +192,15 @@ TEST(Errors, HostMustNameARackEntry) {
             "t.yaml:1:15: host.index: value 1 out of range [0, 0]");
 }
 
+TEST(Errors, MaxActiveQpsLeavesEveryOtherHostOne) {
+  const std::string three = "host: {index: 0}\n" + std::string(kRack) +
+                            "    - {name: c, control: 10.0.0.3:7700, data: 10.0.0.3:7800}\n";
+  EXPECT_EQ(error_of(three + "connections: {max_active_qps: 1}\n"),
+            "t.yaml:7:31: connections.max_active_qps: value 1 is less than the 2 other hosts of the rack "
+            "(each keeps one connection active)");
+  EXPECT_TRUE(load_string(three + "connections: {max_active_qps: 2}\n", "t.yaml"));
+}
+
 TEST(Errors, HeartbeatTimeoutMustExceedInterval) {
   EXPECT_EQ(error_of("controlplane:\n"
                      "  heartbeat_interval_ms: 500\n"

@@ -142,8 +142,8 @@ TEST(MetricsFile, FamiliesFollowTheCatalog) {
   // Peers by name, never this host; drops by reason name.
   EXPECT_EQ(m.at("gossamer_dataplane_slots_sent_total{host=h1,peer=h0,conn=1,kind=request,}"), 40);
   EXPECT_EQ(m.at("gossamer_dataplane_retransmits_total{host=h1,peer=h2,conn=0,}"), 5);
-  EXPECT_EQ(m.at("gossamer_dataplane_connections_active{host=h1,peer=h0,}"), 1);
-  EXPECT_EQ(m.at("gossamer_dataplane_connections_active{host=h1,peer=h2,}"), 0);
+  EXPECT_EQ(m.at("gossamer_dataplane_connections_established{host=h1,peer=h0,}"), 1);
+  EXPECT_EQ(m.at("gossamer_dataplane_connections_established{host=h1,peer=h2,}"), 0);
   for (const auto& [k, v] : m) EXPECT_EQ(k.find("peer=h1,"), std::string::npos) << k;
   EXPECT_EQ(m.at("gossamer_dataplane_dropped_frames_total{host=h1,reason=bad_magic,}"), 7);
 }

@@ -37,7 +37,9 @@ using gossamer::dataplane::wire::WireRecord;
 constexpr std::uint64_t kHz = 1'000'000;
 constexpr std::uint64_t kStep = 50;       // µs per loop step
 constexpr std::uint64_t kLatency = 20;    // µs one way
-constexpr std::uint8_t kIndex = 3;
+// Connection 0: always active (the others start inactive; see the
+// ConnectionActivation tests).
+constexpr std::uint8_t kIndex = 0;
 
 struct Faults {
   double loss = 0, dup = 0, reorder = 0;
@@ -174,10 +176,10 @@ struct Side {
 
 struct Sim {
   Sim(std::uint32_t credits, std::uint32_t seed, Faults f, std::uint32_t boot_a = 100,
-      std::uint32_t boot_b = 200)
+      std::uint32_t boot_b = 200, std::uint8_t index = kIndex)
       : rng(seed), ab(&rng, f), ba(&rng, f), credits(credits) {
-    a.conn = std::make_unique<Connection>(0, 1, kIndex, credits, boot_a, kHz);
-    b.conn = std::make_unique<Connection>(1, 0, kIndex, credits, boot_b, kHz);
+    a.conn = std::make_unique<Connection>(0, 1, index, credits, boot_a, kHz);
+    b.conn = std::make_unique<Connection>(1, 0, index, credits, boot_b, kHz);
     big_limits(*a.conn);
     big_limits(*b.conn);
   }
@@ -1082,6 +1084,96 @@ TEST(ConnectionRestart, PeerRestartedResetsWhatSentToTheOldPeer) {
   quiet.peer_restarted(201);
   EXPECT_EQ(quiet.stats().resets, 0u);
   EXPECT_EQ(quiet.peer_boot(), 0u);
+}
+
+// ---- active connections (issue 7) ----------------------------------------------------
+
+TEST(ConnectionActivation, OthersThanZeroWaitForTheReceiversScheduler) {
+  Sim sim(16, 5, {}, 100, 200, 2);
+  EXPECT_FALSE(sim.a.conn->usable());
+  EXPECT_FALSE(sim.b.conn->inbound_active());
+  for (std::uint32_t s = 1; s <= 50; ++s) enqueue_record(*sim.a.conn, s);
+  sim.run([] { return false; }, 2000);  // 100 ms: probes, nothing granted
+  EXPECT_TRUE(sim.b.delivered.empty()) << "an inactive connection carried data";
+  EXPECT_GT(sim.a.conn->stats().credit_probes, 0u);
+  EXPECT_EQ(sim.ab.max_seq, 0u);
+  sim.b.conn->set_inbound_active(true);
+  sim.run([&] { return sim.b.delivered.size() >= 50 && sim.quiet(); }, 20'000);
+  expect_sequence(sim.b.delivered, iota(1, 50));
+  EXPECT_TRUE(sim.a.conn->usable());
+  // Connection 0 cannot be deactivated.
+  Sim zero(16, 5, {});
+  zero.b.conn->set_inbound_active(false);
+  EXPECT_TRUE(zero.b.conn->inbound_active());
+}
+
+TEST(ConnectionActivation, DeactivatedUnderFaultsLosesAndDuplicatesNothing) {
+  // Deactivated while frames are in flight, under loss, duplication and
+  // reordering: what was sent is retransmitted until acked and delivered
+  // once; what had not started moves (here: back, once reactivated, as the
+  // dataplane moves it to another connection) and is delivered once; the
+  // order of the records is kept.
+  constexpr std::uint32_t kN = 3000;
+  Sim sim(32, 9, kFaults, 100, 200, 1);
+  sim.b.conn->set_inbound_active(true);
+  for (std::uint32_t s = 1; s <= kN; ++s) enqueue_record(*sim.a.conn, s);
+  sim.run([&] { return sim.b.delivered.size() >= kN / 4; }, 200'000);
+  ASSERT_GE(sim.b.delivered.size(), kN / 4);
+  sim.b.conn->set_inbound_active(false);
+  // The sender finishes what its credit allows, learns it is inactive, and
+  // is left with work it cannot send.
+  sim.run([&] { return !sim.a.conn->usable() && sim.a.conn->unacked() == 0 && sim.ab.empty(); }, 200'000);
+  ASSERT_FALSE(sim.a.conn->usable());
+  const std::size_t before = sim.b.delivered.size();
+  sim.run([] { return false; }, 2000);
+  EXPECT_EQ(sim.b.delivered.size(), before) << "data went through after the sender knew it was inactive";
+  EXPECT_LT(before, kN);
+  EXPECT_GT(sim.b.conn->stats().renewals_declined + sim.a.conn->stats().credit_probes, 0u);
+  std::vector<std::uint8_t> moved;
+  sim.a.conn->take_pending(&moved);
+  EXPECT_FALSE(sim.a.conn->has_pending());
+  EXPECT_FALSE(moved.empty());
+  sim.b.conn->set_inbound_active(true);
+  sim.a.conn->enqueue_records(moved.data(), moved.size());
+  sim.run([&] { return sim.b.delivered.size() >= kN && sim.quiet() && sim.ab.empty(); }, 400'000);
+  expect_sequence(sim.b.delivered, iota(1, kN));
+  EXPECT_EQ(sim.b.payload_errors, 0u);
+}
+
+TEST(ConnectionActivation, TakePendingLeavesAStartedSlotsFragments) {
+  // A slot too large for a frame, then small ones; with 2 credits, the
+  // slot's first fragments go out and the rest must stay on this connection.
+  Sim sim(2, 3, {});
+  WireRecord big{};
+  big.kind = kRecRequest;
+  big.count = 1;
+  big.slot_seq = 1;
+  big.primary_len = 96;
+  big.overflow_len = std::uint16_t(4 * kMaxFragmentBytes);
+  std::vector<std::uint8_t> payload(big.primary_len + big.overflow_len, 7);
+  Sim::big_limits(*sim.b.conn);
+  sim.a.conn->enqueue(big, payload.data());
+  for (std::uint32_t s = 2; s <= 4; ++s) enqueue_record(*sim.a.conn, s);
+  auto ea = sim.emit_a();
+  sim.a.conn->pump(sim.now, ea);  // 2 frames: 2 fragments of the big slot
+  std::vector<std::uint8_t> moved;
+  sim.a.conn->take_pending(&moved);
+  ASSERT_GE(moved.size(), sizeof(WireRecord));
+  WireRecord first;
+  std::memcpy(&first, moved.data(), sizeof first);
+  EXPECT_EQ(first.slot_seq, 2u) << "the moved records start with a whole slot";
+  EXPECT_EQ(first.frag, 0);
+  EXPECT_TRUE(sim.a.conn->has_pending()) << "the big slot's last fragments stay";
+}
+
+TEST(ConnectionActivation, RenewalsReportCoalescing) {
+  Sim sim(8, 4, {});
+  for (std::uint32_t s = 1; s <= 400; ++s) enqueue_record(*sim.a.conn, s);
+  sim.run([&] { return sim.b.delivered.size() >= 400 && sim.quiet(); }, 50'000);
+  EXPECT_GT(sim.a.conn->stats().renewals_requested, 0u);
+  std::uint64_t u = sim.b.conn->take_utilization();
+  EXPECT_GE(u, sim.b.conn->stats().renewals_granted) << "each renewal reports at least 1";
+  EXPECT_EQ(sim.b.conn->take_utilization(), 0u);
 }
 
 }  // namespace

@@ -110,6 +110,23 @@ TEST(ThreadScheduler, LargeRequestsDoNotShareWithSmallOnes) {
   for (auto c : one) EXPECT_EQ(c, 5u);
 }
 
+TEST(ThreadScheduler, LargeThreadsApartEvenWhenSmallOnesCarryMoreBytes) {
+  // Pipelined small requests outweigh one blocking 8 KiB thread in bytes;
+  // Algorithm 1 alone would put it with the last small ones.
+  std::vector<ThreadLoad> t(10, ThreadLoad{700, 30, 21'000});
+  t[0] = {8192 + 100, 2, 16'600};
+  for (std::uint32_t conns : {2u, 3u, 4u}) {
+    std::vector<std::uint32_t> active(conns);
+    std::iota(active.begin(), active.end(), 10u);
+    auto a = assign_threads(t, active);
+    for (int i = 1; i < 10; ++i) EXPECT_NE(a[i], a[0]) << conns << " connections, thread " << i;
+  }
+  // Three classes on two connections: the two largest share the last.
+  std::vector<ThreadLoad> three = {{32, 10, 320}, {4096, 10, 40960}, {65536, 10, 655360}};
+  auto a = assign_threads(three, {0, 1});
+  EXPECT_EQ(a, (V{0, 1, 1}));
+}
+
 TEST(ThreadScheduler, EqualThreadsSpreadEvenly) {
   std::vector<ThreadLoad> t(8, ThreadLoad{64, 100, 6400});
   auto a = assign_threads(t, {0, 1, 2, 3});

@@ -31,7 +31,7 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
-inline constexpr std::uint32_t kMetricsVersion = 1;
+inline constexpr std::uint32_t kMetricsVersion = 2;  // 2: active connections, thread placement
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -69,7 +69,9 @@ struct HostCounters {
   std::uint64_t apps_attached, apps_refused, apps_detached, apps_lost;
   std::uint64_t injected_loss, injected_duplicates, injected_reorders;
   std::uint64_t apps;                            // a gauge
-  std::uint64_t reserved[3];
+  std::uint64_t thread_moves;                    // thread scheduler reassignments
+  std::uint64_t max_active_qps;                  // the configured limit (a gauge)
+  std::uint64_t reserved[1];
   std::uint64_t drops[kMetricsDropReasons];      // frames dropped, by reason
 };
 static_assert(sizeof(HostCounters) == 128 + 8 * kMetricsDropReasons);
@@ -91,9 +93,14 @@ struct ConnCounters {
   std::uint64_t fragments_sent, fragments_received, slots_reassembled;
   std::uint64_t frag_bad_offset, frag_oversize, frag_mismatch, frag_interrupted;
   std::uint64_t requests_received, responses_received;  // slots delivered
-  std::uint64_t reserved[3];
+  // Gauges of the QP and thread schedulers (issue 7): this host grants the
+  // peer credit here (inbound), the peer grants us (outbound); our threads
+  // placed here.
+  std::uint64_t inbound_active, outbound_active, threads_assigned;
+  std::uint64_t renewals_declined;
+  std::uint64_t reserved[7];
 };
-static_assert(sizeof(ConnCounters) == 256);
+static_assert(sizeof(ConnCounters) == 320);
 
 struct AppEntry {
   std::uint32_t pid;
