@@ -120,6 +120,14 @@ void Loop::run() {
       for (int fd : fds) adopt(fd);
       worked = true;
     }
+    if (listen_paused_until_ != std::chrono::steady_clock::time_point{} &&
+        std::chrono::steady_clock::now() >= listen_paused_until_) {
+      listen_paused_until_ = {};
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kListenerTag;
+      ::epoll_ctl(epoll_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
     worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
@@ -190,7 +198,10 @@ void Loop::idle(std::uint64_t idle_rounds) {
 // is owed to this loop.
 bool Loop::trustee_quiet() {
   gossamer::TrusteeStats s = gossamer::trustee_stats(gossamer::thread_index());
-  std::uint64_t activity = s.requests_served + s.requests_sent + s.responses_received + s.local_applies;
+  // slots_served too: the pieces of a request larger than a slot, and the
+  // fetches of a large response, move nothing else.
+  std::uint64_t activity =
+      s.requests_served + s.slots_served + s.requests_sent + s.responses_received + s.local_applies;
   bool quiet = activity == last_activity_ && inflight_ == 0;
   last_activity_ = activity;
   return quiet;
@@ -203,8 +214,15 @@ void Loop::accept_all() {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE)
-        std::fprintf(stderr, "hydra: accept: %s (raise the descriptor limit)\n", std::strerror(errno));
+      if (errno == EMFILE || errno == ENFILE) {
+        // Out of descriptors: the listener stays readable (level-triggered),
+        // so leave it out of the epoll set for a while instead of spinning,
+        // and say so once per pause.
+        std::fprintf(stderr, "hydra: accept: %s (raise the descriptor limit); not accepting for 100 ms\n",
+                     std::strerror(errno));
+        ::epoll_ctl(epoll_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        listen_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      }
       return;  // EAGAIN: none left
     }
     g_stats.connections_received.fetch_add(1, std::memory_order_relaxed);
@@ -274,7 +292,8 @@ void Loop::close_connection(std::uint32_t slot) {
 // Room for more requests: not closing, and neither too many replies owed
 // nor too many unsent (backpressure: the client must read its replies).
 bool Loop::can_execute(const Connection& c) const {
-  return !c.closing && c.pending.size() < g_config.max_pending && c.out.size() - c.written < g_config.max_output;
+  return !c.closing && c.pending.size() < g_config.max_pending &&
+         c.out.size() - c.written + c.reply_bytes < g_config.max_output;
 }
 
 // Requests already buffered are executed after EOF too (can_execute).
@@ -372,6 +391,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
   for (;;) {
     while (!c.pending.empty() && c.pending.front().waiting == 0) {
       c.out += c.pending.front().reply;
+      c.reply_bytes -= c.pending.front().counted;
       c.pending.pop_front();
       ++c.base;
     }

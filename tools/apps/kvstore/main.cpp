@@ -8,6 +8,7 @@
 // the rack and starts one I/O loop per thread (spawn_on works across hosts),
 // then waits for them. The loops run until SIGINT/SIGTERM (or --seconds).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <memory>
@@ -83,6 +84,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   CLI11_PARSE(app, argc, argv);
   g_config.busy_polling = polling == "busy";
+  // Every client is a descriptor: raise the soft limit as far as allowed,
+  // and take no more clients than it leaves room for (as Redis does).
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    const rlim_t want = rlim_t(g_config.maxclients) + 256;
+    if (rl.rlim_cur < want) {
+      rl.rlim_cur = std::min(want, rl.rlim_max);
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+      ::getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want) {
+      const std::size_t room = rl.rlim_cur > 256 ? std::size_t(rl.rlim_cur) - 256 : 1;
+      std::fprintf(stderr, "hydra: descriptor limit %llu: --maxclients lowered from %zu to %zu\n",
+                   static_cast<unsigned long long>(rl.rlim_cur), g_config.maxclients, room);
+      g_config.maxclients = room;
+    }
+  }
 
   // SIGINT/SIGTERM (Ctrl-C; gossamerd stopping a run) ask the loops to stop;
   // a second one kills at once (SA_RESETHAND). SA_RESTART: the runtime's own

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -83,6 +84,7 @@ struct Pending {
   std::uint32_t waiting = 0;       // shard answers still to come
   std::int64_t sum = 0;            // kSum, kInfo (keys)
   std::string reply;               // the encoded reply once waiting == 0
+  std::size_t counted = 0;         // of reply's bytes, those in Connection::reply_bytes
   std::string error;               // the first part that failed, if any
   std::vector<Value> values;       // kMget: in key order
   std::vector<std::vector<std::uint32_t>> positions;  // kMget: key positions per shard request
@@ -101,6 +103,11 @@ struct Connection {
   std::uint64_t base = 0;
   std::string out;
   std::size_t written = 0;
+  // Bytes of shard answers already in `pending` replies (not yet in `out`):
+  // counted against max_output with the unsent output, so a client that
+  // pipelines GETs of large values and never reads cannot grow us without
+  // bound.
+  std::size_t reply_bytes = 0;
   std::uint32_t events = 0;        // what epoll watches now
   bool eof = false;                // the peer will send nothing more
   bool closing = false;            // QUIT or a protocol error: close once flushed
@@ -161,6 +168,7 @@ class Loop {
   std::size_t nshards_;
   int epoll_ = -1;
   int listen_fd_ = -1;
+  std::chrono::steady_clock::time_point listen_paused_until_{};  // out of descriptors: not accepting
   bool leader_ = false;                      // this host's first thread: it listens
   std::uint32_t first_local_ = 0, local_count_ = 1, next_target_ = 0;
   std::size_t local_index_ = 0;              // this thread among its host's
@@ -177,14 +185,28 @@ class Loop {
   std::chrono::steady_clock::time_point quiet_since_{};
 };
 
+inline constexpr std::size_t kHardOutputFactor = 4;
+
 template <class Fill>
 void Loop::answer(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill&& fill) {
   --inflight_;
   Connection* c = find(slot, gen);
   if (!c || seq < c->base || seq - c->base >= c->pending.size()) return;  // closed meanwhile
   Pending& p = c->pending[seq - c->base];
+  const std::size_t before = p.reply.size();
   fill(p);
   if (--p.waiting == 0) finish(p);
+  const std::size_t added = p.reply.size() - before;
+  p.counted += added;
+  c->reply_bytes += added;
+  // One request's answers past the hard limit (say MGET of many large
+  // values): that client cannot be served; close it rather than grow.
+  if (c->reply_bytes + (c->out.size() - c->written) > kHardOutputFactor * g_config.max_output) {
+    std::fprintf(stderr, "hydra: closing a connection whose replies exceed %zu bytes\n",
+                 kHardOutputFactor * g_config.max_output);
+    close_connection(slot);
+    return;
+  }
   mark_dirty(slot);
 }
 
