@@ -172,6 +172,8 @@ void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hos
   }
   r.integer("credits", out.credits, {1, 1024});
   r.integer("scheduler_interval_us", out.scheduler_interval_us, {10, 10'000'000});
+  r.boolean("thread_scheduler", out.thread_scheduler);
+  r.boolean("coalescing", out.coalescing);
 }
 
 void read_slots(MapReader r, SlotsConfig& out) {

@@ -238,6 +238,7 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       std::memcpy(&r, pending_.data() + pending_head_, sizeof r);
       std::size_t size = sizeof r + wire::pad8(wire::record_body(r));
       if (s.bytes.size() - sizeof(FrameHeader) + size > wire::kMaxRecordBytes) break;
+      if (!coalescing_on_ && records > 0) break;
       s.bytes.insert(s.bytes.end(), pending_.begin() + std::ptrdiff_t(pending_head_),
                      pending_.begin() + std::ptrdiff_t(pending_head_ + size));
       pending_head_ += size;

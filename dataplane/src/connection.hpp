@@ -108,6 +108,8 @@ class Connection {
 
   // Sends what credits allow. Returns frames sent.
   std::size_t pump(std::uint64_t now, const Emit& emit);
+  // false: one record per frame (connections.coalescing, for comparisons).
+  void set_coalescing(bool on) { coalescing_on_ = on; }
 
   enum class Accept { kDeliver, kDrop };
   // A frame for this connection arrived (already parsed and validated).
@@ -210,6 +212,7 @@ class Connection {
   std::uint64_t last_fast_retransmit_ = 0;
   std::uint64_t stalled_since_ = 0;
   bool out_active_;
+  bool coalescing_on_ = true;
   RunningMedian coalescing_;         // slots per data frame since the last renewal
 
   // rx

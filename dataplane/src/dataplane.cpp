@@ -169,10 +169,12 @@ std::string Dataplane::start(const char* argv0) {
       p.mac.fill(0xff);  // broadcast until we hear from it
     }
     if (h == self_) continue;
-    for (std::uint32_t c = 0; c < conns_per_host_; ++c)
+    for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
       p.conns.push_back(std::make_unique<Connection>(std::uint16_t(self_), std::uint16_t(h),
                                                      std::uint8_t(c), cfg_.connections.credits,
                                                      boot_, tsc_hz_));
+      p.conns.back()->set_coalescing(cfg_.connections.coalescing);
+    }
     p.resets_seen.assign(conns_per_host_, 0);
   }
 
@@ -610,7 +612,7 @@ void Dataplane::schedule() {
         flows.push_back(&f);
         bytes += f.bytes;
       }
-    if (bytes > 0) {  // an idle interval changes nothing
+    if (bytes > 0 && cfg_.connections.thread_scheduler) {  // an idle interval changes nothing
       const auto to = assign_threads(threads, usable);
       for (std::size_t k = 0; k < flows.size(); ++k) {
         if (flows[k]->conn != to[k]) ++stats_.thread_moves;

@@ -4,8 +4,10 @@
 // both sides; exits non-zero if a trustee saw more or fewer than were sent
 // (exactly once), printing what differed. Prints "large thread G" for each
 // thread that sent large requests, so the test can find them in the
-// dataplane's thread placement.
+// dataplane's thread placement. The last line also gives the rates and the
+// latency of the small threads' blocking applies (tools/bench/flock).
 //   flock_app THREADS SECONDS
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -54,15 +56,18 @@ int main(int argc, char** argv) {
       refs[i] = counts.back().ref();
     }
     std::array<long, kMax> sent_small{}, sent_large{};
+    std::array<std::vector<float>, kMax> latency_us{};  // the small threads' blocking applies
     std::vector<gossamer::FiberHandle> fibers;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto start = std::chrono::steady_clock::now();
+    const auto end = start + std::chrono::duration<double>(seconds);
     for (std::size_t i = 0; i < mine.size(); ++i) {
       const bool large = i % 10 == 0;
       if (large) std::printf("large thread %zu\n", mine[i]);
       long* ss = &sent_small[i];
       long* sl = &sent_large[i];
+      std::vector<float>* lat = &latency_us[i];
       // Host 0's threads: the pointers stay on host 0 (spawn_on to a local thread).
-      fibers.push_back(gossamer::spawn_on(mine[i], [r = refs[i], large, end, ss, sl]() {
+      fibers.push_back(gossamer::spawn_on(mine[i], [r = refs[i], large, end, ss, sl, lat]() {
         std::vector<unsigned char> payload(kLarge, 0x5a);
         while (std::chrono::steady_clock::now() < end) {
           if (large) {
@@ -77,13 +82,16 @@ int main(int argc, char** argv) {
             ++*sl;
           } else {
             for (int k = 0; k < 16; ++k) r.apply_then([](Counts& c) { ++c.small; }, [] {});
+            const auto t0 = std::chrono::steady_clock::now();
             r.apply([](Counts& c) { ++c.small; });
+            lat->push_back(std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - t0).count());
             *ss += 17;
           }
         }
       }));
     }
     for (auto& f : fibers) f.join();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     int bad = 0;
     for (std::size_t i = 0; i < mine.size(); ++i) {
       Counts c = counts[i].apply([](Counts& x) { return x; });
@@ -95,8 +103,14 @@ int main(int argc, char** argv) {
     }
     long total_small = 0, total_large = 0;
     for (std::size_t i = 0; i < mine.size(); ++i) total_small += sent_small[i], total_large += sent_large[i];
-    std::printf("flock_app: %ld small and %ld large requests, each counted once: %s\n", total_small, total_large,
-                bad ? "NO" : "yes");
+    std::vector<float> all;
+    for (const auto& v : latency_us) all.insert(all.end(), v.begin(), v.end());
+    std::sort(all.begin(), all.end());
+    auto pct = [&](double q) { return all.empty() ? 0.0 : double(all[std::size_t(q * double(all.size() - 1))]); };
+    std::printf("flock_app: %ld small and %ld large requests, each counted once: %s small_rps=%.0f large_rps=%.0f "
+                "p50_us=%.1f p99_us=%.1f\n",
+                total_small, total_large, bad ? "NO" : "yes", double(total_small) / took, double(total_large) / took,
+                pct(0.5), pct(0.99));
     return bad ? 1 : 0;
   });
 }

@@ -149,6 +149,8 @@ struct ConnectionsConfig {
   std::uint32_t max_active_qps = 256;
   std::uint32_t credits = 32;                // messages in flight per connection
   std::uint32_t scheduler_interval_us = 1000;
+  bool thread_scheduler = true;              // false: each thread keeps a fixed connection
+  bool coalescing = true;                    // false: one slot per frame (for comparisons)
   bool operator==(const ConnectionsConfig&) const = default;
 };
 
