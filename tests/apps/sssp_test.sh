@@ -10,15 +10,8 @@
 # namespaces: without them it is skipped (exit 77, after the standalone part
 # passed).
 set -uo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-rib="$root/tools/rack-in-a-box"
+. "$(dirname "$0")/../rack/lib.sh" "$1"
 app="$build/tools/apps/sssp/sssp"
-ctl="$build/tools/gossamerctl/gossamerctl"
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
 out=$(mktemp -d /tmp/sssp-test.XXXXXX)
 rack_up=0
 cleanup() {
@@ -115,10 +108,7 @@ if [ -n "$skip" ]; then
   exit 77
 fi
 
-export GOSSAMER_RACK_PREFIX="sp$$"
-export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-sssp-$$"
-export GOSSAMER_BUILD="$build"
-export GOSSAMER_START_TIMEOUT=30
+own_rack sp sssp
 rack_up=1  # from here on, the trap takes the rack down (down also removes its directory)
 "$rib" up --hosts 2 >"$out/up" 2>&1 || { cat "$out/up"; fail "rack up"; exit 1; }
 

@@ -24,11 +24,8 @@
 # failure (printed): the work directory with Prometheus' config, log and
 # data, the workload's output and the gossamerd logs.
 set -uo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-rib="$root/tools/rack-in-a-box"
+. "$(dirname "$0")/../rack/lib.sh" "$1"
 app="$build/tests/metrics/metrics_load"
-ctl="$build/tools/gossamerctl/gossamerctl"
 check="$root/monitoring/check.py"
 top="$root/tests/metrics/top_pty.py"
 
@@ -36,24 +33,14 @@ LOAD_SECONDS=50   # the workload; the checks below run while it does
 THREADS=4         # in the rack (2 per host)
 PROM_PORT=9090    # inside host 0's namespace, on 127.0.0.1
 
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
-if ! ip netns list >/dev/null 2>&1; then echo "SKIP: ip netns unusable"; exit 77; fi
-for b in "$build/dataplane/gossamer-dataplane" "$build/controlplane/gossamerd" "$ctl" "$app"; do
-  [ -x "$b" ] || { echo "SKIP: $b was not built"; exit 77; }
-done
+skip_unless_rack "$app"
 for p in prometheus promtool python3 timeout; do
   command -v "$p" >/dev/null 2>&1 || { echo "SKIP: $p not found (prometheus, promtool: Debian packages prometheus)"; exit 77; }
 done
 
-export GOSSAMER_RACK_PREFIX="pm$(($$ % 1000000))"
-export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-prom-$$"
-export GOSSAMER_BUILD="$build"
-export GOSSAMER_START_TIMEOUT=30
+own_rack pm prom
 work=$(mktemp -d /tmp/gossamer-prom-test.XXXXXX)
 t_start=$(date +%s)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
 elapsed() { echo "$(($(date +%s) - t_start))s"; }
 
 # Background processes we started (each one's pid is the process itself:

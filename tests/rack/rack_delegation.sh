@@ -7,24 +7,13 @@
 #   rack_delegation.sh BUILD_DIR
 # Needs root and network namespaces; exits 77 (skip) otherwise.
 set -uo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-rib="$root/tools/rack-in-a-box"
+. "$(dirname "$0")/lib.sh" "$1"
 app="$build/tests/rack/rack_app"
 other="$build/tests/rack/rack_app_other"
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
-if ! ip netns list >/dev/null 2>&1; then echo "SKIP: ip netns unusable"; exit 77; fi
-[ -x "$build/dataplane/gossamer-dataplane" ] || { echo "SKIP: built without DPDK"; exit 77; }
-
-export GOSSAMER_RACK_PREFIX="rd$(($$ % 1000000))"  # at most 8 characters
-export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-test-$$"
-export GOSSAMER_BUILD="$build"
-export GOSSAMER_START_TIMEOUT=30
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+skip_unless_rack "$app" "$other"
+own_rack rd delegation
 cleanup() { [ -n "${KEEP_RACK:-}" ] || "$rib" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 

@@ -15,27 +15,12 @@
 #   rack_flock.sh BUILD_DIR
 # Needs root and network namespaces; exits 77 (skip) otherwise.
 set -uo pipefail
-build=$(cd "${1:?build dir}" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-rib="$root/tools/rack-in-a-box"
+. "$(dirname "$0")/lib.sh" "$1"
 app="$build/tests/rack/flock_app"
-ctl="$build/tools/gossamerctl/gossamerctl"
-
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
-if ! ip netns list >/dev/null 2>&1; then echo "SKIP: ip netns unusable"; exit 77; fi
-for b in "$build/dataplane/gossamer-dataplane" "$build/controlplane/gossamerd" "$ctl" "$app"; do
-  [ -x "$b" ] || { echo "SKIP: $b was not built"; exit 77; }
-done
-
-export GOSSAMER_RACK_PREFIX="rf$(($$ % 1000000))"  # at most 8 characters
-export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-flock-$$"
-export GOSSAMER_BUILD="$build"
-export GOSSAMER_START_TIMEOUT=30
+skip_unless_rack "$app"
+own_rack rf flock
 out="$GOSSAMER_RACK_DIR.out"
 mkdir -p "$out"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
 run_pid="" sampler_pid=""
 cleanup() {
   [ -n "$run_pid" ] && kill "$run_pid" 2>/dev/null
