@@ -401,6 +401,14 @@ def wait_ping(run_cli, timeout=30):
     return False
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -444,7 +452,7 @@ def limit_checks(hydra, port):
     under both (answered)."""
     addr = ("127.0.0.1", port)
     p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
-                          "--max-query-buffer", "65536", "--max-bulk", "1000000"],
+                          "--max-query-buffer", "65536", "--max-bulk", "1000000", "--max-output", "65536"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         if not check(wait_ping(lambda *a: cli(addr, *a, timeout=5)), "server with small limits answers PING"):
@@ -468,6 +476,29 @@ def limit_checks(hydra, port):
         got2 = c.call("GET", "qb")
         c.close()
         check(got == ("+", "OK") and got2 == b"y" * 60000, "limits: a 60 kB value under both limits is stored", repr(got))
+        # A client that pipelines GETs of a large value and never reads:
+        # the replies it is owed stay within --max-output (64 KiB here),
+        # whether unsent or finished and waiting in order; 1000 of them
+        # would be 60 MB.
+        c = Conn(addr)
+        c.call("SET", "big", b"z" * 60000)
+        rss0 = rss_kib(p.pid)
+        hog = Conn(addr)
+        hog.send(b"".join(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n" for _ in range(1000)))
+        time.sleep(2)
+        grown = (rss_kib(p.pid) - rss0) / 1024
+        check(grown < 16, f"limits: 1000 pipelined GETs of 60 kB never read grow the server by {grown:.1f} MiB (< 16)")
+        check(c.call("PING") == ("+", "PONG"), "limits: the server still answers others meanwhile")
+        # Held back, not dropped: once the client reads, every reply comes.
+        n = 0
+        try:
+            while n < 1000 and hog.reply() == b"z" * 60000:
+                n += 1
+        except (OSError, EOFError, ValueError):
+            pass
+        check(n == 1000, f"limits: the slow reader then gets all its replies ({n} of 1000)")
+        hog.close()
+        c.close()
     finally:
         p.send_signal(signal.SIGTERM)
         try:

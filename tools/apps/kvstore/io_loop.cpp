@@ -388,35 +388,46 @@ void Loop::protocol_error(Connection& c, const std::string& why) {
 // Moves completed replies to the output in request order, executes what
 // was waiting for room, writes, and closes the connection when it is done.
 void Loop::flush(std::uint32_t slot, Connection& c) {
-  for (;;) {
-    while (!c.pending.empty() && c.pending.front().waiting == 0) {
-      c.out += c.pending.front().reply;
-      c.reply_bytes -= c.pending.front().counted;
-      c.pending.pop_front();
-      ++c.base;
+  // Until the socket takes no more, or nothing more can run: requests that
+  // waited for room run once the replies before them have gone out (their
+  // bytes are already read, so no EPOLLIN would ever bring them back).
+  for (bool blocked = true; blocked;) {
+    blocked = false;
+    for (;;) {
+      while (!c.pending.empty() && c.pending.front().waiting == 0) {
+        c.out += c.pending.front().reply;
+        c.reply_bytes -= c.pending.front().counted;
+        c.pending.pop_front();
+        ++c.base;
+      }
+      if (c.consumed == c.in.size()) break;
+      if (!can_execute(c)) {
+        blocked = true;
+        break;
+      }
+      std::size_t before = c.base + c.pending.size();
+      process_input(slot, c);  // requests that waited for room
+      if (c.base + c.pending.size() == before) break;
     }
-    if (!can_execute(c) || c.consumed == c.in.size()) break;
-    std::size_t before = c.base + c.pending.size();
-    process_input(slot, c);  // requests that waited for room
-    if (c.base + c.pending.size() == before) break;
-  }
-  while (c.written < c.out.size()) {
-    ssize_t n = ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.written += std::size_t(n);
-      continue;
+    while (c.written < c.out.size()) {
+      ssize_t n = ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.written += std::size_t(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      return close_connection(slot);  // the peer is gone
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    return close_connection(slot);  // the peer is gone
-  }
-  if (c.written == c.out.size()) {
-    c.out.clear();
-    c.written = 0;
-    if (c.out.capacity() > (4u << 20)) std::string().swap(c.out);
-  } else if (c.written > (1u << 20) && c.written >= c.out.size() / 2) {
-    c.out.erase(0, c.written);
-    c.written = 0;
+    if (c.written == c.out.size()) {
+      c.out.clear();
+      c.written = 0;
+      if (c.out.capacity() > (4u << 20)) std::string().swap(c.out);
+    } else if (c.written > (1u << 20) && c.written >= c.out.size() / 2) {
+      c.out.erase(0, c.written);
+      c.written = 0;
+    }
+    blocked = blocked && c.out.empty() && can_execute(c);
   }
   // Done: asked to close (QUIT, protocol error) or the peer stopped sending,
   // and every reply it is owed has gone out.

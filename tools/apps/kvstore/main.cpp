@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
   app.add_option("--max-bulk", g_config.limits.max_bulk, "largest bulk string accepted, bytes (proto-max-bulk-len)")
       ->check(CLI::Range(std::size_t(1), std::size_t(512) << 20));
+  app.add_option("--max-output", g_config.max_output,
+                 "reply bytes per connection, unsent or waiting in order, before it stops reading")
+      ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   app.add_option("--max-query-buffer", g_config.max_query, "unparsed request bytes buffered per connection")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   CLI11_PARSE(app, argc, argv);

@@ -185,8 +185,6 @@ class Loop {
   std::chrono::steady_clock::time_point quiet_since_{};
 };
 
-inline constexpr std::size_t kHardOutputFactor = 4;
-
 template <class Fill>
 void Loop::answer(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill&& fill) {
   --inflight_;
@@ -199,14 +197,6 @@ void Loop::answer(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill
   const std::size_t added = p.reply.size() - before;
   p.counted += added;
   c->reply_bytes += added;
-  // One request's answers past the hard limit (say MGET of many large
-  // values): that client cannot be served; close it rather than grow.
-  if (c->reply_bytes + (c->out.size() - c->written) > kHardOutputFactor * g_config.max_output) {
-    std::fprintf(stderr, "hydra: closing a connection whose replies exceed %zu bytes\n",
-                 kHardOutputFactor * g_config.max_output);
-    close_connection(slot);
-    return;
-  }
   mark_dirty(slot);
 }
 
