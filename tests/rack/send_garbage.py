@@ -5,7 +5,9 @@ version, wrong lengths, a bogus source host, and truncated copies of a
 plausible frame. Run inside a rack-in-a-box host namespace.
 
   send_garbage.py IFACE DST_MAC SRC_IP DST_IP PORT COUNT"""
+import os
 import random
+import re
 import socket
 import struct
 import sys
@@ -28,7 +30,18 @@ def udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, payload):
     return dst_mac + src_mac + b"\x08\x00" + ip + udp
 
 
-def header(magic=0x464D5347, version=1, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0):
+def wire_version():
+    # wire::kVersion, read from wire.hpp: the other malformations must fail
+    # for their own reason, not for the version.
+    hpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dataplane", "src", "wire.hpp")
+    with open(hpp) as f:
+        return int(re.search(r"\bkVersion = (\d+);", f.read()).group(1))
+
+
+VERSION = wire_version()
+
+
+def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0):
     return struct.pack("<IBBBBHHIIIIHHHHI", magic, version, typ, conn, 0, src, dst, 12345, seq, 0, 32,
                        records, length, 0, 0, 0)
 
