@@ -81,12 +81,15 @@ void Connection::set_inbound_active(bool active) {
 }
 
 // A renewal request (on a data frame or an ack-only probe) arrived: grant on
-// an active connection, decline on an inactive one.
+// an active connection, decline on an inactive one, except while a slot's
+// fragments are half here: the rest must come on this connection, so an
+// inactive one still gets the credit to finish it (else the slot, and its
+// client-trustee pair, would wait forever).
 // (Probes are counted by their sender, as credit_probes, not here.)
 void Connection::renewal_asked(std::uint16_t coalescing, bool probe) {
   if (!probe) reported_u_ += std::max<std::uint16_t>(coalescing, 1);
   ack_owed_ = true;
-  if (in_active_) {
+  if (in_active_ || reassembly_.active()) {
     grant_ = std::max(grant_, expected_ - 1 + credits_);
     if (!probe) ++stats_.renewals_granted;
   } else if (!probe) {

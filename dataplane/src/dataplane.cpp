@@ -774,6 +774,7 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
     for (auto& other : p.conns) other->peer_restarted(c.peer_boot());
     for (std::size_t i = 0; i < p.conns.size(); ++i) p.resets_seen[i] = p.conns[i]->stats().resets;
     p.apps.clear();
+    p.intervals_heard = 0;  // a newcomer again for the QP scheduler
     for (auto& a : apps_)
       if (!a->bad) announce(src, wire::kRecAttach, *a);
   }

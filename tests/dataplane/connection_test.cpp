@@ -1140,6 +1140,28 @@ TEST(ConnectionActivation, DeactivatedUnderFaultsLosesAndDuplicatesNothing) {
   EXPECT_EQ(sim.b.payload_errors, 0u);
 }
 
+TEST(ConnectionActivation, AStartedSlotFinishesOnADeactivatedConnection) {
+  // The sender starts a fragmented slot with too few credits for all of
+  // it; the receiver deactivates the connection before the renewal. The
+  // rest of the slot can only come on this connection: the receiver grants
+  // while it holds part of a slot, so the slot arrives (no hang).
+  std::uint32_t s = kBigFirst;
+  while (body_of(s) <= 4 * kMaxFragmentBytes) ++s;
+  Sim sim(4, 11, {}, 100, 200, 1);
+  sim.b.conn->set_inbound_active(true);
+  sim.run([&] { return sim.a.conn->usable(); }, 100);
+  ASSERT_TRUE(sim.a.conn->usable());
+  enqueue_record(*sim.a.conn, s);
+  auto ea = sim.emit_a();
+  sim.a.conn->pump(sim.now, ea);  // 4 fragments out, the renewal asked on the way
+  sim.b.conn->set_inbound_active(false);
+  sim.run([&] { return !sim.b.delivered.empty() && sim.quiet(); }, 20'000);
+  ASSERT_EQ(sim.b.delivered.size(), 1u) << "the started slot never completed";
+  EXPECT_EQ(sim.b.delivered[0], s);
+  EXPECT_EQ(sim.b.payload_errors, 0u);
+  EXPECT_FALSE(sim.a.conn->usable());
+}
+
 TEST(ConnectionActivation, TakePendingLeavesAStartedSlotsFragments) {
   // A slot too large for a frame, then small ones; with 2 credits, the
   // slot's first fragments go out and the rest must stay on this connection.
