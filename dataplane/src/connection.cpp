@@ -108,7 +108,6 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(pending_head_));
     pending_head_ = 0;
   }
-  const auto put = [this](const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) { put_record(w, p, n); };
   const auto* bytes = static_cast<const std::uint8_t*>(payload);
   bool slot = r.kind == wire::kRecRequest || r.kind == wire::kRecResponse;
   if (!slot || body <= wire::kMaxFragmentBytes) {
@@ -116,7 +115,7 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
     w.frag = 0;
     w.frag_len = 0;
     w.frag_offset = 0;
-    put(w, bytes, body);
+    put_record(w, bytes, body);
     return;
   }
   // Larger than a frame: consecutive fragments, each filling a frame.
@@ -126,7 +125,7 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
     w.frag = wire::kFragment | (off + n < body ? wire::kFragMore : 0);
     w.frag_len = std::uint16_t(n);
     w.frag_offset = std::uint32_t(off);
-    put(w, bytes + off, n);
+    put_record(w, bytes + off, n);
     ++stats_.fragments_sent;
   }
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -154,7 +155,15 @@ void Dataplane::write_metrics() {
   core[0].idle_cycles = stats_.idle_cycles;
 
   auto* conns = reinterpret_cast<abi::ConnCounters*>(metrics_ + metrics_layout_.conns);
-  for (std::uint32_t p = 0; p < hosts_; ++p)
+  std::vector<std::uint64_t> placed(conns_per_host_);
+  for (std::uint32_t p = 0; p < hosts_; ++p) {
+    // Threads per connection to this peer: one pass over the threads, not
+    // one per connection (this runs on the polling core).
+    std::fill(placed.begin(), placed.end(), 0);
+    if (p != self_)
+      for (const auto& a : apps_)
+        for (std::uint32_t i = 0; i < a->local; ++i)
+          if (const std::uint8_t c = a->flow(p, i).conn; c < conns_per_host_) ++placed[c];
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
       abi::ConnCounters& o = conns[std::size_t(p) * conns_per_host_ + c];
       if (p == self_ || c >= peers_[p].conns.size()) {
@@ -162,9 +171,9 @@ void Dataplane::write_metrics() {
         continue;
       }
       fill_conn(o, *peers_[p].conns[c]);
-      for (const auto& a : apps_)
-        for (std::uint32_t i = 0; i < a->local; ++i) o.threads_assigned += a->flow(p, i).conn == c;
+      o.threads_assigned = placed[c];
     }
+  }
 
   auto* entries = reinterpret_cast<abi::AppEntry*>(metrics_ + metrics_layout_.apps);
   auto* rows = reinterpret_cast<abi::ThreadCounters*>(metrics_ + metrics_layout_.threads);
