@@ -244,11 +244,38 @@ bool Worker::flush(ThreadId to) {
   std::byte* pdata = primary + sizeof(abi::RequestSlotHeader);
   std::uint32_t pl = 0, ol = 0, n = 0;
   bool in_overflow = false;
+  const std::uint32_t host = remote && bulk_ ? rt_.rack()->host_of(to) : 0;
   while (ch.queued && n < UINT16_MAX) {
     const std::byte* rec = ch.queue.data() + ch.head;
     RequestHeader h;
     std::memcpy(&h, rec, sizeof h);
     std::uint32_t size = kRecordHeader + abi::align_record(h.length);
+    if (remote && h.length > bulk_threshold_ && bulk_->usable(host)) {
+      // Larger than the threshold, to another host: the body goes over the
+      // run's TCP connection and the slot carries a reference to it, last
+      // in the batch (the trustee serves the batch once the body is in).
+      constexpr std::uint32_t need = kRecordHeader + sizeof(abi::BulkRef);
+      std::byte* at;
+      if (!in_overflow && pl + need <= abi::kRequestPrimaryData) {
+        at = pdata + pl;
+        pl += need;
+      } else if (ol + need <= abi::kOverflowBytes) {
+        in_overflow = true;
+        at = overflow + ol;
+        ol += need;
+      } else {
+        break;  // first in the next batch
+      }
+      std::vector<std::byte> body(rec + kRecordHeader, rec + kRecordHeader + h.length);
+      abi::BulkRef ref{bulk_->send(host, Bulk::kRequest, id_, to, std::move(body)), h.length};
+      RequestHeader bh{h.invoker | abi::kInvokerBulk, std::uint32_t(sizeof ref), h.property};
+      std::memcpy(at, &bh, sizeof bh);
+      std::memcpy(at + sizeof bh, &ref, sizeof ref);
+      ch.head += size;
+      --ch.queued;
+      ++n;
+      break;
+    }
     if (!in_overflow && pl + size <= abi::kRequestPrimaryData) {
       std::memcpy(pdata + pl, rec, size);
       pl += size;
@@ -387,6 +414,25 @@ bool Worker::poll_remote_responses(ThreadId to) {
   std::memcpy(&h, primary, sizeof h);
   if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
     fatal("corrupt response slot header from another host");
+  // A batch that ends with a response sent over TCP is taken only once that
+  // response is here (the slot stays as it is until then).
+  std::vector<std::byte> bulk_body;
+  bool has_bulk = false;
+  if (bulk_) {
+    const BlockView blocks[2] = {{primary + sizeof h, h.primary_len},
+                                 {square_.response_overflow(id_, to), h.overflow_len}};
+    if (const std::byte* last = last_record<ResponseHeader>(blocks, h.count)) {
+      ResponseHeader rh;
+      std::memcpy(&rh, last, sizeof rh);
+      abi::BulkRef ref;
+      if ((rh.status & abi::kStatusBulk) && rh.length == sizeof ref) {
+        std::memcpy(&ref, last + sizeof rh, sizeof ref);
+        if (!bulk_->take(li_, Bulk::kResponse, to, ref.id, &bulk_body)) return false;
+        if (bulk_body.size() != ref.length) fatal("a response over TCP has another length than its reference");
+        has_bulk = true;
+      }
+    }
+  }
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
   std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
@@ -410,6 +456,12 @@ bool Worker::poll_remote_responses(ThreadId to) {
       const std::byte* data = r.p + off + sizeof rh;
       off += sizeof rh + abi::align_record(rh.length);
       ++seen;
+      if (rh.status & abi::kStatusBulk) {
+        if (!has_bulk || seen != h.count) fatal("a response reference to a TCP payload that is not the batch's last");
+        data = bulk_body.data();
+        rh.length = std::uint32_t(bulk_body.size());
+        rh.status &= ~abi::kStatusBulk;
+      }
       if (rh.status & abi::kStatusPiece) {
         ch.partial.insert(ch.partial.end(), data, data + rh.length);
         continue;

@@ -126,6 +126,11 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
         " threads (run() was given " + std::to_string(threads) + ")");
   abi::host_threads(r->total_, r->hosts_, r->host_, &r->first_, &r->local_);
   if (!abi::segment_layout(r->total_, r->local_, &r->layout_)) die("thread counts out of range");
+  // Connections for large payloads, when gossamerd started us with them.
+  std::string bulk_error;
+  r->bulk_ = Bulk::from_env(std::getenv("GOSSAMER_BULK"), Bulk::Rack{r->host_, r->hosts_, r->total_},
+                            cfg.controlplane.large_request_threshold_bytes, &bulk_error);
+  if (!bulk_error.empty()) die("GOSSAMER_BULK: " + bulk_error);
 
   // The segment: a sealed memfd, so the dataplane can map it without fear
   // of it shrinking under its feet.
@@ -258,6 +263,8 @@ void Rack::kick() {
 
 void Rack::detach() {
   finishing();
+  // Every request has its response: no payload is on its way.
+  if (bulk_) bulk_->stop();
   detaching_.store(true, std::memory_order_release);
   abi::AppMessage m{abi::kMsgDetach, 0};
   ::send(sock_, &m, sizeof m, MSG_NOSIGNAL);

@@ -16,6 +16,8 @@
 
 #include <gossamer/abi/attach.hpp>
 
+#include "bulk.hpp"
+
 namespace gossamer::detail {
 
 class Rack {
@@ -46,6 +48,9 @@ class Rack {
   // Tells the dataplane (sleeping on its eventfd) that a doorbell rang.
   void kick();
 
+  // TCP connections for large payloads (GOSSAMER_BULK), or null.
+  Bulk* bulk() const { return bulk_.get(); }
+
  private:
   Rack() = default;
   void monitor();
@@ -56,6 +61,7 @@ class Rack {
   std::string socket_path_;
   std::atomic<bool> finishing_{false};   // the run is over here (stop received or sent)
   std::atomic<bool> detaching_{false};   // run() has returned
+  std::unique_ptr<Bulk> bulk_;
   std::thread monitor_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -61,6 +61,10 @@ Worker::Worker(Runtime& rt, ThreadId id)
     dataplane_sleeping_ = reinterpret_cast<std::uint32_t*>(seg + offsetof(abi::SegmentHeader, dataplane_sleeping));
     counters_ = reinterpret_cast<abi::ThreadCounters*>(seg + l.counters + li_ * sizeof(abi::ThreadCounters));
     remote_clients_.resize(n);
+    if (Bulk* b = rt.rack()->bulk()) {
+      bulk_ = b;
+      bulk_threshold_ = b->threshold();
+    }
   }
 }
 

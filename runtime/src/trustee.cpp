@@ -162,7 +162,7 @@ bool Worker::serve_requests() {
     std::memcpy(&h, primary, sizeof h);  // copy, then validate
     h.seq = seq;
     if (rt_.is_local(c)) serve_slot(c, h);
-    else serve_remote_slot(c, h);
+    else if (!serve_remote_slot(c, h)) continue;  // its payload is on its way (TCP)
     served_seq_[c] = seq;
     worked = true;
   }
@@ -245,21 +245,34 @@ class StreamResponseWriter final : public ResponseWriter {
 };
 }  // namespace
 
-void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h) {
-  auto& rc = remote_clients_[client];
-  if (!rc) rc = std::make_unique<RemoteClient>();
-  StreamResponseWriter out(rc->out);
-  struct Region {
-    const std::byte* p;
-    std::uint32_t len;
-  } regions[2] = {
+// Serves a batch from a client on another host; false (nothing done) while
+// the body of its last record, sent over TCP, has not arrived.
+bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h) {
+  const BlockView regions[2] = {
       {square_.request_primary(id_, client) + sizeof(abi::RequestSlotHeader),
        std::min<std::uint32_t>(h.primary_len, abi::kRequestPrimaryData)},
       {square_.request_overflow(id_, client),
        std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
+  std::vector<std::byte> bulk_body;
+  bool has_bulk = false;
+  if (bulk_) {
+    if (const std::byte* last = last_record<RequestHeader>(regions, h.count)) {
+      RequestHeader rh;
+      std::memcpy(&rh, last, sizeof rh);
+      abi::BulkRef ref;
+      if ((rh.invoker & abi::kInvokerBulk) && rh.length == sizeof ref) {
+        std::memcpy(&ref, last + sizeof rh, sizeof ref);
+        if (!bulk_->take(li_, Bulk::kRequest, client, ref.id, &bulk_body)) return false;
+        has_bulk = bulk_body.size() == ref.length;  // else: malformed below
+      }
+    }
+  }
+  auto& rc = remote_clients_[client];
+  if (!rc) rc = std::make_unique<RemoteClient>();
+  StreamResponseWriter out(rc->out);
   std::uint32_t done = 0, pieces = 0;
   DelegatedScope scope;
-  for (const Region& r : regions) {
+  for (const BlockView& r : regions) {
     std::uint32_t off = 0;
     while (done < h.count && off + sizeof(RequestHeader) <= r.len) {
       RequestHeader rh;
@@ -269,6 +282,16 @@ void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
       const std::byte* body = r.p + off + sizeof rh;
       ++done;
       off += size;
+      if (rh.invoker & abi::kInvokerBulk) {
+        // Only the last record, and only with its body in hand.
+        if (!has_bulk || done != h.count) {
+          out.fail(abi::kMalformed, "a reference to a body sent over TCP that is not here");
+          continue;
+        }
+        body = bulk_body.data();
+        rh.length = std::uint32_t(bulk_body.size());
+        rh.invoker &= ~abi::kInvokerBulk;
+      }
       if (rh.invoker == abi::kBuiltinPiece) {
         if (rc->in_partial.size() + rh.length > (std::size_t(1) << 30)) {
           rc->in_partial.clear();
@@ -293,6 +316,7 @@ void Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
   requests_served_remote_ += h.count - pieces;
   ++slots_served_;
   emit_remote(client, h.seq);
+  return true;
 }
 
 // Writes the front of the client's response stream into its slot: whole
@@ -304,6 +328,7 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
   std::byte* overflow = square_.response_overflow(client, id_);
   std::uint32_t pl = 0, ol = 0, count = 0;
   int stage = 0;
+  const std::uint32_t host = bulk_ ? rt_.rack()->host_of(client) : 0;
   while (rc.out_head < rc.out.size()) {
     ResponseHeader rh;
     std::memcpy(&rh, rc.out.data() + rc.out_head, sizeof rh);
@@ -311,6 +336,28 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
     std::uint32_t left = rh.length - rc.front_sent;
     std::uint32_t size = sizeof rh + abi::align_record(left);
     std::byte* at;
+    if (rc.front_sent == 0 && rh.length > bulk_threshold_ && bulk_->usable(host)) {
+      // Larger than the threshold: over TCP, with a reference last in this
+      // batch (the client takes the batch once the response is in).
+      constexpr std::uint32_t need = sizeof rh + sizeof(abi::BulkRef);
+      if (stage == 0 && pl + need <= abi::kResponsePrimaryData) {
+        at = primary + sizeof(abi::ResponseSlotHeader) + pl;
+        pl += need;
+      } else if (ol + need <= abi::kOverflowBytes) {
+        at = overflow + ol;
+        ol += need;
+      } else {
+        break;
+      }
+      abi::BulkRef ref{bulk_->send(host, Bulk::kResponse, id_, client, std::vector<std::byte>(data, data + left)),
+                       left};
+      ResponseHeader wh{std::uint32_t(sizeof ref), rh.status | abi::kStatusBulk};
+      std::memcpy(at, &wh, sizeof wh);
+      std::memcpy(at + sizeof wh, &ref, sizeof ref);
+      rc.out_head += sizeof rh + abi::align_record(rh.length);
+      ++count;
+      break;
+    }
     if (stage == 0 && pl + size <= abi::kResponsePrimaryData) {
       at = primary + sizeof(abi::ResponseSlotHeader) + pl;
       pl += size;

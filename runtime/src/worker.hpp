@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include <gossamer/detail/core.hpp>
 #include <gossamer/runtime.hpp>
 
+#include "bulk.hpp"
 #include "property_table.hpp"
 #include "square.hpp"
 #include "stack_pool.hpp"
@@ -112,6 +114,35 @@ struct RemoteClient {
 
 bool is_control_completion(Completion::Fn fn);
 
+// A block of a batch as its reader sees it.
+struct BlockView {
+  const std::byte* p;
+  std::uint32_t len;
+};
+
+// The start of the last of `count` records (RequestHeader or ResponseHeader,
+// each followed by `length` bytes padded to kRecordAlign) in the blocks,
+// walked as the readers walk them: a record that overruns its block ends
+// that block. nullptr when there is none.
+template <class Header>
+const std::byte* last_record(const BlockView (&blocks)[2], std::uint32_t count) {
+  const std::byte* last = nullptr;
+  std::uint32_t seen = 0;
+  for (const BlockView& b : blocks) {
+    std::uint32_t off = 0;
+    while (seen < count && off + sizeof(Header) <= b.len) {
+      Header rh;
+      std::memcpy(&rh, b.p + off, sizeof rh);
+      std::uint32_t size = sizeof rh + abi::align_record(rh.length);
+      if (rh.length > b.len || off + size > b.len) break;
+      last = b.p + off;
+      off += size;
+      ++seen;
+    }
+  }
+  return seen == count ? last : nullptr;
+}
+
 class Worker {
  public:
   Worker(Runtime& rt, ThreadId id);  // id: the rack-wide thread id
@@ -178,7 +209,7 @@ class Worker {
   bool flush(ThreadId to);
   bool poll_responses(ThreadId to);
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
-  void serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
+  bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
   bool poll_remote_responses(ThreadId to);
   void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
@@ -211,6 +242,11 @@ class Worker {
   const void* sched_stack_bottom_ = nullptr;
   std::size_t sched_stack_size_ = 0;
   std::uint32_t idle_streak_ = 0;
+
+  // large payloads over TCP (rack, started by gossamerd): bodies larger
+  // than bulk_threshold_ (UINT32_MAX: never)
+  Bulk* bulk_ = nullptr;
+  std::uint32_t bulk_threshold_ = UINT32_MAX;
 
   // trustee
   PropertyTable props_;

@@ -32,7 +32,8 @@ def slot_layout_version():
     # abi::kLayoutVersion, computed as slots.hpp does from its constants.
     text = abi_header("slots.hpp")
     const = {k: int(re.search(rf"\b{k} = (\d+);", text).group(1)) for k in ("kPrimaryBytes", "kOverflowBytes")}
-    return (2 << 24) | (const["kPrimaryBytes"] << 12) | (const["kOverflowBytes"] >> 6)
+    revision = int(re.search(r"kLayoutVersion =\s*(\d+)u << 24", text).group(1))
+    return (revision << 24) | (const["kPrimaryBytes"] << 12) | (const["kOverflowBytes"] >> 6)
 
 
 def request(version=None, layout=None, build_id=b"\x01" * 20, threads=4, seg=4096):

@@ -66,6 +66,10 @@ inline constexpr std::uint16_t kResponseMore = 1;  // the trustee holds more res
 // ResponseHeader::status bit: this record is a piece of a response; the next
 // record continues it (responses larger than a slot cross hosts in pieces).
 inline constexpr std::uint32_t kStatusPiece = 0x8000'0000u;
+// ResponseHeader::status bit: the record's body is a BulkRef (slots.hpp);
+// the response itself comes over the run's TCP connection. Only the last
+// record of a response batch may have it.
+inline constexpr std::uint32_t kStatusBulk = 0x4000'0000u;
 
 // One application thread's counters (issue 6; monitoring/README.md). The
 // thread stores each field (relaxed, whole words) once per loop iteration;

@@ -79,6 +79,18 @@ struct ExternalBody {
 };
 static_assert(sizeof(ExternalBody) == 16);
 
+// invoker bit: the body is a BulkRef; the real body comes from another host
+// over the run's TCP connection to that host (runtime/src/bulk.hpp). Only
+// the last record of a batch may have it. Also marks a response record
+// (ResponseHeader::status, kStatusBulk in attach.hpp).
+inline constexpr std::uint32_t kInvokerBulk = 0x4000'0000u;
+
+struct BulkRef {
+  std::uint64_t id;      // the sender's transfer id
+  std::uint64_t length;  // bytes of the body
+};
+static_assert(sizeof(BulkRef) == 16);
+
 // Built-in invoker ids; registered invokers start at kFirstUserInvoker.
 enum BuiltinInvoker : std::uint32_t {
   kBuiltinInvalid = 0,
@@ -128,6 +140,6 @@ static_assert(kResponsePrimaryData % kRecordAlign == 0);
 
 // The layout version: bump when anything above changes.
 inline constexpr std::uint32_t kLayoutVersion =
-    2u << 24 | kPrimaryBytes << 12 | (kOverflowBytes >> 6);
+    3u << 24 | kPrimaryBytes << 12 | (kOverflowBytes >> 6);
 
 }  // namespace gossamer::abi

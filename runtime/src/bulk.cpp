@@ -1,0 +1,330 @@
+#include "bulk.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <gossamer/abi/attach.hpp>
+#include <gossamer/detail/core.hpp>
+
+namespace gossamer::detail {
+
+namespace {
+constexpr std::uint64_t kEventToken = ~std::uint64_t(0);
+
+bool parse_u32(const std::string& s, std::uint32_t* out) {
+  if (s.empty() || s.size() > 9) return false;
+  std::uint32_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + std::uint32_t(c - '0');
+  }
+  *out = v;
+  return true;
+}
+}  // namespace
+
+std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uint32_t threshold,
+                                     std::string* error) {
+  if (!env || !*env) return nullptr;
+  std::unique_ptr<Bulk> b(new Bulk());
+  b->rack_ = rack;
+  b->threshold_ = threshold;
+  b->peers_.resize(rack.hosts);
+  std::string s(env);
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    std::size_t comma = s.find(',', at);
+    std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? s.size() + 1 : comma + 1;
+    std::size_t colon = item.find(':');
+    std::uint32_t host, fd;
+    if (colon == std::string::npos || !parse_u32(item.substr(0, colon), &host) ||
+        !parse_u32(item.substr(colon + 1), &fd) || fd > INT32_MAX) {
+      *error = "'" + item + "' is not <host>:<fd>";
+      return nullptr;
+    }
+    if (host >= rack.hosts || host == rack.host) {
+      *error = "host " + std::to_string(host) + " is not another host of this " + std::to_string(rack.hosts) +
+               "-host rack";
+      return nullptr;
+    }
+    if (b->peers_[host]) {
+      *error = "host " + std::to_string(host) + " is named twice";
+      return nullptr;
+    }
+    struct stat st {};
+    int type = 0;
+    socklen_t tl = sizeof type;
+    sockaddr_storage peer{};
+    socklen_t pl = sizeof peer;
+    if (::fstat(int(fd), &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        ::getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+        ::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+      *error = "fd " + std::to_string(fd) + " (host " + std::to_string(host) + ") is not a connected stream socket";
+      return nullptr;
+    }
+    auto p = std::make_unique<Peer>();
+    p->host = host;
+    p->fd = int(fd);
+    b->peers_[host] = std::move(p);
+  }
+  for (std::uint32_t h = 0; h < rack.hosts; ++h)
+    if (h != rack.host && !b->peers_[h]) {
+      *error = "no connection for host " + std::to_string(h);
+      return nullptr;
+    }
+  // From here on the fds are ours: close-on-exec, non-blocking, no Nagle.
+  for (auto& p : b->peers_) {
+    if (!p) continue;
+    ::fcntl(p->fd, F_SETFD, FD_CLOEXEC);
+    ::fcntl(p->fd, F_SETFL, ::fcntl(p->fd, F_GETFL) | O_NONBLOCK);
+    int one = 1;
+    ::setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  std::uint32_t first, local;
+  abi::host_threads(rack.total, rack.hosts, rack.host, &first, &local);
+  for (std::uint32_t i = 0; i < local; ++i) b->inbox_.push_back(std::make_unique<Inbox>());
+  b->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  b->event_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (b->epoll_ < 0 || b->event_ < 0) {
+    *error = std::string("epoll/eventfd: ") + std::strerror(errno);
+    return nullptr;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kEventToken;
+  ::epoll_ctl(b->epoll_, EPOLL_CTL_ADD, b->event_, &ev);
+  for (auto& p : b->peers_) {
+    if (!p) continue;
+    ev.events = EPOLLIN;
+    ev.data.u64 = p->host;
+    if (::epoll_ctl(b->epoll_, EPOLL_CTL_ADD, p->fd, &ev) != 0) {
+      *error = std::string("epoll_ctl: ") + std::strerror(errno);
+      return nullptr;
+    }
+    p->open.store(true, std::memory_order_release);
+  }
+  return b;
+}
+
+Bulk::~Bulk() {
+  stop();
+  for (auto& p : peers_)
+    if (p && p->fd >= 0) ::close(p->fd);
+  if (epoll_ >= 0) ::close(epoll_);
+  if (event_ >= 0) ::close(event_);
+}
+
+void Bulk::start(std::function<void(std::uint32_t)> wake) {
+  wake_ = std::move(wake);
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Bulk::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  std::uint64_t one = 1;
+  (void)!::write(event_, &one, sizeof one);
+  thread_.join();
+}
+
+bool Bulk::on_host(std::uint32_t g, std::uint32_t host) const {
+  std::uint32_t first, count;
+  abi::host_threads(rack_.total, rack_.hosts, host, &first, &count);
+  return g - first < count;
+}
+
+bool Bulk::usable(std::uint32_t host) const {
+  return host < peers_.size() && peers_[host] && peers_[host]->open.load(std::memory_order_acquire);
+}
+
+std::uint64_t Bulk::send(std::uint32_t host, Kind kind, std::uint32_t from, std::uint32_t to,
+                         std::vector<std::byte> payload) {
+  Peer& p = *peers_[host];
+  Out o;
+  o.h = BulkWireHeader{kBulkMagic, kind, {}, from, to, next_id_.fetch_add(1, std::memory_order_relaxed),
+                       payload.size()};
+  o.payload = std::move(payload);
+  const std::uint64_t id = o.h.id;
+  {
+    std::lock_guard<std::mutex> g(p.mu);
+    p.queue.push_back(std::move(o));
+  }
+  std::uint64_t one = 1;
+  (void)!::write(event_, &one, sizeof one);
+  return id;
+}
+
+bool Bulk::take(std::uint32_t li, Kind kind, std::uint32_t from, std::uint64_t id, std::vector<std::byte>* out) {
+  Inbox& in = *inbox_[li];
+  std::lock_guard<std::mutex> g(in.mu);
+  for (std::size_t i = 0; i < in.items.size(); ++i) {
+    Arrival& a = in.items[i];
+    if (a.kind != kind || a.from != from || a.id != id) continue;
+    *out = std::move(a.payload);
+    in.items[i] = std::move(in.items.back());
+    in.items.pop_back();
+    return true;
+  }
+  return false;
+}
+
+// ---- the I/O thread ---------------------------------------------------------------
+
+void Bulk::loop() {
+  epoll_event evs[16];
+  while (!stop_.load(std::memory_order_acquire)) {
+    int n = ::epoll_wait(epoll_, evs, 16, -1);
+    if (n < 0 && errno != EINTR) fatal("bulk: epoll_wait failed");
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.u64 == kEventToken) {
+        std::uint64_t v;
+        (void)!::read(event_, &v, sizeof v);
+        for (auto& p : peers_)
+          if (p && p->fd >= 0) drain(*p);
+        continue;
+      }
+      Peer& p = *peers_[evs[i].data.u64];
+      if (p.fd < 0) continue;
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        if (!receive(p)) continue;
+      }
+      if (evs[i].events & EPOLLOUT) drain(p);
+    }
+  }
+}
+
+void Bulk::watch(Peer& p) {
+  bool want = !p.sending.empty();
+  if (want == p.want_out) return;
+  p.want_out = want;
+  epoll_event ev{};
+  ev.events = want ? EPOLLIN | EPOLLOUT : EPOLLIN;
+  ev.data.u64 = p.host;
+  ::epoll_ctl(epoll_, EPOLL_CTL_MOD, p.fd, &ev);
+}
+
+void Bulk::drain(Peer& p) {
+  {
+    std::lock_guard<std::mutex> g(p.mu);
+    while (!p.queue.empty()) {
+      p.sending.push_back(std::move(p.queue.front()));
+      p.queue.pop_front();
+    }
+  }
+  while (!p.sending.empty()) {
+    Out& o = p.sending.front();
+    const std::size_t total = sizeof o.h + o.payload.size();
+    iovec iov[2];
+    int k = 0;
+    if (p.sent < sizeof o.h) {
+      iov[k++] = {reinterpret_cast<char*>(&o.h) + p.sent, sizeof o.h - p.sent};
+      if (!o.payload.empty()) iov[k++] = {o.payload.data(), o.payload.size()};
+    } else {
+      std::size_t off = p.sent - sizeof o.h;
+      iov[k++] = {o.payload.data() + off, o.payload.size() - off};
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = std::size_t(k);
+    ssize_t w = ::sendmsg(p.fd, &mh, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      close_peer(p, std::strerror(errno));
+      return;
+    }
+    p.sent += std::size_t(w);
+    if (p.sent == total) {
+      bytes_sent_.fetch_add(o.payload.size(), std::memory_order_relaxed);
+      p.sending.pop_front();
+      p.sent = 0;
+    }
+  }
+  watch(p);
+}
+
+bool Bulk::receive(Peer& p) {
+  for (;;) {
+    ssize_t r;
+    if (p.in_got < sizeof p.in) {
+      r = ::recv(p.fd, reinterpret_cast<char*>(&p.in) + p.in_got, sizeof p.in - p.in_got, 0);
+    } else {
+      r = ::recv(p.fd, p.body.data() + p.body_got, p.body.size() - p.body_got, 0);
+    }
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      close_peer(p, std::strerror(errno));
+      return false;
+    }
+    if (r == 0) {
+      // The other instance closed: the run is over there, or it died (the
+      // dataplane tells the runtime, which ends this instance too). A
+      // transfer cut in the middle is reported; an idle close is normal.
+      close_peer(p, p.in_got ? "closed in the middle of a transfer" : "");
+      return false;
+    }
+    if (p.in_got < sizeof p.in) {
+      p.in_got += std::size_t(r);
+      if (p.in_got < sizeof p.in) continue;
+      // A whole header: the peer is this run's instance on an authenticated
+      // connection, but check before allocating or delivering anything.
+      const BulkWireHeader& h = p.in;
+      std::uint32_t first, local;
+      abi::host_threads(rack_.total, rack_.hosts, rack_.host, &first, &local);
+      if (h.magic != kBulkMagic || (h.kind != kRequest && h.kind != kResponse) || h.pad[0] || h.pad[1] ||
+          h.pad[2] || !on_host(h.from, p.host) || h.to - first >= local || h.length > kMaxBulkBytes) {
+        close_peer(p, "malformed transfer header");
+        return false;
+      }
+      p.body.assign(h.length, std::byte{0});
+      p.body_got = 0;
+    } else {
+      p.body_got += std::size_t(r);
+    }
+    if (p.body_got < p.body.size()) continue;
+    // A whole transfer: to the receiving worker's inbox, then wake it.
+    std::uint32_t first, local;
+    abi::host_threads(rack_.total, rack_.hosts, rack_.host, &first, &local);
+    const std::uint32_t li = p.in.to - first;
+    bytes_received_.fetch_add(p.body.size(), std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> g(inbox_[li]->mu);
+      inbox_[li]->items.push_back(Arrival{Kind(p.in.kind), p.in.from, p.in.id, std::move(p.body)});
+    }
+    p.body = {};
+    p.in_got = 0;
+    p.body_got = 0;
+    if (wake_) wake_(li);
+  }
+}
+
+void Bulk::close_peer(Peer& p, const std::string& why) {
+  // Workers stop choosing this connection; what already went into slots
+  // with a reference to it cannot complete, and only a dead peer closes
+  // mid-run, which ends the run anyway (fate sharing).
+  p.open.store(false, std::memory_order_release);
+  if (!why.empty() && !stop_.load(std::memory_order_acquire))
+    std::fprintf(stderr, "gossamer: bulk connection to host %u: %s\n", p.host, why.c_str());
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
+  ::close(p.fd);
+  p.fd = -1;
+  p.sending.clear();
+  std::lock_guard<std::mutex> g(p.mu);
+  p.queue.clear();
+}
+
+}  // namespace gossamer::detail
