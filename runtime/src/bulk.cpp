@@ -42,6 +42,13 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
   b->rack_ = rack;
   b->threshold_ = threshold;
   b->peers_.resize(rack.hosts);
+  // The fds become ours only when everything checks out.
+  auto refuse = [&b, error](std::string why) -> std::unique_ptr<Bulk> {
+    for (auto& p : b->peers_)
+      if (p) p->fd = -1;
+    *error = std::move(why);
+    return nullptr;
+  };
   std::string s(env);
   std::size_t at = 0;
   while (at <= s.size()) {
@@ -51,19 +58,12 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     std::size_t colon = item.find(':');
     std::uint32_t host, fd;
     if (colon == std::string::npos || !parse_u32(item.substr(0, colon), &host) ||
-        !parse_u32(item.substr(colon + 1), &fd) || fd > INT32_MAX) {
-      *error = "'" + item + "' is not <host>:<fd>";
-      return nullptr;
-    }
-    if (host >= rack.hosts || host == rack.host) {
-      *error = "host " + std::to_string(host) + " is not another host of this " + std::to_string(rack.hosts) +
-               "-host rack";
-      return nullptr;
-    }
-    if (b->peers_[host]) {
-      *error = "host " + std::to_string(host) + " is named twice";
-      return nullptr;
-    }
+        !parse_u32(item.substr(colon + 1), &fd) || fd > INT32_MAX)
+      return refuse("'" + item + "' is not <host>:<fd>");
+    if (host >= rack.hosts || host == rack.host)
+      return refuse("host " + std::to_string(host) + " is not another host of this " +
+                    std::to_string(rack.hosts) + "-host rack");
+    if (b->peers_[host]) return refuse("host " + std::to_string(host) + " is named twice");
     struct stat st {};
     int type = 0;
     socklen_t tl = sizeof type;
@@ -71,20 +71,16 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     socklen_t pl = sizeof peer;
     if (::fstat(int(fd), &st) != 0 || !S_ISSOCK(st.st_mode) ||
         ::getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
-        ::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
-      *error = "fd " + std::to_string(fd) + " (host " + std::to_string(host) + ") is not a connected stream socket";
-      return nullptr;
-    }
+        ::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+      return refuse("fd " + std::to_string(fd) + " (host " + std::to_string(host) +
+                    ") is not a connected stream socket");
     auto p = std::make_unique<Peer>();
     p->host = host;
     p->fd = int(fd);
     b->peers_[host] = std::move(p);
   }
   for (std::uint32_t h = 0; h < rack.hosts; ++h)
-    if (h != rack.host && !b->peers_[h]) {
-      *error = "no connection for host " + std::to_string(h);
-      return nullptr;
-    }
+    if (h != rack.host && !b->peers_[h]) return refuse("no connection for host " + std::to_string(h));
   // From here on the fds are ours: close-on-exec, non-blocking, no Nagle.
   for (auto& p : b->peers_) {
     if (!p) continue;
