@@ -131,6 +131,14 @@ void add_threads(Families& f, const DataplaneSample& s) {
       f.counter("gossamer_client_direct_applies_total",
                 "Applies on the thread's own trustee, run in place with no request.", l(),
                 double(c.local_applies));
+      f.counter("gossamer_thread_tcp_bytes_total",
+                "Request and response bodies above the large-request threshold that crossed hosts over "
+                "gossamerd's TCP connections, by direction.",
+                l({{"direction", "sent"}}), double(c.tcp_bytes_sent));
+      f.counter("gossamer_thread_tcp_bytes_total",
+                "Request and response bodies above the large-request threshold that crossed hosts over "
+                "gossamerd's TCP connections, by direction.",
+                l({{"direction", "received"}}), double(c.tcp_bytes_received));
     }
   }
 }

@@ -250,10 +250,11 @@ bool Worker::flush(ThreadId to) {
     RequestHeader h;
     std::memcpy(&h, rec, sizeof h);
     std::uint32_t size = kRecordHeader + abi::align_record(h.length);
-    if (remote && h.length > bulk_threshold_ && bulk_->usable(host)) {
+    if (remote && h.length > bulk_threshold_ && h.length <= kMaxBulkBytes && bulk_->usable(host)) {
       // Larger than the threshold, to another host: the body goes over the
       // run's TCP connection and the slot carries a reference to it, last
       // in the batch (the trustee serves the batch once the body is in).
+      // Over 1 GiB goes in pieces, which the trustee refuses with an error.
       constexpr std::uint32_t need = kRecordHeader + sizeof(abi::BulkRef);
       std::byte* at;
       if (!in_overflow && pl + need <= abi::kRequestPrimaryData) {
@@ -268,6 +269,7 @@ bool Worker::flush(ThreadId to) {
       }
       std::vector<std::byte> body(rec + kRecordHeader, rec + kRecordHeader + h.length);
       abi::BulkRef ref{bulk_->send(host, Bulk::kRequest, id_, to, std::move(body)), h.length};
+      tcp_bytes_sent_ += h.length;
       RequestHeader bh{h.invoker | abi::kInvokerBulk, std::uint32_t(sizeof ref), h.property};
       std::memcpy(at, &bh, sizeof bh);
       std::memcpy(at + sizeof bh, &ref, sizeof ref);
@@ -430,6 +432,7 @@ bool Worker::poll_remote_responses(ThreadId to) {
         if (!bulk_->take(li_, Bulk::kResponse, to, ref.id, &bulk_body)) return false;
         if (bulk_body.size() != ref.length) fatal("a response over TCP has another length than its reference");
         has_bulk = true;
+        tcp_bytes_received_ += bulk_body.size();
       }
     }
   }

@@ -137,6 +137,8 @@ void Worker::publish_counters() {
   put(c.responses_received, responses_received_);
   put(c.local_applies, local_applies);
   put(c.fibers_ready, ready_count_);
+  put(c.tcp_bytes_sent, tcp_bytes_sent_);
+  put(c.tcp_bytes_received, tcp_bytes_received_);
   // Release: whoever sees this activity value sees the counters above.
   pub.activity.store(activity_, std::memory_order_release);
 }

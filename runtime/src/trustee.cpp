@@ -264,6 +264,7 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
         std::memcpy(&ref, last + sizeof rh, sizeof ref);
         if (!bulk_->take(li_, Bulk::kRequest, client, ref.id, &bulk_body)) return false;
         has_bulk = bulk_body.size() == ref.length;  // else: malformed below
+        tcp_bytes_received_ += bulk_body.size();
       }
     }
   }
@@ -336,7 +337,7 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
     std::uint32_t left = rh.length - rc.front_sent;
     std::uint32_t size = sizeof rh + abi::align_record(left);
     std::byte* at;
-    if (rc.front_sent == 0 && rh.length > bulk_threshold_ && bulk_->usable(host)) {
+    if (rc.front_sent == 0 && rh.length > bulk_threshold_ && rh.length <= kMaxBulkBytes && bulk_->usable(host)) {
       // Larger than the threshold: over TCP, with a reference last in this
       // batch (the client takes the batch once the response is in).
       constexpr std::uint32_t need = sizeof rh + sizeof(abi::BulkRef);
@@ -351,6 +352,7 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
       }
       abi::BulkRef ref{bulk_->send(host, Bulk::kResponse, id_, client, std::vector<std::byte>(data, data + left)),
                        left};
+      tcp_bytes_sent_ += left;
       ResponseHeader wh{std::uint32_t(sizeof ref), rh.status | abi::kStatusBulk};
       std::memcpy(at, &wh, sizeof wh);
       std::memcpy(at + sizeof wh, &ref, sizeof ref);

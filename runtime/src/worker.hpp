@@ -271,6 +271,7 @@ class Worker {
   std::uint64_t requests_sent_ = 0, responses_received_ = 0;
   std::uint64_t requests_served_ = 0, requests_served_remote_ = 0, slots_served_ = 0;
   std::uint64_t requests_sent_remote_ = 0;
+  std::uint64_t tcp_bytes_sent_ = 0, tcp_bytes_received_ = 0;
   abi::ThreadCounters own_counters_{};
   abi::ThreadCounters* counters_ = &own_counters_;
   std::uint64_t busy_cycles_ = 0, serve_cycles_ = 0, idle_cycles_ = 0;

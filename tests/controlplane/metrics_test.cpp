@@ -236,7 +236,7 @@ TEST(MetricsFile, ReaderGetsConsistentSamplesFromAConcurrentWriter) {
       // A slow write (a pause between rows) so that many copies overlap
       // one; then a gap long enough for a whole copy.
       for (int r = 0; r < 5; ++r) {
-        for (std::uint64_t* w = &rows[r].busy_cycles; w <= &rows[r].fibers_ready; ++w)
+        for (std::uint64_t* w = &rows[r].busy_cycles; w <= &rows[r].tcp_bytes_received; ++w)
           std::atomic_ref<std::uint64_t>(*w).store(v, std::memory_order_relaxed);
         std::this_thread::sleep_for(std::chrono::microseconds(40));
       }

@@ -88,12 +88,16 @@ struct ThreadCounters {
   std::uint64_t responses_received;
   std::uint64_t local_applies;        // ran in place on the thread's own trustee
   std::uint64_t fibers_ready;         // a gauge: ready queue length
-  std::uint64_t reserved[5];
+  // Request and response bodies above controlplane.large_request_threshold_bytes
+  // that crossed hosts over gossamerd's TCP connections (runtime/src/bulk.hpp).
+  std::uint64_t tcp_bytes_sent;       // handed to the connection by this thread
+  std::uint64_t tcp_bytes_received;   // taken from it by this thread
+  std::uint64_t reserved[3];
 };
 static_assert(sizeof(ThreadCounters) == 128);
 static_assert(offsetof(ThreadCounters, fibers_ready) == 80);
 static_assert(std::is_trivially_copyable_v<ThreadCounters>);
-inline constexpr std::size_t kThreadCounterFields = 11;
+inline constexpr std::size_t kThreadCounterFields = 13;
 
 struct SegmentHeader {
   std::uint64_t magic;               // kSegmentMagic
