@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +35,14 @@ constexpr std::size_t kOutputBacklog = 8u << 20;  // pause an instance's pipes a
 constexpr std::size_t kCtlBacklogLimit = 64u << 20;  // gossamerctl not reading: fail the run
 constexpr std::size_t kHashChunk = 4u << 20;         // bytes hashed between other work
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+// A host that is not the origin gives up on its bulk connections this long
+// after the Prepare, and says which one is missing: before the origin's
+// kPrepareTimeout, which could only say that the host did not answer.
+constexpr auto kBulkTimeout = std::chrono::seconds(8);
+// Authenticated bulk connections for runs this host does not know yet (the
+// Prepare may come after the peer's dial), per peer host.
+constexpr std::size_t kMaxPendingBulk = 64;
+constexpr std::size_t kRememberEnded = 256;  // run ids, see forget_run()
 
 std::string random_id() {
   std::random_device rd;
@@ -52,9 +61,10 @@ std::string describe_exit(int code, int sig) {
 
 // fork + exec with stdin from /dev/null and the given stdout/stderr; the child
 // gets its own process group (so a stop reaches whatever it forked) and dies
-// with this daemon. Returns the pid, or -1 with *error.
+// with this daemon. Of the other descriptors it keeps `keep` (>= 3) only.
+// Returns the pid, or -1 with *error.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-            int out_fd, int err_fd, bool own_group, std::string* error) {
+            int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, std::string* error) {
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
@@ -83,6 +93,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     if (::getppid() != parent) ::_exit(127);
     // Nothing of the daemon's (sockets, listeners, pipes) crosses exec.
     ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+    for (int fd : keep) ::fcntl(fd, F_SETFD, 0);  // but the instance's bulk connections do
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) ::dup2(null, 0);
     if (out_fd >= 0) ::dup2(out_fd, 1);
@@ -118,10 +129,27 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 // One application run. On the origin host it also holds the gossamerctl
 // link and what every host reported; on the others only the local instance.
 struct Daemon::Run {
+  Run() = default;
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  ~Run() { close_bulk(); }
+  void close_bulk() {
+    for (int& fd : bulk)
+      if (fd >= 0) ::close(fd), fd = -1;
+  }
+
   Prepare spec;
   bool is_origin = false;
-  bool ready = false;  // this host checked the binary (not origin: Prepared ok sent)
+  bool checked = false;  // the binary check passed on this host
+  bool ready = false;    // checked, and every bulk connection held (not origin: Prepared ok sent)
   bool started = false;
+  // Bulk connections, per host: the socket for the instance (-1: not yet;
+  // always -1 for this host), given to it at the start, closed whenever the
+  // run goes away before (this destructor).
+  std::vector<int> bulk;
+  std::vector<bool> bulk_dialing;       // per higher host: an attempt is under way
+  std::vector<std::string> bulk_error;  // per host: why the last attempt failed
+  std::unique_ptr<asio::steady_timer> bulk_timer;  // not origin: kBulkTimeout
   // the local instance
   pid_t pid = 0;
   int pgid = 0;
@@ -303,6 +331,8 @@ void Daemon::accept_peer() {
         Nonce mine = random_nonce(), theirs{};
         std::uint32_t host = UINT32_MAX;
         bool authenticated = false;
+        bool bulk = false;  // a BulkHello opened it: never a mesh link
+        std::string run;    // the bulk connection's run
         asio::steady_timer timer;
         explicit Hs(asio::io_context& io) : timer(io) {}
       };
@@ -320,15 +350,28 @@ void Daemon::accept_peer() {
       link->start(
           [this, link = link.get(), hs, from](Type t, std::string_view body) {
             auto self_link = link->shared_from_this();
-            if (hs->authenticated) return on_peer_message(hs->host, t, body);
+            if (hs->authenticated) {
+              // A bulk link reads nothing after the proof (hand_over).
+              if (!hs->bulk) on_peer_message(hs->host, t, body);
+              return;
+            }
             auto reject = [&](const std::string& why) {
               ++protocol_errors_;
-              spdlog::warn("peer connection from {} refused: {}", from, why);
+              spdlog::warn("{} connection from {} refused: {}", hs->bulk ? "bulk" : "peer", from, why);
               link->close(why, true);
             };
             if (hs->host == UINT32_MAX) {
               Hello h;
-              if (t != Type::kHello || !decode(body, h)) return reject("expected a hello");
+              if (t == Type::kBulkHello) {
+                BulkHello b;
+                hs->bulk = true;
+                if (!decode(body, b)) return reject("malformed bulk hello");
+                if (!valid_run_id(b.run)) return reject("bad run id in a bulk hello");
+                h = Hello{b.version, b.host, b.rack, b.nonce};
+                hs->run = std::move(b.run);
+              } else if (t != Type::kHello || !decode(body, h)) {
+                return reject("expected a hello");
+              }
               if (h.version != kVersion)
                 return reject("protocol version " + std::to_string(h.version) + ", this daemon speaks " +
                               std::to_string(kVersion));
@@ -339,22 +382,29 @@ void Daemon::accept_peer() {
               Challenge c;
               c.host = self_;
               c.nonce = hs->mine;
-              c.mac = handshake_mac(key_, Role::kAcceptor, hs->theirs, hs->mine, h.host, self_, rack_id());
+              c.mac = hs->bulk ? bulk_mac(key_, Role::kBulkAcceptor, hs->theirs, hs->mine, h.host, self_, rack_id(),
+                                          hs->run)
+                               : handshake_mac(key_, Role::kAcceptor, hs->theirs, hs->mine, h.host, self_, rack_id());
               link->send(Type::kChallenge, c);
               return;
             }
             Proof p;
             if (t != Type::kProof || !decode(body, p)) return reject("expected a proof");
-            if (!mac_equal(p.mac, handshake_mac(key_, Role::kDialer, hs->theirs, hs->mine, hs->host, self_,
-                                                rack_id())))
+            const Mac want = hs->bulk ? bulk_mac(key_, Role::kBulkDialer, hs->theirs, hs->mine, hs->host, self_,
+                                                 rack_id(), hs->run)
+                                      : handshake_mac(key_, Role::kDialer, hs->theirs, hs->mine, hs->host, self_,
+                                                      rack_id());
+            if (!mac_equal(p.mac, want))
               return reject("wrong pre-shared key (claimed to be " + host_name(hs->host) + ")");
             hs->authenticated = true;
             hs->timer.cancel();
+            if (hs->bulk) return bulk_accepted(hs->host, hs->run, self_link);
             link->set_max_body(kMaxBody);
             peer_authenticated(hs->host, self_link);
           },
           [this, link = link.get(), hs](const std::string& why) {
-            if (hs->authenticated && peers_[hs->host].link.get() == link) peer_down(hs->host, "connection lost: " + why);
+            if (hs->authenticated && !hs->bulk && peers_[hs->host].link.get() == link)
+              peer_down(hs->host, "connection lost: " + why);
           });
     }
     accept_peer();
@@ -487,7 +537,7 @@ void Daemon::peer_down(std::uint32_t h, const std::string& why) {
     } else if (r->spec.origin == h) {
       // Nobody to report to: stop, and forget the run once the instance ended.
       stop_instance(*r, "the run's origin " + host_name(h) + " is down");
-      if (!r->pid || r->reaped) runs_.erase(r->spec.run);
+      if (!r->pid || r->reaped) forget_run(r->spec.run);
     }
   }
   if (h > self_) schedule_redial(h);
@@ -542,14 +592,30 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
       auto r = std::make_shared<Run>();
       r->spec = m;
       runs_[m.run] = r;
+      init_bulk(r);
+      r->bulk_timer = std::make_unique<asio::steady_timer>(io_);
+      r->bulk_timer->expires_after(kBulkTimeout);
+      r->bulk_timer->async_wait([this, h, id = m.run](boost::system::error_code e) {
+        auto it = runs_.find(id);
+        if (e || it == runs_.end()) return;
+        auto run = it->second;
+        // Still hashing: the origin's own timeout says so.
+        if (run->is_origin || !run->checked || run->ready || run->started) return;
+        Prepared no;
+        no.run = id;
+        no.host = self_;
+        no.error = bulk_missing(*run, " within 8 s");
+        spdlog::warn("run {}: not ready: {}", id, no.error);
+        forget_run(it);
+        if (peers_[h].link && peers_[h].up) peers_[h].link->send(Type::kPrepared, no);
+      });
       // Registered now, so that a Stop during the hashing finds it.
       prepare_async(m, [this, h, id = m.run](Prepared reply, std::string) {
         auto it = runs_.find(id);
         if (it == runs_.end() || it->second->is_origin) return;  // stopped meanwhile
-        if (reply.ok) it->second->ready = true;
-        else runs_.erase(it);
+        if (reply.ok) return run_checked(it->second);  // reports once connected
+        forget_run(it);
         if (peers_[h].link && peers_[h].up) peers_[h].link->send(Type::kPrepared, reply);
-        else if (reply.ok) runs_.erase(id);  // the origin is gone
       });
       return;
     }
@@ -570,7 +636,7 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
       if (it == runs_.end() || it->second->is_origin || it->second->spec.origin != h) return;
       auto r = it->second;
       if (!r->started) {
-        runs_.erase(it);  // prepared, never started
+        forget_run(it);  // prepared, never started
         return;
       }
       stop_instance(*r, m.reason);
@@ -594,6 +660,219 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
     default:
       return bad();
   }
+}
+
+// ---- bulk connections -------------------------------------------------------------------
+// One TCP connection per run and pair of hosts, for the instances' large
+// requests (controlplane/README.md, "Large messages"). The lower index dials,
+// as for the mesh; both sides hand the socket to the instance at the start.
+
+void Daemon::init_bulk(const std::shared_ptr<Run>& r) {
+  r->bulk.assign(hosts_, -1);
+  r->bulk_dialing.assign(hosts_, false);
+  r->bulk_error.assign(hosts_, "");
+  // Connections that came before the run was known here.
+  std::vector<PendingBulk> mine;
+  for (auto it = pending_bulk_.begin(); it != pending_bulk_.end();) {
+    if (it->run == r->spec.run) {
+      mine.push_back(*it);
+      it = pending_bulk_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& p : mine) bulk_store(r, p.host, p.fd);
+}
+
+// The binary check passed: connect to every higher host, then report ready
+// when every connection is there.
+void Daemon::run_checked(const std::shared_ptr<Run>& r) {
+  r->checked = true;
+  for (std::uint32_t h = self_ + 1; h < hosts_; ++h) bulk_dial(r->spec.run, h);
+  maybe_ready(r);
+}
+
+void Daemon::maybe_ready(const std::shared_ptr<Run>& r) {
+  if (!r->checked || r->ready || r->started || r->done || !bulk_missing(*r, "").empty()) return;
+  r->ready = true;
+  if (r->bulk_timer) r->bulk_timer->cancel();
+  Prepared p;
+  p.run = r->spec.run;
+  p.host = self_;
+  p.ok = true;
+  if (r->is_origin) return on_prepared(p);
+  auto& o = peers_[r->spec.origin];
+  if (o.link && o.up) o.link->send(Type::kPrepared, p);
+  else forget_run(p.run);  // the origin is gone
+}
+
+std::string Daemon::bulk_missing(const Run& r, const std::string& within) const {
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_ || r.bulk[h] >= 0) continue;
+    std::string why = !r.bulk_error[h].empty() ? r.bulk_error[h] : h < self_ ? "it did not connect" : "";
+    return "no bulk connection with " + host_name(h) + within + (why.empty() ? "" : " (" + why + ")");
+  }
+  return "";
+}
+
+void Daemon::bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, int fd) {
+  // A second one for the same pair: the dialer gave up on the first (its
+  // handshake timed out) and holds this one.
+  if (r->bulk[h] >= 0) ::close(r->bulk[h]);
+  r->bulk[h] = fd;
+  r->bulk_error[h].clear();
+  spdlog::debug("run {}: bulk connection with {} (fd {})", r->spec.run, host_name(h), fd);
+  maybe_ready(r);
+}
+
+// The dialer's side of the bulk handshake; the acceptor's is in accept_peer()
+// and bulk_accepted().
+void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
+  auto it = runs_.find(id);
+  if (shutting_down_ || it == runs_.end()) return;
+  Run& r = *it->second;
+  if (!r.checked || r.started || r.done || r.bulk[h] >= 0 || r.bulk_dialing[h]) return;
+  r.bulk_dialing[h] = true;
+  const auto& a = cfg_.rack.hosts[h].control;
+  boost::system::error_code ec;
+  asio::ip::tcp::endpoint ep(asio::ip::make_address(a.ip, ec), a.port);
+  struct Attempt {
+    explicit Attempt(asio::io_context& io) : sock(io), timer(io) {}
+    asio::ip::tcp::socket sock;
+    asio::steady_timer timer;
+    Nonce mine = random_nonce();
+    bool challenged = false, ready = false, timed_out = false, over = false;
+  };
+  auto at = std::make_shared<Attempt>(io_);
+  // Reports the attempt once: the socket, or why not.
+  auto finish = [this, id, h, at](int fd, const std::string& why) {
+    if (at->over) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    at->over = true;
+    at->timer.cancel();
+    bulk_dial_done(id, h, fd, why);
+  };
+  at->timer.expires_after(kHandshakeTimeout);
+  at->timer.async_wait([at](boost::system::error_code e) {
+    if (e) return;
+    at->timed_out = true;
+    at->sock.close();
+  });
+  at->sock.async_connect(ep, [this, id, h, at, finish](boost::system::error_code e) {
+    if (e || shutting_down_)
+      return finish(-1, at->timed_out ? "no connection within 2 s" : e ? e.message() : "shutting down");
+    at->sock.set_option(asio::ip::tcp::no_delay(true), e);
+    auto link = std::make_shared<TcpLink>(std::move(at->sock), kMaxHandshakeBody);
+    at->timer.expires_after(kHandshakeTimeout);
+    at->timer.async_wait([at, weak = std::weak_ptr<TcpLink>(link)](boost::system::error_code te) {
+      if (te || at->ready || at->over) return;
+      at->timed_out = true;
+      if (auto l = weak.lock()) l->close("no bulk handshake within 2 s", true);
+    });
+    link->start(
+        [this, id, h, at, finish, link = link.get()](Type t, std::string_view body) {
+          if (!at->challenged) {
+            Challenge c;
+            if (t != Type::kChallenge || !decode(body, c) || c.host != h ||
+                !mac_equal(c.mac, bulk_mac(key_, Role::kBulkAcceptor, at->mine, c.nonce, self_, h, rack_id(), id))) {
+              ++protocol_errors_;
+              return link->close("handshake failed (wrong pre-shared key, or not a gossamerd)", true);
+            }
+            at->challenged = true;
+            Proof p;
+            p.mac = bulk_mac(key_, Role::kBulkDialer, at->mine, c.nonce, self_, h, rack_id(), id);
+            link->send(Type::kProof, p);
+            return;
+          }
+          RunRef ready;
+          if (t != Type::kBulkReady || !decode(body, ready) || ready.run != id) {
+            ++protocol_errors_;
+            return link->close("expected bulk-ready for run " + id, true);
+          }
+          at->ready = true;
+          at->timer.cancel();
+          link->hand_over([finish](int fd) { finish(fd, "cannot take the socket"); });
+        },
+        [at, finish](const std::string& why) {
+          finish(-1, at->timed_out ? "no bulk handshake within 2 s" : why);
+        });
+    BulkHello hello;
+    hello.host = self_;
+    hello.rack = rack_id();
+    hello.nonce = at->mine;
+    hello.run = id;
+    link->send(Type::kBulkHello, hello);
+  });
+}
+
+void Daemon::bulk_dial_done(const std::string& id, std::uint32_t h, int fd, const std::string& why) {
+  auto it = runs_.find(id);
+  auto r = it == runs_.end() ? nullptr : it->second;
+  if (r) r->bulk_dialing[h] = false;
+  const bool wanted = r && !r->started && !r->done && !shutting_down_;
+  if (fd >= 0) {
+    if (wanted) return bulk_store(r, h, fd);
+    ::close(fd);  // the run went away meanwhile
+    return;
+  }
+  if (!wanted) return;
+  if (r->bulk_error[h].empty())
+    spdlog::warn("run {}: bulk connection to {} failed: {}; retrying every {} ms", id, host_name(h), why,
+                 kRedialDelay.count());
+  r->bulk_error[h] = why;
+  after(kRedialDelay, [this, id, h] { bulk_dial(id, h); });
+}
+
+// The acceptor verified the proof of host h for run `id`.
+void Daemon::bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link) {
+  auto it = runs_.find(id);
+  if (shutting_down_ || (it != runs_.end() && (it->second->started || it->second->done)) ||
+      (it == runs_.end() && ended_.count(id))) {
+    spdlog::debug("run {}: bulk connection from {} refused: too late", id, host_name(h));
+    return link->close("too late for this run", true);
+  }
+  RunRef ready{id};
+  link->send(Type::kBulkReady, ready);
+  link->hand_over([this, h, id](int fd) { bulk_taken(h, id, fd); });
+}
+
+void Daemon::bulk_taken(std::uint32_t h, const std::string& id, int fd) {
+  if (fd < 0) {
+    spdlog::warn("run {}: cannot take the bulk connection from {}", id, host_name(h));
+    return;
+  }
+  auto it = runs_.find(id);
+  if (shutting_down_ || (it != runs_.end() && (it->second->started || it->second->done)) ||
+      (it == runs_.end() && ended_.count(id))) {
+    ::close(fd);
+    return;
+  }
+  if (it != runs_.end()) return bulk_store(it->second, h, fd);
+  // The Prepare has not come yet: keep it, bounded, for kPrepareTimeout.
+  std::size_t n = 0;
+  for (const auto& p : pending_bulk_) n += p.host == h;
+  if (n >= kMaxPendingBulk) {
+    auto old = std::find_if(pending_bulk_.begin(), pending_bulk_.end(),
+                            [h](const PendingBulk& p) { return p.host == h; });
+    ++protocol_errors_;
+    spdlog::warn("{} opened {} bulk connections for runs this host does not know; closing the oldest (run {})",
+                 host_name(h), n + 1, old->run);
+    ::close(old->fd);
+    pending_bulk_.erase(old);
+  }
+  const std::uint64_t serial = ++pending_serial_;
+  pending_bulk_.push_back(PendingBulk{serial, h, id, fd});
+  after(kPrepareTimeout, [this, serial] {
+    auto p = std::find_if(pending_bulk_.begin(), pending_bulk_.end(),
+                          [serial](const PendingBulk& x) { return x.serial == serial; });
+    if (p == pending_bulk_.end()) return;
+    spdlog::warn("run {}: closing the bulk connection from {}: no such run here within 10 s", p->run,
+                 host_name(p->host));
+    ::close(p->fd);
+    pending_bulk_.erase(p);
+  });
 }
 
 // ---- gossamerctl --------------------------------------------------------------------
@@ -728,6 +1007,7 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   r->prepared.assign(hosts_, 0);
   r->finished.assign(hosts_, false);
   runs_[r->spec.run] = r;
+  init_bulk(r);
   spdlog::info("run {}: {} on {} hosts{}", r->spec.run, r->spec.path, hosts_,
                r->spec.threads ? " with " + std::to_string(r->spec.threads) + " threads" : "");
   r->prepare_timer = std::make_unique<asio::steady_timer>(io_);
@@ -736,6 +1016,15 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
     auto it = runs_.find(id);
     if (e || it == runs_.end() || it->second->started) return;
     auto& run = *it->second;
+    if (run.prepared[self_] == 0 && run.checked) {
+      // Checked here, but a bulk connection of this host is missing.
+      Prepared p;
+      p.run = id;
+      p.host = self_;
+      p.error = bulk_missing(run, " within 10 s");
+      on_prepared(p);
+      return;
+    }
     for (std::uint32_t h = 0; h < hosts_; ++h)
       if (run.prepared[h] == 0) {
         Prepared p;
@@ -756,6 +1045,7 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
       run->spec.sha256 = std::move(sum);
       for (std::uint32_t h = 0; h < hosts_; ++h)
         if (h != self_ && peers_[h].link) peers_[h].link->send(Type::kPrepare, run->spec);
+      return run_checked(run);  // prepared here once connected
     }
     on_prepared(mine);
   });
@@ -778,7 +1068,7 @@ void Daemon::abort_before_start(const std::shared_ptr<Run>& r, int status, const
     r->ctl->close("refused");
   }
   spdlog::warn("run {} not started: {}", r->spec.run, message);
-  runs_.erase(r->spec.run);
+  forget_run(r->spec.run);
 }
 
 void Daemon::hash_async(const std::string& path, std::function<void(std::string, std::string)> done) {
@@ -904,7 +1194,7 @@ void Daemon::maybe_finish(const std::string& id) {
     r->ctl->send(Type::kCtlDone, d);
     r->ctl->close("done");
   }
-  runs_.erase(it);
+  forget_run(it);
 }
 
 // ---- runs: every host -------------------------------------------------------------------
@@ -944,6 +1234,26 @@ void Daemon::prepare_async(const Prepare& p, std::function<void(Prepared, std::s
   });
 }
 
+// Every run leaves through here: its id is remembered a while, so that a
+// bulk connection for it that comes late is refused at once instead of
+// waiting kPrepareTimeout for a Prepare that will not come.
+void Daemon::forget_run(const std::string& id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  forget_run(it);
+}
+
+void Daemon::forget_run(std::map<std::string, std::shared_ptr<Run>>::iterator it) {
+  if (ended_.insert(it->first).second) {
+    ended_order_.push_back(it->first);
+    if (ended_order_.size() > kRememberEnded) {
+      ended_.erase(ended_order_.front());
+      ended_order_.pop_front();
+    }
+  }
+  runs_.erase(it);  // the Run closes its bulk connections when the last reference goes
+}
+
 std::uint32_t Daemon::local_instances() const {
   std::uint32_t n = 0;
   for (const auto& [id, r] : runs_) n += r->pid && !r->reaped;
@@ -961,18 +1271,32 @@ void Daemon::start_instance(Run& r) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string_view v(*e);
-      if (v.starts_with("GOSSAMER_CONFIG=") || v.starts_with("GOSSAMER_RUN_ID=") || v.starts_with("GOSSAMER_THREADS="))
+      if (v.starts_with("GOSSAMER_CONFIG=") || v.starts_with("GOSSAMER_RUN_ID=") ||
+          v.starts_with("GOSSAMER_THREADS=") || v.starts_with("GOSSAMER_BULK="))
         continue;
       env.emplace_back(v);
     }
     env.push_back("GOSSAMER_CONFIG=" + opt_.config_path);
     env.push_back("GOSSAMER_RUN_ID=" + r.spec.run);
     if (r.spec.threads) env.push_back("GOSSAMER_THREADS=" + std::to_string(r.spec.threads));
+    // GOSSAMER_BULK=<host>:<fd>,...: the connection to each other host's
+    // instance, inherited at the same number.
+    std::vector<int> keep;
+    std::string bulk;
+    if (hosts_ > 1 && bulk_missing(r, "").empty()) {
+      for (std::uint32_t h = 0; h < hosts_; ++h) {
+        if (h == self_) continue;
+        bulk += (bulk.empty() ? "" : ",") + std::to_string(h) + ":" + std::to_string(r.bulk[h]);
+        keep.push_back(r.bulk[h]);
+      }
+      env.push_back("GOSSAMER_BULK=" + bulk);
+    }
     std::string cwd = r.spec.cwd;
     struct stat st {};
     if (cwd.empty() || ::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) cwd = "/";
-    r.pid = spawn(argv, env, cwd, out[1], err[1], true, &r.exec_error);
+    r.pid = spawn(argv, env, cwd, out[1], err[1], true, keep, &r.exec_error);
   }
+  r.close_bulk();  // the instance has them, or never will
   for (int fd : {out[1], err[1]})
     if (fd >= 0) ::close(fd);
   if (r.pid <= 0) {
@@ -1094,7 +1418,7 @@ void Daemon::instance_finished(Run& r) {
     on_exited(e);
   } else {
     send_to_origin(r, Type::kExited, encode(e));
-    runs_.erase(id);
+    forget_run(id);
   }
 }
 
@@ -1164,7 +1488,7 @@ void Daemon::start_dataplane() {
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   std::string err;
   dataplane_started_ = Clock::now();
-  pid_t pid = spawn({opt_.dataplane_path, "--config", opt_.config_path}, env, "", -1, -1, false, &err);
+  pid_t pid = spawn({opt_.dataplane_path, "--config", opt_.config_path}, env, "", -1, -1, false, {}, &err);
   if (pid < 0) {
     ++dataplane_restarts_;
     dataplane_state_ = DataplaneState::kRestarting;
@@ -1193,6 +1517,10 @@ void Daemon::shutdown(const char* why) {
   dataplane_timer_.cancel();
   std::vector<std::shared_ptr<Run>> all;
   for (auto& [id, r] : runs_) all.push_back(r);
+  // No run starts from here on: its bulk connections go now.
+  for (auto& p : pending_bulk_) ::close(p.fd);
+  pending_bulk_.clear();
+  for (auto& r : all) r->close_bulk();
   for (auto& r : all) {
     if (r->is_origin && !r->started) {
       abort_before_start(r, 1, "gossamerd on " + host_name(self_) + " is shutting down");

@@ -7,9 +7,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 #include <vector>
@@ -71,6 +73,18 @@ class Daemon {
   std::uint64_t rack_id() const;
   std::string host_name(std::uint32_t h) const;
 
+  // ---- bulk connections (one per run and pair of hosts, for the instances)
+  void init_bulk(const std::shared_ptr<Run>& r);
+  void run_checked(const std::shared_ptr<Run>& r);
+  void maybe_ready(const std::shared_ptr<Run>& r);
+  // "" when r holds every bulk connection, else which one is missing and why.
+  std::string bulk_missing(const Run& r, const std::string& within) const;
+  void bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, int fd);
+  void bulk_dial(const std::string& id, std::uint32_t h);
+  void bulk_dial_done(const std::string& id, std::uint32_t h, int fd, const std::string& why);
+  void bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link);
+  void bulk_taken(std::uint32_t h, const std::string& id, int fd);
+
   // ---- gossamerctl
   void accept_ctl();
   void on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body);
@@ -101,6 +115,8 @@ class Daemon {
   void send_to_origin(Run& r, Type t, const std::string& body);
   void send_to_host(std::uint32_t h, Type t, const std::string& body);
   std::uint32_t local_instances() const;
+  void forget_run(const std::string& id);
+  void forget_run(std::map<std::string, std::shared_ptr<Run>>::iterator it);
 
   // ---- children
   void watch_children();
@@ -127,6 +143,19 @@ class Daemon {
   std::uint64_t heartbeat_seq_ = 0;
 
   std::map<std::string, std::shared_ptr<Run>> runs_;
+  // Authenticated bulk connections for runs not known here yet, oldest
+  // first; at most kMaxPendingBulk per peer host, each for kPrepareTimeout.
+  struct PendingBulk {
+    std::uint64_t serial;
+    std::uint32_t host;
+    std::string run;
+    int fd;
+  };
+  std::deque<PendingBulk> pending_bulk_;
+  std::uint64_t pending_serial_ = 0;
+  // The last runs that ended here (forget_run), for late bulk connections.
+  std::set<std::string> ended_;
+  std::deque<std::string> ended_order_;
 
   pid_t dataplane_pid_ = 0;
   DataplaneState dataplane_state_ = DataplaneState::kNone;

@@ -3,6 +3,8 @@
 // Single-threaded: everything runs on one io_context.
 #pragma once
 
+#include <fcntl.h>
+
 #include <array>
 #include <deque>
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
@@ -60,6 +62,21 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
   bool closed() const { return closed_; }
   Socket& socket() { return socket_; }
 
+  // Ends the link but not the connection (a bulk connection, handed to an
+  // application instance): reads no further message, and once the queued
+  // ones are written calls `taken`, from the event loop, with the socket as a
+  // plain close-on-exec descriptor (>= 3, blocking), or -1 if that failed.
+  // Call it from on_message, where no read is pending, so that no byte after
+  // the last message is consumed. A write that fails first closes the link
+  // as usual (on_close, no `taken`); after the hand-over on_close is never
+  // called.
+  void hand_over(std::function<void(int fd)> taken) {
+    if (closed_ || closing_) return;
+    handing_over_ = true;
+    taken_ = std::move(taken);
+    if (out_.empty()) finish_hand_over();
+  }
+
  private:
   void read_header() {
     auto self = this->shared_from_this();
@@ -86,7 +103,7 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
                               if (closed_) return;
                               if (ec) return fail(ec.message());
                               on_message_(type_, body_);
-                              if (!closed_ && !closing_) read_header();
+                              if (!closed_ && !closing_ && !handing_over_) read_header();
                             });
   }
   void write_next() {
@@ -98,7 +115,8 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
                                queued_bytes_ -= out_.front().size();
                                out_.pop_front();
                                if (!out_.empty()) return write_next();
-                               if (closing_) shutdown();
+                               if (closing_) return shutdown();
+                               if (handing_over_) finish_hand_over();
                              });
   }
   void fail(const std::string& why) {
@@ -124,6 +142,33 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
     });
   }
 
+  void finish_hand_over() {
+    closed_ = true;
+    // release(), not close(): close() leaves the descriptor in the reactor's
+    // epoll set, assuming close(2) removes it, which it does not while the
+    // duplicate keeps the socket open (events would then reach freed state).
+    // release() deregisters it explicitly, and neither calls shutdown(), which
+    // would end the connection for the duplicate too.
+    boost::system::error_code ec;
+    const int raw = socket_.release(ec);
+    int fd = -1;
+    if (!ec) {
+      fd = ::fcntl(raw, F_DUPFD_CLOEXEC, 3);
+      ::close(raw);
+    }
+    // asio made the socket non-blocking; its new owner gets the default mode.
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    out_.clear();
+    queued_bytes_ = 0;
+    auto self = this->shared_from_this();
+    boost::asio::post(socket_.get_executor(), [this, self, fd] {
+      on_message_ = nullptr;
+      on_close_ = nullptr;
+      auto cb = std::move(taken_);
+      cb(fd);
+    });
+  }
+
   Socket socket_;
   std::uint32_t max_body_;
   std::array<std::uint8_t, kHeaderBytes> header_{};
@@ -133,8 +178,9 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
   std::size_t queued_bytes_ = 0;
   OnMessage on_message_;
   OnClose on_close_;
+  std::function<void(int)> taken_;
   std::string why_;
-  bool closed_ = false, closing_ = false;
+  bool closed_ = false, closing_ = false, handing_over_ = false;
 };
 
 using TcpLink = Link<boost::asio::ip::tcp::socket>;

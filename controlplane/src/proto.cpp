@@ -52,22 +52,52 @@ Nonce random_nonce() {
   return n;
 }
 
-Mac handshake_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
-                  std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack) {
-  Writer w;
-  w(std::string("gossamer-cp-1"));
+namespace {
+
+Mac hmac(const std::string& key, const std::string& msg) {
+  Mac mac{};
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
+       mac.data(), &len);
+  return mac;
+}
+
+// The fields both handshakes MAC, after their own label.
+void transcript(Writer& w, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack) {
   w(std::uint8_t(role));
   w(dialer_nonce);
   w(acceptor_nonce);
   w(dialer_host);
   w(acceptor_host);
   w(rack);
-  const std::string msg = w.take();
-  Mac mac{};
-  unsigned len = 0;
-  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
-       mac.data(), &len);
-  return mac;
+}
+
+}  // namespace
+
+Mac handshake_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                  std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack) {
+  Writer w;
+  w(std::string("gossamer-cp-1"));
+  transcript(w, role, dialer_nonce, acceptor_nonce, dialer_host, acceptor_host, rack);
+  return hmac(key, w.take());
+}
+
+Mac bulk_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+             std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack, const std::string& run) {
+  Writer w;
+  w(std::string("gossamer-cp-bulk-1"));
+  transcript(w, role, dialer_nonce, acceptor_nonce, dialer_host, acceptor_host, rack);
+  w(run);
+  return hmac(key, w.take());
+}
+
+bool valid_run_id(std::string_view run) {
+  if (run.empty() || run.size() > kMaxRunId) return false;
+  for (char c : run)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_'))
+      return false;
+  return true;
 }
 
 bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }

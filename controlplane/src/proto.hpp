@@ -18,7 +18,26 @@
 // mac_x = HMAC-SHA256(psk, "gossamer-cp-1" | role x | nonce_d | nonce_a |
 // D's host | A's host | rack id). Each side proves it knows the key for this
 // pair of fresh nonces; the key never crosses the wire. Before the proof only
-// these three messages are accepted, bodies of at most kMaxHandshakeBody.
+// these three messages are accepted (a BulkHello in place of the Hello, see
+// below), bodies of at most kMaxHandshakeBody.
+//
+// Bulk connections (large requests: a closure's payload that does not fit a
+// slot goes over TCP between the two hosts' instances). For every run and
+// every pair of hosts, the lower index D dials the same listener and runs
+// the same handshake, opened by a BulkHello that names the run:
+//   D -> A  BulkHello{version, D's host, rack id, nonce_d, run id}
+//   A -> D  Challenge{A's host, nonce_a, mac_a}
+//   D -> A  Proof{mac_d}
+//   A -> D  BulkReady{run id}
+// with mac_x = bulk_mac: HMAC-SHA256(psk, "gossamer-cp-bulk-1" | role x |
+// nonce_d | nonce_a | D | A | rack id | run id), roles 'a' and 'd'. Another
+// label and other roles than the mesh's, so that neither handshake's
+// transcript verifies as the other's, and the run id is bound in, so that a
+// connection proven for one run cannot be taken for another. After
+// BulkReady neither daemon reads or writes the connection again: A takes
+// its socket once BulkReady is written, D once it has read it, and each
+// hands it to the run's instance (GOSSAMER_BULK, controlplane/README.md).
+// A BulkHello never makes a mesh link.
 #pragma once
 
 #include <array>
@@ -35,6 +54,9 @@ inline constexpr std::size_t kHeaderBytes = 8;
 inline constexpr std::uint32_t kMaxHandshakeBody = 256;
 inline constexpr std::uint32_t kMaxBody = 4u << 20;
 inline constexpr std::size_t kOutputChunk = 64 * 1024;  // instance output per message
+// A run id in a BulkHello: at most this long, [0-9A-Za-z_-] (ours are 16 hex
+// digits), so that a BulkHello stays far below kMaxHandshakeBody.
+inline constexpr std::size_t kMaxRunId = 64;
 
 enum class Type : std::uint16_t {
   // gossamerd <-> gossamerd
@@ -42,6 +64,8 @@ enum class Type : std::uint16_t {
   kChallenge = 2,
   kProof = 3,
   kHeartbeat = 4,
+  kBulkHello = 5,  // opens a bulk connection's handshake instead of Hello
+  kBulkReady = 6,  // acceptor -> dialer, after the proof: the socket is the run's
   kPrepare = 10,   // origin -> every host: check the binary, get ready
   kPrepared = 11,  // host -> origin: ok or why not
   kStart = 12,     // origin -> every host: start the instance
@@ -200,6 +224,22 @@ struct Hello {
   void io(A& a) { a(version), a(host), a(rack), a(nonce); }
 };
 
+// A Hello for a bulk connection of one run (BulkReady is a RunRef).
+struct BulkHello {
+  std::uint32_t version = kVersion;
+  std::uint32_t host = 0;
+  std::uint64_t rack = 0;
+  Nonce nonce{};
+  std::string run;
+  template <class A>
+  void io(A& a) { a(version), a(host), a(rack), a(nonce), a(run); }
+};
+// 4 + 4 + 8 + 32 + 4 + kMaxRunId
+static_assert(56 + kMaxRunId <= kMaxHandshakeBody);
+
+// True for a run id a BulkHello may carry.
+bool valid_run_id(std::string_view run);
+
 struct Challenge {
   std::uint32_t host = 0;
   Nonce nonce{};
@@ -339,9 +379,13 @@ struct CtlDone {
 // ---- authentication -------------------------------------------------------------
 
 Nonce random_nonce();
-enum class Role : std::uint8_t { kAcceptor = 'A', kDialer = 'D' };
+enum class Role : std::uint8_t { kAcceptor = 'A', kDialer = 'D', kBulkAcceptor = 'a', kBulkDialer = 'd' };
 Mac handshake_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
                   std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack);
+// The bulk handshake's MACs: role kBulkAcceptor or kBulkDialer, the run id
+// bound in (see the top of this file).
+Mac bulk_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+             std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack, const std::string& run);
 bool mac_equal(const Mac& a, const Mac& b);  // constant time
 
 // Reads the pre-shared key file: it must exist, not be readable or writable

@@ -4,12 +4,17 @@
 stand-in script for the supervision check). Real processes, real TCP, the
 real handshake. The instances are small shell scripts, so that what is
 checked here is the control plane itself: launch, output, exit status, fate
-sharing, heartbeats, authentication, hostile input. The same commands on a
-rack in a box with a real rack application are in tests/rack/.
+sharing, heartbeats, authentication, hostile input. The bulk connections
+gossamerd brokers between the instances of a run (GOSSAMER_BULK) are checked
+by BULK_PEER, a small binary run as the instance (bulk_peer.cpp). The same
+commands on a rack in a box with a real rack application are in tests/rack/.
 
-usage: controlplane_test.py GOSSAMERD GOSSAMERCTL
+usage: controlplane_test.py GOSSAMERD GOSSAMERCTL BULK_PEER
 """
+import hashlib
+import hmac
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,9 +22,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-GOSSAMERD, GOSSAMERCTL = sys.argv[1], sys.argv[2]
+GOSSAMERD, GOSSAMERCTL, BULK_PEER = sys.argv[1], sys.argv[2], sys.argv[3]
 BASE_PORT = 17000 + (os.getpid() % 500) * 8
 HB_INTERVAL, HB_TIMEOUT = 100, 600
 failures = []
@@ -142,6 +148,186 @@ def host_of_config():
     return 'h=${GOSSAMER_CONFIG##*/h}; h=${h%.yaml}\n'
 
 
+# ---- the peer protocol, enough to play a hostile or honest dialer ----------------------
+# (controlplane/src/proto.hpp: 8-byte header {u32 length, u16 type, u16 0},
+# strings as u32 length + bytes.)
+HELLO, CHALLENGE, PROOF, BULK_HELLO, BULK_READY = 1, 2, 3, 5, 6
+
+
+def frame(t, body):
+    return struct.pack("<IHH", len(body), t, 0) + body
+
+
+def pstr(b):
+    return struct.pack("<I", len(b)) + b
+
+
+def rack_id(rack):
+    """Daemon::rack_id(): FNV-1a over the host count and each host's name and control address."""
+    x = 1469598103934665603
+    def mix(text):
+        nonlocal x
+        for c in text.encode():
+            x = ((x ^ c) * 1099511628211) % (1 << 64)
+        x = ((x ^ 0xff) * 1099511628211) % (1 << 64)
+    mix(str(rack.n))
+    for j in range(rack.n):
+        mix(f"h{j}")
+        mix(f"127.0.0.1:{rack.port(j)}")
+    return x
+
+
+def psk_of(rack):
+    with open(rack.psk) as f:
+        return f.read().rstrip("\n\r \t").encode()
+
+
+def mac(key, label, role, nonce_d, nonce_a, d, a, rack, run=None):
+    """handshake_mac (label gossamer-cp-1) and bulk_mac (gossamer-cp-bulk-1, with the run id)."""
+    msg = pstr(label) + role + nonce_d + nonce_a + struct.pack("<IIQ", d, a, rack)
+    if run is not None:
+        msg += pstr(run)
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def read_frame(s, timeout=4):
+    """(type, body) of the next message, or None when the connection ends first."""
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while len(data) < 8 or len(data) < 8 + struct.unpack("<I", data[:4])[0]:
+            chunk = s.recv(4096)
+            if not chunk:
+                return None
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        return None
+    n, t, _ = struct.unpack("<IHH", data[:8])
+    return t, data[8:8 + n]
+
+
+def bulk_dialer(rack, to, me, run, proof="right", key=None, version=1):
+    """Plays host ME dialing host TO's bulk handshake for RUN. proof: 'right',
+    'mesh' (the mesh handshake's MAC, a replay across protocols), 'other-run'
+    (the bulk MAC of another run), 'random'. Returns (socket, what came back:
+    'no challenge', 'refused', 'ready' (the challenge's MAC was the documented
+    one), or 'ready after a bad challenge')."""
+    key = key or psk_of(rack)
+    rid = rack_id(rack)
+    nonce_d = os.urandom(32)
+    s = socket.create_connection(("127.0.0.1", rack.port(to)))
+    s.sendall(frame(BULK_HELLO, struct.pack("<IIQ", version, me, rid) + nonce_d + pstr(run)))
+    f = read_frame(s)
+    if not f or f[0] != CHALLENGE or len(f[1]) != 68:
+        return s, "no challenge"
+    host, nonce_a, mac_a = struct.unpack("<I", f[1][:4])[0], f[1][4:36], f[1][36:68]
+    good = host == to and mac_a == mac(key, b"gossamer-cp-bulk-1", b"a", nonce_d, nonce_a, me, to, rid, run)
+    proofs = {
+        "right": lambda: mac(key, b"gossamer-cp-bulk-1", b"d", nonce_d, nonce_a, me, to, rid, run),
+        "mesh": lambda: mac(key, b"gossamer-cp-1", b"D", nonce_d, nonce_a, me, to, rid),
+        "other-run": lambda: mac(key, b"gossamer-cp-bulk-1", b"d", nonce_d, nonce_a, me, to, rid, run + b"0"),
+        "random": lambda: os.urandom(32),
+    }
+    s.sendall(frame(PROOF, proofs[proof]()))
+    f = read_frame(s)
+    if f and f[0] == BULK_READY and f[1] == pstr(run):
+        return s, "ready" if good else "ready after a bad challenge"
+    return s, "refused"
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def stale_epoll(pid):
+    """Registrations in the process's epoll sets whose descriptor is no longer
+    open in it as the same file: what a socket closed with close(2) while a
+    copy lives on elsewhere leaves behind (epoll forgets a registration only
+    when the file itself goes, so events for it would still come)."""
+    stale = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                lines = [l.split() for l in f if l.startswith("tfd:")]
+        except OSError:
+            continue
+        for w in lines:
+            # "tfd: 15 events: 19 data: 7f.. pos:0 ino:2f32e98d sdev:9"
+            ino = next((int(x[4:], 16) for x in w if x.startswith("ino:")), None)
+            try:
+                now = os.stat(f"/proc/{pid}/fd/{w[1]}").st_ino
+            except OSError:
+                now = None
+            if now is None or (ino is not None and now != ino):
+                stale.append((w[1], ino, now))
+    return stale
+
+
+def fds_settle(procs, want, timeout=5):
+    """Waits until every daemon's open descriptor count is back to WANT; the counts."""
+    end = time.time() + timeout
+    while True:
+        now = [fd_count(p.pid) for p in procs]
+        if now == want or time.time() > end:
+            return now
+        time.sleep(0.05)
+
+
+class Proxy:
+    """Forwards the TCP connections it accepts on PORT to port TO while
+    `allow` is set; closes the others at once."""
+
+    def __init__(self, port, to):
+        self.to, self.allow = to, True
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", port))
+        self.ls.listen(16)
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            if not self.allow:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", self.to))
+            except OSError:
+                c.close()
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.ls.close()
+
+
 def main():
     d = tempfile.mkdtemp(prefix="gossamer-cp-")
     rack = Rack(3, d)
@@ -180,6 +366,25 @@ def main():
     check(all(f"[host {h}] to stderr {h}" in r.stderr for h in range(3)), f"stderr prefixed: {r.stderr!r}")
     check(all(f"[host {h}] no newline {h}" in r.stdout for h in range(3)), "a last line without newline is kept")
 
+    # ---- bulk connections between the instances of a run ---------------------------
+    # BULK_PEER checks what it inherits (one connected, blocking TCP socket
+    # with TCP_NODELAY per other host, nothing else), that the socket for
+    # host h leads to host h's instance on this very connection, both ways,
+    # and that no copy of it stays open in gossamerd (end-of-file on close).
+    pairs = {(i, j) for i in range(3) for j in range(3) if i != j}
+    base_fds = [fd_count(p.pid) for p in rack.procs]
+    for origin in (1, 0, 2):
+        r = rack.ctl(origin, "run", "--", BULK_PEER)
+        # "[host 1] bulk 1-2 ok": host 1's instance talked with host 2's.
+        got = {(int(m.group(2)), int(m.group(3))) for m in
+               (re.fullmatch(r"\[host (\d+)\] bulk (\d+)-(\d+) ok", l) for l in r.stdout.splitlines())
+               if m and m.group(1) == m.group(2)}
+        check(r.returncode == 0 and got == pairs,
+              f"run from host {origin}: every instance is connected to every other host's instance over its "
+              f"GOSSAMER_BULK socket, both ways: rc {r.returncode}, {sorted(got)}, {r.stderr.strip()!r}")
+    now = fds_settle(rack.procs, base_fds)
+    check(now == base_fds, f"the daemons keep no bulk descriptor after the runs: open descriptors {base_fds} -> {now}")
+
     fail1 = write_script(d, "fail1", host_of_config() +
                          'if [ "$h" = 1 ]; then echo "host 1 fails"; exit 3; fi\nexec sleep 30\n')
     t0 = time.time()
@@ -214,6 +419,9 @@ def main():
 
     p, pids = start_sleepers(0)
     if check(len(pids) == 3, "the sleeper started on every host"):
+        stale = {i: stale_epoll(rack.procs[i].pid) for i in range(3)}
+        check(not any(stale.values()),
+              f"while the instances hold their bulk sockets, no daemon's epoll set still watches them: {stale}")
         st = rack.ctl(2, "status")
         check("running" in st.stdout and str(pids[2]) in st.stdout, f"status on host 2 shows the running instance")
         t0 = time.time()
@@ -249,10 +457,13 @@ def main():
     rack.start(1, wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
                         f'mount --bind "{other}" "{hello}" && exec "$0" "$@"'])
     if check(rack.wait_up(0) and rack.wait_up(1), "host 1 rejoins after a restart"):
+        before = [fd_count(p.pid) for p in rack.procs]
         r = rack.ctl(0, "run", "--", hello)
         check(r.returncode == 2 and "host 1 (h1)" in r.stderr and "different binary" in r.stderr and
               "[host" not in r.stdout,
               f"a different binary on host 1: refused before anything starts: {r.stderr.strip()!r}")
+        now = fds_settle(rack.procs, before)
+        check(now == before, f"the refused run leaves no bulk descriptor behind: {before} -> {now}")
     rack.stop(1)
     rack.start(1)
     check(rack.wait_up(0) and rack.wait_up(1), "host 1 rejoins without the bind mount")
@@ -260,17 +471,25 @@ def main():
     check(r.returncode == 2 and "no-such-binary" in r.stderr, f"a missing binary is refused: {r.stderr.strip()!r}")
 
     # ---- what an instance inherits, and what outlives it ---------------------------------
-    # ls itself as the instance (no shell and its own descriptors): it lists
-    # its descriptors, one of which is the directory it reads.
-    r = rack.ctl(0, "run", "--", "/bin/ls", "-l", "/proc/self/fd")
-    got = {}
+    # ls as the instance (sh execs it: no descriptors of its own): it lists
+    # its descriptors, one of which is the directory it reads. Besides stdin,
+    # stdout and stderr, exactly the sockets GOSSAMER_BULK names.
+    r = rack.ctl(0, "run", "--", "/bin/sh", "-c", 'echo "bulk=${GOSSAMER_BULK-unset}"; exec /bin/ls -l /proc/self/fd')
+    listed, bulk = {}, {}
     for l in r.stdout.splitlines():
         w = l.split()
-        if l.startswith("[host ") and "->" in w and not w[-1].startswith("/proc/"):
-            got.setdefault(w[1], []).append(w[w.index("->") - 1])
-    got = [sorted(v) for v in got.values()]
-    check(r.returncode == 0 and len(got) == 3 and all(g == ["0", "1", "2"] for g in got),
-          f"an instance inherits only stdin, stdout and stderr (no daemon sockets): {got}")
+        if l.startswith("[host ") and len(w) == 3 and w[2].startswith("bulk="):
+            bulk[w[1]] = dict(x.split(":")[::-1] for x in w[2][5:].split(",") if ":" in x)  # fd -> host
+        elif l.startswith("[host ") and "->" in w and not w[-1].startswith("/proc/"):
+            listed.setdefault(w[1], {})[w[w.index("->") - 1]] = w[-1]
+    inherit_ok = len(listed) == 3 and len(bulk) == 3
+    for h, fds in listed.items():
+        want = {"0", "1", "2"} | set(bulk.get(h, {}))
+        inherit_ok &= (set(fds) == want and len(bulk[h]) == 2 and h[:-1] not in bulk[h].values() and
+                       all(fds[fd].startswith("socket:") for fd in bulk[h]))
+    check(r.returncode == 0 and inherit_ok,
+          f"an instance inherits only stdin, stdout, stderr and the two bulk sockets GOSSAMER_BULK names "
+          f"(no daemon sockets): {listed} {bulk}")
     stray = write_script(d, "stray", host_of_config() +
                          f'sh -c \'trap "" TERM; echo $$ > {d}/stray.$0; exec sleep 30\' $h &\n'
                          'sleep 0.3\nif [ "$h" = 1 ]; then exit 4; fi\nexec sleep 30\n')
@@ -396,6 +615,87 @@ def main():
     r = rack.ctl(2, "run", "--", hello)
     check(r.returncode == 0 and r.stdout.count("hello from host") == 3, "and runs still work afterwards")
 
+    # ---- bulk handshakes, honest and hostile -------------------------------------------
+    # Honest ones (this test knows the key) for runs host 2 does not know: the
+    # Prepare may come after a peer's dial, so host 2 keeps them, at most 64
+    # per peer host (the oldest go at once), for 10 s.
+    pid2 = rack.procs[2].pid
+    base2 = fd_count(pid2)
+    t_pending = time.time()
+    kept = [bulk_dialer(rack, 2, 0, b"feed%04d" % k) for k in range(66)]
+    check(all(w == "ready" for _, w in kept),
+          f"a bulk handshake for a run host 2 does not know yet completes, with the documented MACs: "
+          f"{sorted(set(w for _, w in kept))}")
+    oldest_closed = [closed_by_peer(s, timeout=1) for s, _ in kept[:2]]
+    held = fds_settle([rack.procs[2]], [base2 + 64], timeout=2)[0] - base2
+    check(all(oldest_closed) and held == 64,
+          f"host 2 keeps at most 64 of them from one peer host, closing the oldest: {oldest_closed}, {held} kept")
+    refused = {
+        "the mesh handshake's proof (a replay across protocols)": dict(proof="mesh"),
+        "a proof for another run": dict(proof="other-run"),
+        "a random proof": dict(proof="random"),
+        "the wrong key": dict(key=b"not-the-rack-key-0123456789"),
+        "a bad version": dict(version=9),
+        "a run id of 65 bytes": dict(run=b"a" * 65),
+        "a run id with a slash": dict(run=b"../x"),
+        "a host index that may not dial host 2": dict(me=2),
+        "an unknown host index": dict(me=7),
+    }
+    for what, kw in refused.items():
+        args = dict(rack=rack, to=2, me=0, run=b"bulk0001") | kw
+        s, outcome = bulk_dialer(**args)
+        check(outcome in ("no challenge", "refused") and closed_by_peer(s),
+              f"a bulk handshake with {what}: no socket for it, the connection is dropped ({outcome})")
+        s.close()
+    rid = rack_id(rack)
+    nonce = os.urandom(32)
+    bulk_hello = frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce + pstr(b"bulk0002"))
+    raw = {
+        "a bulk hello, then garbage instead of a proof": (bulk_hello, os.urandom(100)),
+        "a bulk hello, then nothing (a stalled handshake)": (bulk_hello, b""),
+        "a bulk hello over 256 bytes": (frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce +
+                                              pstr(b"a" * 300)), b""),
+        "a bulk hello with a lying run id length": (frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce +
+                                                          struct.pack("<I", 1 << 30) + b"abc"), b""),
+        "a bulk-ready from the dialer": (frame(BULK_READY, pstr(b"bulk0002")), b""),
+    }
+    for what, (first, then) in raw.items():
+        s = socket.create_connection(("127.0.0.1", rack.port(2)))
+        s.sendall(first)
+        f = read_frame(s, timeout=1)
+        try:
+            s.sendall(then)
+        except OSError:
+            pass
+        rest = read_frame(s, timeout=4)
+        check((f is None or f[0] == CHALLENGE) and rest is None and closed_by_peer(s),
+              f"{what}: dropped without a bulk-ready")
+        s.close()
+    # The other way round: a mesh hello answered with the bulk handshake's
+    # proof must not become host 0's mesh link.
+    s = socket.create_connection(("127.0.0.1", rack.port(2)))
+    s.sendall(frame(HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce))
+    f = read_frame(s)
+    if f and f[0] == CHALLENGE:
+        s.sendall(frame(PROOF, mac(psk_of(rack), b"gossamer-cp-bulk-1", b"d", nonce, f[1][4:36], 0, 2, rid, b"")))
+    check(f is not None and f[0] == CHALLENGE and closed_by_peer(s),
+          "a mesh hello with the bulk handshake's proof is dropped")
+    s.close()
+    if time.time() - t_pending < 9:
+        check(not closed_by_peer(kept[2][0], timeout=0.2), "the kept ones are still open before 10 s")
+    left = max(0.5, 12 - (time.time() - t_pending))
+    closed = [closed_by_peer(s, timeout=left) for s, _ in kept[2:]]
+    took = time.time() - t_pending
+    check(all(closed) and 9.5 < took < 12,
+          f"the bulk connections for a run that never came are closed after 10 s ({took:.1f} s)")
+    for s, _ in kept:
+        s.close()
+    now = fds_settle([rack.procs[2]], [base2], timeout=3)
+    check(all(p.poll() is None for p in rack.procs) and rack.wait_up(0) and now == [base2],
+          f"host 2 survives all of it and holds no descriptor for them: {base2} -> {now}")
+    r = rack.ctl(0, "run", "--", BULK_PEER)
+    check(r.returncode == 0 and r.stdout.count(" ok") == 6, f"and bulk connections still work: {r.stderr.strip()!r}")
+
     # ---- clean shutdown --------------------------------------------------------------
     p = subprocess.Popen([GOSSAMERCTL, "-c", rack.cfg(0), "run", "--", sleeper], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -410,6 +710,39 @@ def main():
         p.kill()
         p.communicate()
     check(p.returncode not in (0, None), f"a run in progress when the daemons stop fails: rc {p.returncode}")
+
+    # ---- a pair of hosts that cannot make their bulk connection -------------------------
+    # Host 1's control address (what host 0 dials) is a proxy: it forwards
+    # the mesh connection, then closes every new connection.
+    pr = Rack(2, tempfile.mkdtemp(prefix="gossamer-cp2-"))
+    proxy = Proxy(pr.port(2), pr.port(1))
+    for i in range(2):
+        with open(pr.cfg(i)) as f:
+            text = f.read().replace(f"control: 127.0.0.1:{pr.port(1)}", f"control: 127.0.0.1:{pr.port(2)}")
+        with open(pr.cfg(i), "w") as f:
+            f.write(text)
+        pr.start(i)
+    if check(pr.wait_up(0) and pr.wait_up(1), "a 2-host rack whose mesh goes through a proxy is up"):
+        r = pr.ctl(0, "run", "--", BULK_PEER, "--proxied")
+        check(r.returncode == 0 and r.stdout.count(" ok") == 2, f"bulk connections go through it too: {r.stderr!r}")
+        before = [fd_count(p.pid) for p in pr.procs]
+        proxy.allow = False
+        t0 = time.time()
+        r = pr.ctl(0, "run", "--", BULK_PEER, timeout=20)
+        took = time.time() - t0
+        check(r.returncode == 2 and "no bulk connection with host" in r.stderr and "host 0 (h0)" in r.stderr and
+              "host 1 (h1)" in r.stderr and "[host" not in r.stdout and took < 11,
+              f"no bulk connection possible between hosts 0 and 1: refused in {took:.1f}s, naming both: "
+              f"{r.stderr.strip()!r}")
+        check("bulk connection to host 1 (h1) failed" in pr.log(0), "host 0 logs why its bulk dial failed")
+        now = fds_settle(pr.procs, before)
+        check(now == before, f"and no descriptor is left behind: {before} -> {now}")
+        proxy.allow = True
+        r = pr.ctl(0, "run", "--", BULK_PEER, "--proxied")
+        check(r.returncode == 0 and r.stdout.count(" ok") == 2, f"the next run, with the proxy open, works: {r.stderr!r}")
+    for i in range(2):
+        pr.stop(i)
+    proxy.close()
 
     # ---- dataplane supervision (a stand-in dataplane) --------------------------------
     solo = Rack(1, tempfile.mkdtemp(prefix="gossamer-cp1-"))
@@ -444,6 +777,9 @@ def main():
         except OSError:
             return []
     first = dp_pids()
+    r = solo.ctl(0, "run", "--", BULK_PEER)
+    check(r.returncode == 0 and "[host 0] bulk none ok" in r.stdout,
+          f"a 1-host rack: no GOSSAMER_BULK, no bulk connection: {r.stdout!r} {r.stderr!r}")
     if check(len(first) == 1 and "running" in solo.ctl(0, "status").stdout, "gossamerd starts its dataplane"):
         os.kill(first[0], signal.SIGKILL)
         end = time.time() + 5

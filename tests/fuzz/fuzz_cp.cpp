@@ -119,6 +119,10 @@ std::string dump(M& m) {
 // Message-specific helpers a daemon calls on decoded fields.
 template <class M>
 void use(const M&) {}
+void use(const cp::BulkHello& b) {
+  // What the acceptor checks on the run id before anything else.
+  require(!cp::valid_run_id(b.run) || (!b.run.empty() && b.run.size() <= cp::kMaxRunId));
+}
 void use(const cp::Heartbeat& hb) {
   const char* s = cp::to_string(cp::DataplaneState(hb.dataplane));
   require(s != nullptr && *s != '\0');

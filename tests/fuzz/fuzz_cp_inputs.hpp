@@ -19,13 +19,14 @@ namespace gossamer::fuzz {
 // Every message struct of proto.hpp (HostStatus and RunStatus travel inside
 // StatusReply). The order is the selector's: append, do not reorder, or the
 // corpus and regressions/fuzz_cp/ change meaning.
+// (BulkReady's body is a RunRef.)
 using CpMessages = std::tuple<cp::Hello, cp::Challenge, cp::Proof, cp::Heartbeat, cp::Prepare, cp::Prepared,
                               cp::RunRef, cp::Output, cp::Exited, cp::Stop, cp::CtlRun, cp::StatusReply,
-                              cp::CtlOutput, cp::CtlDone>;
+                              cp::CtlOutput, cp::CtlDone, cp::BulkHello>;
 inline constexpr std::size_t kCpMessages = std::tuple_size_v<CpMessages>;
 inline constexpr const char* kCpMessageNames[kCpMessages] = {
     "hello", "challenge", "proof", "heartbeat", "prepare", "prepared", "runref",
-    "output", "exited", "stop", "ctlrun", "statusreply", "ctloutput", "ctldone"};
+    "output", "exited", "stop", "ctlrun", "statusreply", "ctloutput", "ctldone", "bulkhello"};
 
 // The selector byte of message M.
 template <class M, std::size_t I = 0>

@@ -254,6 +254,8 @@ void cp_seeds() {
     (cp_seed(std::string(kCpMessageNames[I]) + "-empty", std::tuple_element_t<I, CpMessages>{}), ...);
   }(std::make_index_sequence<kCpMessages>{});
   cp_seed("hello", cp::Hello{cp::kVersion, 2, 0x0123456789abcdefull, fill(1)});
+  cp_seed("bulkhello", cp::BulkHello{cp::kVersion, 1, 0x0123456789abcdefull, fill(5), "5eed0123456789ab"});
+  cp_seed("bulkhello-longest", cp::BulkHello{cp::kVersion, 0, ~0ull, fill(6), std::string(cp::kMaxRunId, 'f')});
   cp_seed("challenge", cp::Challenge{3, fill(2), fill(3)});
   cp_seed("proof", cp::Proof{fill(4)});
   cp_seed("heartbeat", cp::Heartbeat{77, 1, 2, 1});
