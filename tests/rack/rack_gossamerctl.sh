@@ -3,7 +3,8 @@
 # with `gossamerctl run` (gossamerd on every host supervises the dataplanes):
 # output from every host with prefixes, exit statuses, --threads, large
 # apply_with arguments and responses (512 B .. 4 MiB) byte-exact under
-# injected loss, kill -9 of host 2's instance (run exits within 2 s naming
+# injected loss, both with gossamerd's TCP connections for large bodies and
+# through the dataplanes only, kill -9 of host 2's instance (run exits within 2 s naming
 # host 2, nothing left running), and runs after dataplane restarts.
 #   rack_gossamerctl.sh BUILD_DIR
 # Needs root and network namespaces; exits 77 (skip) otherwise.
@@ -27,11 +28,26 @@ now() { date +%s.%N; }
 
 "$rib" up --hosts 3 >"$out/up" 2>&1 || { cat "$out/up"; echo "FAIL: rack up"; exit 1; }
 
+# Data frames the dataplanes sent, over all hosts and connections. The stats
+# files are rewritten every second.
+frames() {
+  local h t=0 n
+  sleep 1.2
+  for h in 0 1 2; do
+    n=$(awk '{ k=$1; sub(/\{.*/, "", k); if (k == "frames_sent") s += $2 } END { printf "%.0f\n", s+0 }' \
+      "$GOSSAMER_RACK_DIR/h$h/dataplane.sock.stats" 2>/dev/null)
+    t=$((t + ${n:-0}))
+  done
+  echo "$t"
+}
+
 # ---- output, prefixes, status, large requests under loss ----------------------------
 "$rib" netem "loss 2% reorder 10% duplicate 2%" >/dev/null || fail "netem"
 sizes=512,4096,65536,4194304
+f0=$(frames)
 gctl run -- "$app" 6 50 "$sizes" >"$out/big" 2>"$out/big.err"
 rc=$?
+bulk_frames=$(( $(frames) - f0 ))
 ok=1
 [ $rc -eq 0 ] || { ok=0; fail "run under loss exited $rc"; tail -20 "$out/big" "$out/big.err"; }
 # main's fiber runs on host 0 only; every host prints how its run() returned.
@@ -44,6 +60,32 @@ for s in ${sizes//,/ }; do
 done
 grep -q "CHECK FAILED" "$out/big" "$out/big.err" && { ok=0; fail "a check failed: $(grep -h 'CHECK FAILED' "$out/big" "$out/big.err" | head -3)"; }
 [ $ok -eq 1 ] && pass "gossamerctl run on 3 hosts under injected loss: output from every host, apply_with of $sizes bytes byte-exact ($(grep -o '4194304-byte round trip.*' "$out/big"))"
+
+# The same run started without gossamerd (rack-in-a-box exec on every host):
+# no TCP connections for large bodies, so every byte goes through the
+# dataplanes in fragments. Both must be byte-exact; the gossamerctl run must
+# have sent far fewer frames (its 64 KiB and 4 MiB bodies went over TCP).
+f0=$(frames)
+id="rg-pieces-$$"
+ppids=()
+for h in 2 1 0; do
+  GOSSAMER_RUN_ID=$id timeout 180 "$rib" exec "$h" -- "$app" 6 50 "$sizes" >"$out/pieces.$h" 2>&1 &
+  ppids+=($!)
+done
+prc=0
+for p in "${ppids[@]}"; do wait "$p" || prc=1; done
+piece_frames=$(( $(frames) - f0 ))
+if [ $prc -eq 0 ] && grep -q "phase: 4194304-byte round trip to trustee 5 in" "$out/pieces.0" &&
+   ! grep -q "CHECK FAILED" "$out"/pieces.*; then
+  pass "the same sizes through the dataplanes only (no gossamerd), byte-exact under loss ($(grep -o '4194304-byte round trip.*' "$out/pieces.0"))"
+else
+  fail "pieces run: exit $prc"; tail -5 "$out"/pieces.*
+fi
+if [ "$bulk_frames" -gt 0 ] && [ $((bulk_frames * 4)) -lt "$piece_frames" ]; then
+  pass "bodies over the threshold went over TCP: $bulk_frames dataplane frames with gossamerctl run, $piece_frames without"
+else
+  fail "gossamerctl run sent $bulk_frames dataplane frames, the dataplane-only run $piece_frames (want 4x fewer)"
+fi
 "$rib" netem off >/dev/null || fail "netem off"
 
 # ---- --threads overrides the program's count; a non-zero status comes back ---------
