@@ -22,6 +22,9 @@ namespace gossamer::detail {
 
 namespace {
 constexpr std::uint64_t kEventToken = ~std::uint64_t(0);
+// As when the dataplane reports a peer lost (rack.cpp): a consequence of
+// something outside this instance, not its own failure.
+constexpr int kExitBulkLost = 75;
 
 bool parse_u32(const std::string& s, std::uint32_t* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -56,7 +59,7 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     at = comma == std::string::npos ? s.size() + 1 : comma + 1;
     std::size_t colon = item.find(':');
-    std::uint32_t host, fd;
+    std::uint32_t host = 0, fd = 0;
     if (colon == std::string::npos || !parse_u32(item.substr(0, colon), &host) ||
         !parse_u32(item.substr(colon + 1), &fd) || fd > INT32_MAX)
       return refuse("'" + item + "' is not <host>:<fd>");
@@ -64,6 +67,8 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
       return refuse("host " + std::to_string(host) + " is not another host of this " +
                     std::to_string(rack.hosts) + "-host rack");
     if (b->peers_[host]) return refuse("host " + std::to_string(host) + " is named twice");
+    for (auto& q : b->peers_)
+      if (q && q->fd == int(fd)) return refuse("fd " + std::to_string(fd) + " is named twice");
     struct stat st {};
     int type = 0;
     socklen_t tl = sizeof type;
@@ -88,6 +93,10 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     ::fcntl(p->fd, F_SETFL, ::fcntl(p->fd, F_GETFL) | O_NONBLOCK);
     int one = 1;
     ::setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // A connection that stays idle for hours must not be dropped silently
+    // by something in between: the run would only learn at its next large
+    // body (keepalive probes; errors end the run, see close_peer).
+    ::setsockopt(p->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   }
   std::uint32_t first, local;
   abi::host_threads(rack.total, rack.hosts, rack.host, &first, &local);
@@ -123,8 +132,9 @@ Bulk::~Bulk() {
   if (event_ >= 0) ::close(event_);
 }
 
-void Bulk::start(std::function<void(std::uint32_t)> wake) {
+void Bulk::start(std::function<void(std::uint32_t)> wake, std::function<bool()> finishing) {
   wake_ = std::move(wake);
+  finishing_ = std::move(finishing);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -309,18 +319,28 @@ bool Bulk::receive(Peer& p) {
 }
 
 void Bulk::close_peer(Peer& p, const std::string& why) {
-  // Workers stop choosing this connection; what already went into slots
-  // with a reference to it cannot complete, and only a dead peer closes
-  // mid-run, which ends the run anyway (fate sharing).
   p.open.store(false, std::memory_order_release);
-  if (!why.empty() && !stop_.load(std::memory_order_acquire))
-    std::fprintf(stderr, "gossamer: bulk connection to host %u: %s\n", p.host, why.c_str());
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
   ::close(p.fd);
   p.fd = -1;
   p.sending.clear();
-  std::lock_guard<std::mutex> g(p.mu);
-  p.queue.clear();
+  {
+    std::lock_guard<std::mutex> g(p.mu);
+    p.queue.clear();
+  }
+  // After the run a peer closes as it exits. Before, a reference already in
+  // a slot could never complete: the run cannot go on. A peer that died is
+  // reported by the dataplane, which ends this instance (fate sharing) and
+  // names that host; a peer whose stop came before ours closes early. Give
+  // both 2 s, then end the instance with the same status.
+  for (int i = 0; i < 200; ++i) {
+    if (stop_.load(std::memory_order_acquire) || (finishing_ && finishing_())) return;
+    ::usleep(10'000);
+  }
+  std::fprintf(stderr, "gossamer: the TCP connection for large bodies to host %u was lost (%s); stopping this instance\n",
+               p.host, why.empty() ? "closed by the other end" : why.c_str());
+  std::fflush(stderr);
+  std::_Exit(kExitBulkLost);
 }
 
 }  // namespace gossamer::detail

@@ -42,8 +42,8 @@ struct BulkWireHeader {
 };
 static_assert(sizeof(BulkWireHeader) == 32);
 inline constexpr std::uint32_t kBulkMagic = 0x4b4c5542;  // "BULK"
-// The largest payload accepted (requests and responses are limited to
-// 1 GiB on the piece path too).
+// The largest payload accepted (the runtime refuses larger requests before
+// sending them, and the piece path refuses them too).
 inline constexpr std::uint64_t kMaxBulkBytes = std::uint64_t(1) << 30;
 
 class Bulk {
@@ -60,8 +60,10 @@ class Bulk {
                                         std::string* error);
   ~Bulk();
 
-  // Starts the I/O thread; `wake(li)` wakes this host's worker li.
-  void start(std::function<void(std::uint32_t)> wake);
+  // Starts the I/O thread; `wake(li)` wakes this host's worker li;
+  // `finishing()` is true once the run is over on this host (a peer that
+  // closes its connection then is done, not lost).
+  void start(std::function<void(std::uint32_t)> wake, std::function<bool()> finishing);
   // Stops the I/O thread and closes the connections (after the run).
   void stop();
 
@@ -125,6 +127,7 @@ class Bulk {
   std::vector<std::unique_ptr<Peer>> peers_;  // by host; null for this host
   std::vector<std::unique_ptr<Inbox>> inbox_;  // by local thread
   std::function<void(std::uint32_t)> wake_;
+  std::function<bool()> finishing_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<bool> stop_{false};

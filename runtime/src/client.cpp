@@ -159,10 +159,18 @@ void RecordWriter::close(Completion done) {
   Worker* w = worker_or_null();
   Channel& ch = w->channel(to_);
   std::size_t body = ch.queue.size() - start_ - kRecordHeader;
-  if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
   auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
-  hdr->length = std::uint32_t(body);
   bool remote = !w->rt().is_local(to_);
+  if (remote && body > kMaxBulkBytes) {
+    // Across hosts a body is at most 1 GiB (either path): the trustee
+    // answers this stand-in with an error, in order with the rest.
+    hdr->invoker = abi::kBuiltinTooLarge;
+    hdr->property = 0;
+    ch.queue.truncate(start_ + kRecordHeader);
+    body = 0;
+  }
+  if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
+  hdr->length = std::uint32_t(body);
   if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && !remote) {
     // Too big for any block: the body moves to the heap and the record names
     // it (in-process only).

@@ -131,6 +131,9 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   r->bulk_ = Bulk::from_env(std::getenv("GOSSAMER_BULK"), Bulk::Rack{r->host_, r->hosts_, r->total_},
                             cfg.controlplane.large_request_threshold_bytes, &bulk_error);
   if (!bulk_error.empty()) die("GOSSAMER_BULK: " + bulk_error);
+  // The fds are close-on-exec now: a child of the application must not
+  // read numbers that name something else there.
+  ::unsetenv("GOSSAMER_BULK");
 
   // The segment: a sealed memfd, so the dataplane can map it without fear
   // of it shrinking under its feet.

@@ -44,6 +44,7 @@ class Rack {
   void detach();
   // From now on, peers leaving is expected.
   void finishing() { finishing_.store(true, std::memory_order_release); }
+  bool is_finishing() const { return finishing_.load(std::memory_order_acquire); }
 
   // Tells the dataplane (sleeping on its eventfd) that a doorbell rang.
   void kick();

@@ -221,7 +221,8 @@ int Runtime::run(std::function<int()> main_fn) {
     tl_state = ThreadState{};
   };
   if (rack_) rack_->wait_start();
-  if (Bulk* b = rack_ ? rack_->bulk() : nullptr) b->start([this](std::uint32_t li) { workers_[li]->wake(); });
+  if (Bulk* b = rack_ ? rack_->bulk() : nullptr)
+    b->start([this](std::uint32_t li) { workers_[li]->wake(); }, [this] { return rack_->is_finishing(); });
   for (ThreadId i = 1; i < local_; ++i) threads.emplace_back(body, i);
   if (host() == 0) {
     tl_worker = workers_[0].get();

@@ -108,6 +108,8 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
       w.rt().stop();
       return;
     }
+    case abi::kBuiltinTooLarge:
+      return out.fail(abi::kMalformed, "request larger than 1 GiB (refused by the client)");
     case abi::kBuiltinComplete: {
       if (h.length < 16) return out.fail(abi::kMalformed, "completion body size");
       std::uint64_t token;
@@ -286,6 +288,8 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
       if (rh.invoker & abi::kInvokerBulk) {
         // Only the last record, and only with its body in hand.
         if (!has_bulk || done != h.count) {
+          rc->in_partial = {};
+          rc->discarding = false;
           out.fail(abi::kMalformed, "a reference to a body sent over TCP that is not here");
           continue;
         }
@@ -294,13 +298,21 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
         rh.invoker &= ~abi::kInvokerBulk;
       }
       if (rh.invoker == abi::kBuiltinPiece) {
-        if (rc->in_partial.size() + rh.length > (std::size_t(1) << 30)) {
-          rc->in_partial.clear();
-          out.fail(abi::kMalformed, "request larger than 1 GiB");
+        // No response for a piece; the record that ends them gets one.
+        ++pieces;
+        if (rc->discarding) continue;
+        if (rc->in_partial.size() + rh.length > kMaxBulkBytes) {
+          rc->in_partial = {};
+          rc->discarding = true;  // until the record that ends them
           continue;
         }
         rc->in_partial.insert(rc->in_partial.end(), body, body + rh.length);
-        ++pieces;
+        continue;
+      }
+      if (rc->discarding || rc->in_partial.size() + rh.length > kMaxBulkBytes) {
+        rc->in_partial = {};
+        rc->discarding = false;
+        out.fail(abi::kMalformed, "request larger than 1 GiB");
         continue;
       }
       if (!rc->in_partial.empty()) {
@@ -311,6 +323,10 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
       dispatch_one(*this, client, rh, body, out);
       rc->in_partial.clear();
     }
+  }
+  if (done < h.count) {  // unreadable records: whatever they continued is lost
+    rc->in_partial = {};
+    rc->discarding = false;
   }
   for (std::uint32_t i = done; i < h.count; ++i) out.fail(abi::kMalformed, "record unreadable");
   requests_served_ += h.count - pieces;

@@ -110,6 +110,7 @@ struct RemoteClient {
   std::size_t out_head = 0;      // first unsent byte of `out`
   std::uint32_t front_sent = 0;  // body bytes of the front response already sent
   std::vector<std::byte> in_partial;  // kBuiltinPiece bodies so far
+  bool discarding = false;  // pieces past 1 GiB: dropped until the record that ends them
 };
 
 bool is_control_completion(Completion::Fn fn);

@@ -51,7 +51,7 @@ TEST(BulkEnv, RefusesWhatIsNotAConnectionPerOtherHost) {
   struct Case {
     std::string env;
     std::uint32_t hosts;
-    const char* says;
+    std::string says;
   } cases[] = {
       {"1", 2, "is not <host>:<fd>"},
       {"1:", 2, "is not <host>:<fd>"},
@@ -60,7 +60,8 @@ TEST(BulkEnv, RefusesWhatIsNotAConnectionPerOtherHost) {
       {"1:99999999999", 2, "is not <host>:<fd>"},
       {"0:" + fd, 2, "is not another host"},
       {"2:" + fd, 2, "is not another host"},
-      {"1:" + fd + ",1:" + fd, 3, "named twice"},
+      {"1:" + fd + ",1:" + fd, 3, "host 1 is named twice"},
+      {"1:" + fd + ",2:" + fd, 3, "fd " + fd + " is named twice"},
       {"1:" + fd, 3, "no connection for host 2"},
       {"1:" + std::to_string(pipefd[0]), 2, "is not a connected stream socket"},
       {"1:1000000", 2, "is not a connected stream socket"},
@@ -87,8 +88,8 @@ class BulkPair : public ::testing::Test {
     ASSERT_NE(h0, nullptr) << error;
     h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
     ASSERT_NE(h1, nullptr) << error;
-    h0->start([this](std::uint32_t li) { woken0[li]++; });
-    h1->start([this](std::uint32_t li) { woken1[li]++; });
+    h0->start([this](std::uint32_t li) { woken0[li]++; }, [] { return true; });
+    h1->start([this](std::uint32_t li) { woken1[li]++; }, [] { return true; });
   }
   // Waits until `take` succeeds (the I/O threads run on their own).
   static bool take(Bulk& b, std::uint32_t li, Bulk::Kind k, std::uint32_t from, std::uint64_t id,
@@ -99,8 +100,9 @@ class BulkPair : public ::testing::Test {
     }
     return false;
   }
-  std::unique_ptr<Bulk> h0, h1;
+  // Before the engines: their I/O threads call the wake lambdas until they stop.
   std::atomic<int> woken0[2]{}, woken1[2]{};
+  std::unique_ptr<Bulk> h0, h1;
 };
 
 std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
@@ -141,7 +143,7 @@ TEST(BulkPeer, ABadHeaderClosesTheConnection) {
   auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
   ASSERT_NE(h1, nullptr) << error;
   std::atomic<int> woken{0};
-  h1->start([&](std::uint32_t) { woken++; });
+  h1->start([&](std::uint32_t) { woken++; }, [] { return true; });  // the run is over: a quiet close
   // To thread 1, which is on host 0, not on the receiver.
   BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 1, 1, 8};
   ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
@@ -159,12 +161,30 @@ TEST(BulkPeer, AnOversizedLengthIsRefusedBeforeAllocating) {
   std::string error;
   auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
   ASSERT_NE(h1, nullptr) << error;
-  h1->start([](std::uint32_t) {});
+  h1->start([](std::uint32_t) {}, [] { return true; });
   BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1};
   ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
   for (int i = 0; i < 5000 && h1->usable(0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(h1->usable(0));
   ::close(p.a);
+}
+
+// During the run, a lost connection ends the instance (references already
+// in slots could never complete): after 2 s, status 75, naming the host.
+TEST(BulkPeerDeath, ALostConnectionDuringTheRunEndsTheInstance) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Pair p;
+        std::string error;
+        auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
+        if (!h1) std::_Exit(3);
+        h1->start([](std::uint32_t) {}, [] { return false; });
+        ::close(p.a);  // host 0 goes away
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        std::_Exit(4);
+      },
+      ::testing::ExitedWithCode(75), "TCP connection for large bodies to host 0 was lost");
 }
 
 }  // namespace

@@ -164,7 +164,9 @@ struct SlotsConfig {
 // `controlplane`: the per-host gossamerd.
 struct ControlplaneConfig {
   SocketAddress listen{"0.0.0.0", 7700, false};
-  std::uint32_t large_request_threshold_bytes = 4096;  // larger: payload over TCP
+  // Request and response bodies larger than this cross hosts over TCP
+  // (instances started by gossamerctl run; controlplane/README.md).
+  std::uint32_t large_request_threshold_bytes = 16384;
   std::string psk_file = "/etc/gossamer/psk";          // rack pre-shared key
   std::uint32_t heartbeat_interval_ms = 200;
   std::uint32_t heartbeat_timeout_ms = 1000;           // > heartbeat_interval_ms

@@ -100,6 +100,8 @@ enum BuiltinInvoker : std::uint32_t {
   kBuiltinStop = 4,         // the rack run is over: stop serving (from host 0 only)
   kBuiltinPiece = 5,        // body: the next piece of the following record's body
                             // (records larger than a block, across hosts only)
+  kBuiltinTooLarge = 6,     // no body: the client's request body was over 1 GiB
+                            // (across hosts); the answer is kMalformed
   kFirstUserInvoker = 16,
 };
 
