@@ -446,6 +446,36 @@ def standalone(hydra, port):
         check(rc == 0 and "hydra: stopped (exit 0)" in out, "SIGTERM: the standalone server exits 0", f"exit {rc}: {out[-400:]}")
 
 
+def shard_request_checks(hydra, port):
+    """Keys and values for one shard over --max-shard-request (16 KiB here)
+    are refused whole and store nothing: across hosts such a request would
+    be over the runtime's 1 GiB, and its error would end the server."""
+    addr = ("127.0.0.1", port)
+    p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
+                          "--max-shard-request", "16384"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not check(wait_ping(lambda *a: cli(addr, *a, timeout=5)), "server with --max-shard-request answers PING"):
+            return
+        c = Conn(addr)
+        got = c.call("SET", "sr", b"s" * 10000 + b"t" * 10000)
+        got2 = c.call("MSET", "sr1", b"u" * 20000)
+        got3 = c.call("MSET", "sr2", b"v" * 9000, "sr3", b"w" * 9000)  # one thread: one shard
+        got4 = c.call("MGET", "sr", "sr1", "sr2", "sr3")
+        got5 = c.call("MSET", "sr4", b"x" * 9000)
+        got6 = c.call("GET", "sr4")
+        c.close()
+        too = lambda g: isinstance(g, tuple) and g[0] == "-" and "too large" in g[1]
+        check(too(got) and too(got2) and too(got3) and got4 == [None, None, None, None],
+              "limits: SET and MSET over --max-shard-request are refused and store nothing", f"{got!r} {got2!r} {got3!r} {got4!r}")
+        check(got5 == ("+", "OK") and got6 == b"x" * 9000, "limits: an MSET under --max-shard-request is stored", repr(got5))
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def limit_checks(hydra, port):
     """Per-connection bounds, with limits small enough to reach: a request
     that outgrows --max-query-buffer, a bulk over --max-bulk, and one just
@@ -627,6 +657,7 @@ def main():
     port = free_port()
     standalone(hydra, port)
     limit_checks(hydra, free_port())
+    shard_request_checks(hydra, free_port())
     if failures:
         print(f"hydra: {len(failures)} check(s) failed in part 1: {failures}")
         return 1

@@ -50,7 +50,21 @@ struct Split {
   std::vector<std::uint32_t> shard;                   // per group
   std::vector<std::vector<std::string>> items;        // per group: keys (and values)
   std::vector<std::vector<std::uint32_t>> positions;  // per group: each key's position among the keys
+  std::vector<std::size_t> bytes;                     // per group: serialized size, about
 };
+
+// A request to another host carries at most 1 GiB (the runtime answers a
+// larger one with an error, which an apply_then callback cannot receive):
+// keys and values for one shard beyond --max-shard-request (default 1 GiB
+// less 64 KiB for the serialization's lengths and counts) are refused
+// before anything is sent.
+constexpr const char* kTooLarge = "ERR request too large: more keys and values for one shard than --max-shard-request";
+
+bool too_large(const Split& sp) {
+  for (std::size_t b : sp.bytes)
+    if (b > g_config.max_shard_request) return true;
+  return false;
+}
 
 Split split_keys(const std::vector<std::string_view>& args, std::size_t step, std::size_t shards) {
   Split sp;
@@ -63,9 +77,13 @@ Split split_keys(const std::vector<std::string_view>& args, std::size_t step, st
       sp.shard.push_back(std::uint32_t(s));
       sp.items.emplace_back();
       sp.positions.emplace_back();
+      sp.bytes.push_back(8);
     }
     auto g = std::size_t(group_of[s]);
-    for (std::size_t k = 0; k < step; ++k) sp.items[g].emplace_back(args[i + k]);
+    for (std::size_t k = 0; k < step; ++k) {
+      sp.items[g].emplace_back(args[i + k]);
+      sp.bytes[g] += args[i + k].size() + 8;
+    }
     sp.positions[g].push_back(position);
   }
   return sp;
@@ -100,6 +118,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   // waiting for all of them. `waiting` is set first: an answer from this
   // thread's own shard arrives before apply_with_then returns.
   auto each_group = [&](Split& sp, Pending::Kind kind, auto fn) {
+    if (too_large(sp)) return resp::error(p.reply, kTooLarge);
     p.kind = kind;
     p.waiting = std::uint32_t(sp.shard.size());
     inflight_ += sp.shard.size();
@@ -114,6 +133,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
 
   if (name == "get") {
     if (!arity(args.size() == 2)) return;
+    if (args[1].size() + 8 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
@@ -132,6 +152,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
       return;
     }
     if (!arity(args.size() == 3)) return;
+    if (args[1].size() + args[2].size() + 16 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
@@ -145,6 +166,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
                          std::string(args[1]), std::string(args[2]));
   } else if (name == "incr") {
     if (!arity(args.size() == 2)) return;
+    if (args[1].size() + 8 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
@@ -171,6 +193,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   } else if (name == "mget") {
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
+    if (too_large(sp)) return resp::error(p.reply, kTooLarge);
     p.kind = Pending::Kind::kMget;
     p.values.resize(args.size() - 1);
     p.positions = std::move(sp.positions);

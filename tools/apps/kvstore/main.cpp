@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   app.add_option("--max-query-buffer", g_config.max_query, "unparsed request bytes buffered per connection")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
+  app.add_option("--max-shard-request", g_config.max_shard_request,
+                 "bytes of keys and values one command sends to one shard; more is refused")
+      ->check(CLI::Range(std::size_t(1) << 12, g_config.max_shard_request));
   CLI11_PARSE(app, argc, argv);
   g_config.busy_polling = polling == "busy";
   // Every client is a descriptor: raise the soft limit as far as allowed,

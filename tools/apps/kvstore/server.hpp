@@ -36,6 +36,9 @@ struct Config {
   std::size_t max_pending = 1024;   // requests in flight per connection
   std::size_t max_output = 64u << 20;   // unsent reply bytes before a connection stops reading
   std::size_t max_query = 1u << 30;     // buffered request bytes per connection (client-query-buffer-limit)
+  // Keys and values of one command for one shard (a request to another
+  // host carries at most 1 GiB, serialization included).
+  std::size_t max_shard_request = (std::size_t(1) << 30) - (std::size_t(1) << 16);
   resp::Limits limits;
 };
 extern Config g_config;
