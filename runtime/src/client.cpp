@@ -262,7 +262,7 @@ bool Worker::flush(ThreadId to) {
       // Larger than the threshold, to another host: the body goes over the
       // run's TCP connection and the slot carries a reference to it, last
       // in the batch (the trustee serves the batch once the body is in).
-      // Over 1 GiB goes in pieces, which the trustee refuses with an error.
+      // (close() already replaced bodies over 1 GiB by kBuiltinTooLarge.)
       constexpr std::uint32_t need = kRecordHeader + sizeof(abi::BulkRef);
       std::byte* at;
       if (!in_overflow && pl + need <= abi::kRequestPrimaryData) {
