@@ -3,9 +3,10 @@
 // thread delegating to every trustee of the rack (so to trustees on both
 // hosts) for a given number of seconds, so that every series of the catalog
 // (monitoring/README.md) moves: sync `apply`, async `apply_then`, and every
-// few rounds a 64 KiB std::vector argument with `apply_with` /
-// `apply_with_then` (fragments and large slots), half of them answered with
-// a 64 KiB response. It checks every result and exits non-zero on a mismatch.
+// few rounds a 12 KiB or 64 KiB std::vector argument with `apply_with` /
+// `apply_with_then` (12 KiB: large slots in fragments; 64 KiB: over the
+// TCP connections gossamerd brokers), some answered with a response as
+// large. It checks every result and exits non-zero on a mismatch.
 //   metrics_load SECONDS [THREADS]
 // Output (host 0): "thread T host H" for every thread, once at the start
 // (the test builds the expected thread list of `gossamerctl top` from it),
@@ -27,7 +28,8 @@ namespace {
 constexpr std::size_t kMaxThreads = 64;
 constexpr int kAsyncPerRound = 16;    // apply_then per trustee per round
 constexpr long kLargeEvery = 8;       // rounds between 64 KiB requests
-constexpr std::size_t kLargeBytes = 64 * 1024;
+constexpr std::size_t kLargeBytes = 64 * 1024;   // over the default threshold: over TCP
+constexpr std::size_t kMediumBytes = 12 * 1024;  // under it: a large slot, in fragments
 
 // A counter with the number of increments its clients say they sent.
 struct Cell {
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
           // 64 KiB to every trustee in turn (most of them on the other host).
           const long k = round / kLargeEvery;
           const std::size_t t = (from + 1 + std::size_t(k)) % n;
+          big.resize(k % 2 ? kLargeBytes : kMediumBytes);
           fill(big, (std::uint64_t(from) << 32) ^ std::uint64_t(k));
           const std::uint64_t want = digest(big);
           switch (k % 3) {

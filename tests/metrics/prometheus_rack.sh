@@ -161,6 +161,8 @@ if pycheck wait-up --url "$url" --targets 2 --samples 5 --timeout 30; then
     --expect 'sum(increase(gossamer_dataplane_fragments_sent_total[2m]))' \
     --expect 'sum(increase(gossamer_dataplane_fragments_received_total[2m]))' \
     --expect 'sum(increase(gossamer_dataplane_large_slots_total[2m]))' \
+    --expect 'sum(increase(gossamer_thread_tcp_bytes_total{app="metrics_load",direction="sent"}[2m]))' \
+    --expect 'sum(increase(gossamer_thread_tcp_bytes_total{app="metrics_load",direction="received"}[2m]))' \
     --expect 'count(gossamer_host_up == 1) == 4' \
     --expect 'count(gossamer_dataplane_up == 1) == 2' \
     --expect 'count(gossamer_runs >= 1) == 2' \
