@@ -98,9 +98,8 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     // body (keepalive probes; errors end the run, see close_peer).
     ::setsockopt(p->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   }
-  std::uint32_t first, local;
-  abi::host_threads(rack.total, rack.hosts, rack.host, &first, &local);
-  for (std::uint32_t i = 0; i < local; ++i) b->inbox_.push_back(std::make_unique<Inbox>());
+  abi::host_threads(rack.total, rack.hosts, rack.host, &b->first_, &b->local_);
+  for (std::uint32_t i = 0; i < b->local_; ++i) b->inbox_.push_back(std::make_unique<Inbox>());
   b->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   b->event_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (b->epoll_ < 0 || b->event_ < 0) {
@@ -289,10 +288,8 @@ bool Bulk::receive(Peer& p) {
       // A whole header: the peer is this run's instance on an authenticated
       // connection, but check before allocating or delivering anything.
       const BulkWireHeader& h = p.in;
-      std::uint32_t first, local;
-      abi::host_threads(rack_.total, rack_.hosts, rack_.host, &first, &local);
       if (h.magic != kBulkMagic || (h.kind != kRequest && h.kind != kResponse) || h.pad[0] || h.pad[1] ||
-          h.pad[2] || !on_host(h.from, p.host) || h.to - first >= local || h.length > kMaxBulkBytes) {
+          h.pad[2] || !on_host(h.from, p.host) || h.to - first_ >= local_ || h.length > kMaxBulkBytes) {
         close_peer(p, "malformed transfer header");
         return false;
       }
@@ -303,9 +300,7 @@ bool Bulk::receive(Peer& p) {
     }
     if (p.body_got < p.body.size()) continue;
     // A whole transfer: to the receiving worker's inbox, then wake it.
-    std::uint32_t first, local;
-    abi::host_threads(rack_.total, rack_.hosts, rack_.host, &first, &local);
-    const std::uint32_t li = p.in.to - first;
+    const std::uint32_t li = p.in.to - first_;
     bytes_received_.fetch_add(p.body.size(), std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> g(inbox_[li]->mu);

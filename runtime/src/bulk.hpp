@@ -123,6 +123,7 @@ class Bulk {
   bool on_host(std::uint32_t g, std::uint32_t host) const;
 
   Rack rack_{};
+  std::uint32_t first_ = 0, local_ = 0;  // this host's threads
   std::uint32_t threshold_ = 0;
   std::vector<std::unique_ptr<Peer>> peers_;  // by host; null for this host
   std::vector<std::unique_ptr<Inbox>> inbox_;  // by local thread

@@ -427,23 +427,14 @@ bool Worker::poll_remote_responses(ThreadId to) {
   // A batch that ends with a response sent over TCP is taken only once that
   // response is here (the slot stays as it is until then).
   std::vector<std::byte> bulk_body;
-  bool has_bulk = false;
-  if (bulk_) {
-    const BlockView blocks[2] = {{primary + sizeof h, h.primary_len},
-                                 {square_.response_overflow(id_, to), h.overflow_len}};
-    if (const std::byte* last = last_record<ResponseHeader>(blocks, h.count)) {
-      ResponseHeader rh;
-      std::memcpy(&rh, last, sizeof rh);
-      abi::BulkRef ref;
-      if ((rh.status & abi::kStatusBulk) && rh.length == sizeof ref) {
-        std::memcpy(&ref, last + sizeof rh, sizeof ref);
-        if (!bulk_->take(li_, Bulk::kResponse, to, ref.id, &bulk_body)) return false;
-        if (bulk_body.size() != ref.length) fatal("a response over TCP has another length than its reference");
-        has_bulk = true;
-        tcp_bytes_received_ += bulk_body.size();
-      }
-    }
-  }
+  bool whole = false;
+  const BlockView blocks[2] = {{primary + sizeof h, h.primary_len},
+                               {square_.response_overflow(id_, to), h.overflow_len}};
+  const BulkBody bulk = take_bulk_body(blocks, h.count, &ResponseHeader::status, abi::kStatusBulk, Bulk::kResponse,
+                                       to, &bulk_body, &whole);
+  if (bulk == BulkBody::kWaiting) return false;
+  if (bulk == BulkBody::kTaken && !whole) fatal("a response over TCP has another length than its reference");
+  const bool has_bulk = bulk == BulkBody::kTaken;
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
   std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);

@@ -256,20 +256,10 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
       {square_.request_overflow(id_, client),
        std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
   std::vector<std::byte> bulk_body;
-  bool has_bulk = false;
-  if (bulk_) {
-    if (const std::byte* last = last_record<RequestHeader>(regions, h.count)) {
-      RequestHeader rh;
-      std::memcpy(&rh, last, sizeof rh);
-      abi::BulkRef ref;
-      if ((rh.invoker & abi::kInvokerBulk) && rh.length == sizeof ref) {
-        std::memcpy(&ref, last + sizeof rh, sizeof ref);
-        if (!bulk_->take(li_, Bulk::kRequest, client, ref.id, &bulk_body)) return false;
-        has_bulk = bulk_body.size() == ref.length;  // else: malformed below
-        tcp_bytes_received_ += bulk_body.size();
-      }
-    }
-  }
+  bool has_bulk = false;  // a body of the reference's length; else malformed below
+  if (take_bulk_body(regions, h.count, &RequestHeader::invoker, abi::kInvokerBulk, Bulk::kRequest, client, &bulk_body,
+                     &has_bulk) == BulkBody::kWaiting)
+    return false;
   auto& rc = remote_clients_[client];
   if (!rc) rc = std::make_unique<RemoteClient>();
   StreamResponseWriter out(rc->out);

@@ -213,6 +213,15 @@ class Worker {
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
   bool poll_remote_responses(ThreadId to);
+  // The body sent over TCP that the last of a batch's `count` records names
+  // (that record's `flags` field has `bit`; its body is a BulkRef): kNone
+  // when the batch names none, kWaiting until it has arrived, else kTaken
+  // with it in *body and *whole saying whether it has the reference's length.
+  enum class BulkBody { kNone, kWaiting, kTaken };
+  template <class Header>
+  BulkBody take_bulk_body(const BlockView (&blocks)[2], std::uint32_t count, std::uint32_t Header::*flags,
+                          std::uint32_t bit, Bulk::Kind kind, ThreadId peer, std::vector<std::byte>* body,
+                          bool* whole);
   void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
   void ring_doorbell(std::uint32_t entry);
 
@@ -278,6 +287,23 @@ class Worker {
   std::uint64_t busy_cycles_ = 0, serve_cycles_ = 0, idle_cycles_ = 0;
   std::uint64_t activity_ = 0;
 };
+
+template <class Header>
+Worker::BulkBody Worker::take_bulk_body(const BlockView (&blocks)[2], std::uint32_t count,
+                                        std::uint32_t Header::*flags, std::uint32_t bit, Bulk::Kind kind,
+                                        ThreadId peer, std::vector<std::byte>* body, bool* whole) {
+  const std::byte* last = bulk_ ? last_record<Header>(blocks, count) : nullptr;
+  if (!last) return BulkBody::kNone;
+  Header rh;
+  std::memcpy(&rh, last, sizeof rh);
+  abi::BulkRef ref;
+  if (!(rh.*flags & bit) || rh.length != sizeof ref) return BulkBody::kNone;
+  std::memcpy(&ref, last + sizeof rh, sizeof ref);
+  if (!bulk_->take(li_, kind, peer, ref.id, body)) return BulkBody::kWaiting;
+  *whole = body->size() == ref.length;
+  tcp_bytes_received_ += body->size();
+  return BulkBody::kTaken;
+}
 
 Worker* worker_or_null() noexcept;
 void send_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id);
