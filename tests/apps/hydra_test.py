@@ -18,6 +18,7 @@ back (pipelined GET and MGET), replies in request order across shards, a
 with a protocol error or a close, the server still answering and no key
 changed afterwards).
 """
+import contextlib
 import os
 import random
 import re
@@ -446,14 +447,28 @@ def standalone(hydra, port):
         check(rc == 0 and "hydra: stopped (exit 0)" in out, "SIGTERM: the standalone server exits 0", f"exit {rc}: {out[-400:]}")
 
 
+@contextlib.contextmanager
+def local_hydra(hydra, port, *flags):
+    """A 1-thread hydra on 127.0.0.1:port with extra flags, stopped (SIGTERM,
+    then SIGKILL) when the block ends; yields the process."""
+    p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
+                          *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield p
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def shard_request_checks(hydra, port):
     """Keys and values for one shard over --max-shard-request (16 KiB here)
     are refused whole and store nothing: across hosts such a request would
     be over the runtime's 1 GiB, and its error would end the server."""
     addr = ("127.0.0.1", port)
-    p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
-                          "--max-shard-request", "16384"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with local_hydra(hydra, port, "--max-shard-request", "16384"):
         if not check(wait_ping(lambda *a: cli(addr, *a, timeout=5)), "server with --max-shard-request answers PING"):
             return
         c = Conn(addr)
@@ -468,12 +483,6 @@ def shard_request_checks(hydra, port):
         check(too(got) and too(got2) and too(got3) and got4 == [None, None, None, None],
               "limits: SET and MSET over --max-shard-request are refused and store nothing", f"{got!r} {got2!r} {got3!r} {got4!r}")
         check(got5 == ("+", "OK") and got6 == b"x" * 9000, "limits: an MSET under --max-shard-request is stored", repr(got5))
-    finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def limit_checks(hydra, port):
@@ -481,10 +490,7 @@ def limit_checks(hydra, port):
     that outgrows --max-query-buffer, a bulk over --max-bulk, and one just
     under both (answered)."""
     addr = ("127.0.0.1", port)
-    p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
-                          "--max-query-buffer", "65536", "--max-bulk", "1000000", "--max-output", "65536"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with local_hydra(hydra, port, "--max-query-buffer", "65536", "--max-bulk", "1000000", "--max-output", "65536") as p:
         if not check(wait_ping(lambda *a: cli(addr, *a, timeout=5)), "server with small limits answers PING"):
             return
         cases = [
@@ -529,12 +535,6 @@ def limit_checks(hydra, port):
         check(n == 1000, f"limits: the slow reader then gets all its replies ({n} of 1000)")
         hog.close()
         c.close()
-    finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 # ---- part 2: a 2-host rack in a box ---------------------------------------------------------

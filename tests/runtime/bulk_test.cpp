@@ -136,7 +136,9 @@ TEST_F(BulkPair, PayloadsArriveWholeAtTheirThreadAndKind) {
   EXPECT_EQ(h1->bytes_received(), big.size());
 }
 
-TEST(BulkPeer, ABadHeaderClosesTheConnection) {
+// A header the receiver refuses: the connection closes (before anything is
+// allocated or delivered), nobody is woken, the sender reads end-of-file.
+void expect_refused(const BulkWireHeader& h) {
   Pair p;
   ASSERT_GE(p.a, 0);
   std::string error;
@@ -144,8 +146,6 @@ TEST(BulkPeer, ABadHeaderClosesTheConnection) {
   ASSERT_NE(h1, nullptr) << error;
   std::atomic<int> woken{0};
   h1->start([&](std::uint32_t) { woken++; }, [] { return true; });  // the run is over: a quiet close
-  // To thread 1, which is on host 0, not on the receiver.
-  BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 1, 1, 8};
   ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
   for (int i = 0; i < 5000 && h1->usable(0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(h1->usable(0));
@@ -155,18 +155,13 @@ TEST(BulkPeer, ABadHeaderClosesTheConnection) {
   ::close(p.a);
 }
 
+TEST(BulkPeer, ABadHeaderClosesTheConnection) {
+  // To thread 1, which is on host 0, not on the receiver.
+  expect_refused(BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 1, 1, 8});
+}
+
 TEST(BulkPeer, AnOversizedLengthIsRefusedBeforeAllocating) {
-  Pair p;
-  ASSERT_GE(p.a, 0);
-  std::string error;
-  auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
-  ASSERT_NE(h1, nullptr) << error;
-  h1->start([](std::uint32_t) {}, [] { return true; });
-  BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1};
-  ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
-  for (int i = 0; i < 5000 && h1->usable(0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_FALSE(h1->usable(0));
-  ::close(p.a);
+  expect_refused(BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1});
 }
 
 // During the run, a lost connection ends the instance (references already
