@@ -66,6 +66,14 @@ bool too_large(const Split& sp) {
   return false;
 }
 
+// The same for a single-key command: its arguments after the name, all to
+// one shard.
+bool too_large(const std::vector<std::string_view>& args) {
+  std::size_t b = 0;
+  for (std::size_t i = 1; i < args.size(); ++i) b += args[i].size() + 8;
+  return b > g_config.max_shard_request;
+}
+
 Split split_keys(const std::vector<std::string_view>& args, std::size_t step, std::size_t shards) {
   Split sp;
   std::vector<int> group_of(shards, -1);
@@ -133,7 +141,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
 
   if (name == "get") {
     if (!arity(args.size() == 2)) return;
-    if (args[1].size() + 8 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
+    if (too_large(args)) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
@@ -152,7 +160,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
       return;
     }
     if (!arity(args.size() == 3)) return;
-    if (args[1].size() + args[2].size() + 16 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
+    if (too_large(args)) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
@@ -166,7 +174,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
                          std::string(args[1]), std::string(args[2]));
   } else if (name == "incr") {
     if (!arity(args.size() == 2)) return;
-    if (args[1].size() + 8 > g_config.max_shard_request) return resp::error(p.reply, kTooLarge);
+    if (too_large(args)) return resp::error(p.reply, kTooLarge);
     p.waiting = 1;
     ++inflight_;
     shard(shard_of(args[1], nshards_))
