@@ -265,6 +265,21 @@ def stale_epoll(pid):
     return stale
 
 
+def fds_quiet(procs, timeout=5):
+    """Every daemon's open descriptor count once it has stopped changing
+    (the same in three samples 0.1 s apart): a baseline that a run which
+    just ended (its pipes, its gossamerctl link) no longer inflates."""
+    end = time.time() + timeout
+    last, same = None, 0
+    while True:
+        now = [fd_count(p.pid) for p in procs]
+        same = same + 1 if now == last else 0
+        last = now
+        if same >= 2 or time.time() > end:
+            return now
+        time.sleep(0.1)
+
+
 def fds_settle(procs, want, timeout=5):
     """Waits until every daemon's open descriptor count is back to WANT; the counts."""
     end = time.time() + timeout
@@ -372,7 +387,7 @@ def main():
     # host h leads to host h's instance on this very connection, both ways,
     # and that no copy of it stays open in gossamerd (end-of-file on close).
     pairs = {(i, j) for i in range(3) for j in range(3) if i != j}
-    base_fds = [fd_count(p.pid) for p in rack.procs]
+    base_fds = fds_quiet(rack.procs)
     for origin in (1, 0, 2):
         r = rack.ctl(origin, "run", "--", BULK_PEER)
         # "[host 1] bulk 1-2 ok": host 1's instance talked with host 2's.
@@ -457,7 +472,7 @@ def main():
     rack.start(1, wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
                         f'mount --bind "{other}" "{hello}" && exec "$0" "$@"'])
     if check(rack.wait_up(0) and rack.wait_up(1), "host 1 rejoins after a restart"):
-        before = [fd_count(p.pid) for p in rack.procs]
+        before = fds_quiet(rack.procs)
         r = rack.ctl(0, "run", "--", hello)
         check(r.returncode == 2 and "host 1 (h1)" in r.stderr and "different binary" in r.stderr and
               "[host" not in r.stdout,
@@ -725,7 +740,7 @@ def main():
     if check(pr.wait_up(0) and pr.wait_up(1), "a 2-host rack whose mesh goes through a proxy is up"):
         r = pr.ctl(0, "run", "--", BULK_PEER, "--proxied")
         check(r.returncode == 0 and r.stdout.count(" ok") == 2, f"bulk connections go through it too: {r.stderr!r}")
-        before = [fd_count(p.pid) for p in pr.procs]
+        before = fds_quiet(pr.procs)
         proxy.allow = False
         t0 = time.time()
         r = pr.ctl(0, "run", "--", BULK_PEER, timeout=20)
