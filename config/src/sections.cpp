@@ -156,7 +156,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
     v.integer("port", out.verbs.port, {1, 255});
     v.integer("gid_index", out.verbs.gid_index, {0, 255});
   }
-  r.integer("cores", out.cores, {1, 64});
+  r.integer("cores", out.cores, {1, 8});
   read_polling(r, out.polling);
   read_socket(r, out.socket, out.socket_group);
 }

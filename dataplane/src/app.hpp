@@ -3,6 +3,7 @@
 // nothing an application writes can make it act twice or out of bounds.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,19 +40,38 @@ struct App {
   std::uint32_t instance = 0;
   std::uint32_t total = 0, first = 0, local = 0;
   bool started = false;
-  bool bad = false;               // broke the contract: detached at the next chance
-  std::string bad_reason;
+  // Broke the contract or went away: detached at core 0's next chance. Any
+  // core may set it (fail()); core 0 reads the reason.
+  std::atomic<bool> bad{false};
+  std::atomic<const char*> failure{nullptr};
+  std::string bad_reason;          // core 0
+  std::uint32_t drains_pending = 0;  // core 0: detaching, cores still serving its doorbells
+  void fail(const char* why) {
+    const char* none = nullptr;
+    failure.compare_exchange_strong(none, why);
+    bad.store(true);
+  }
   std::uint8_t* base = nullptr;
   std::size_t bytes = 0;
   abi::SegmentLayout layout{};
-  // Per local thread: dataplane's copy of its doorbell tail.
+  // Per local thread: dataplane's copy of its doorbell tail (the thread's
+  // core only).
   std::vector<std::uint32_t> tail;
   // Slot bookkeeping, indexed [local][global]:
   //   out_req: last request seq shipped for (client local, trustee remote)
   //   in_req:  last request seq written for (trustee local, client remote)
   //   out_resp: last response seq shipped for (trustee local, client remote)
+  // The local thread's core ships (doorbells); the core of the connection a
+  // record arrived on delivers. A pair has one slot in flight, so the two
+  // never write the same word at once, but they read each other's: every
+  // access is a relaxed atomic (get/set).
   std::vector<std::uint32_t> out_req, in_req, out_resp;
-  std::uint64_t doorbells = 0, malformed = 0;
+  std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
+    return std::atomic_ref<std::uint32_t>(at(v, local_i, g)).load(std::memory_order_relaxed);
+  }
+  void set(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t x) {
+    std::atomic_ref<std::uint32_t>(at(v, local_i, g)).store(x, std::memory_order_relaxed);
+  }
   // Per (peer host, local thread): what the thread sent to that host lately
   // (sizes of its last slots; bytes and slots halved every scheduler
   // interval), and the connection the thread scheduler put it on (papers
@@ -59,7 +79,9 @@ struct App {
   struct Flow {
     RunningMedian size;
     std::uint64_t bytes = 0, slots = 0;
-    std::uint8_t conn = 0;
+    std::uint8_t conn = 0;  // written by the thread's core, read by any (get_conn)
+    std::uint8_t get_conn() { return std::atomic_ref<std::uint8_t>(conn).load(std::memory_order_relaxed); }
+    void set_conn(std::uint8_t c) { std::atomic_ref<std::uint8_t>(conn).store(c, std::memory_order_relaxed); }
   };
   std::vector<Flow> flows;  // [host * local + local thread]
   Flow& flow(std::uint32_t host, std::uint32_t local_i) { return flows[std::size_t(host) * local + local_i]; }

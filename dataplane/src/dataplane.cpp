@@ -1,10 +1,11 @@
-// The dataplane's loop: application doorbells -> connections -> DPDK, and
-// DPDK -> connections -> application slots. One polling core, adaptive
-// (spin, yield, then sleep on the applications' eventfds with a timeout that
-// keeps the NIC and the retransmission timers served). NIC frames do not wake
-// a sleep (the vdevs we run on have no rx interrupts), so the timeout grows
-// with the time since the last work: tens of microseconds right after
-// traffic, when a reply is likely, up to a millisecond on an idle host.
+// The dataplane's loop, run by every polling core over what it owns
+// (dataplane.hpp): application doorbells -> connections -> DPDK, and DPDK ->
+// connections -> application slots. Adaptive (spin, yield, then sleep on
+// the applications' eventfds with a timeout that keeps the NIC and the
+// retransmission timers served). NIC frames do not wake a sleep (the vdevs
+// we run on have no rx interrupts), so the timeout grows with the time since
+// the last work: tens of microseconds right after traffic, when a reply is
+// likely, up to a millisecond on an idle host.
 #include "dataplane.hpp"
 
 #include <arpa/inet.h>
@@ -34,7 +35,9 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <spdlog/spdlog.h>
 
 namespace gossamer::dataplane {
@@ -95,7 +98,8 @@ Dataplane::Dataplane(const config::Config& cfg)
     : cfg_(cfg),
       self_(cfg.host.index),
       hosts_(std::uint32_t(cfg.rack.hosts.size())),
-      conns_per_host_(std::max<std::uint32_t>(1, std::min<std::uint32_t>(cfg.connections.per_remote_host, 255))) {
+      conns_per_host_(std::max<std::uint32_t>(1, std::min<std::uint32_t>(cfg.connections.per_remote_host, 255))),
+      ncores_(std::max<std::uint32_t>(1, cfg.dataplane.cores)) {
   socket_path_ = cfg.dataplane_socket();
   for (const auto& h : cfg.rack.hosts) endpoints_.push_back({parse_ip(h.data.ip), h.data.port});
   self_ep_ = endpoints_[self_];
@@ -108,13 +112,32 @@ Dataplane::Dataplane(const config::Config& cfg)
 }
 
 Dataplane::~Dataplane() {
+  // run() has joined the other cores: nothing reads the list any more.
   while (!apps_.empty()) drop_app(apps_.size() - 1, false, "dataplane shutting down");
+  free_retired(true);
+  delete app_list_.load();
   close_metrics();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(socket_path_.c_str());
   }
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  for (auto& k : cores_) {
+    if (k->epoll_fd >= 0) ::close(k->epoll_fd);
+    if (k->wake_fd >= 0) ::close(k->wake_fd);
+    if (k->held) rte_pktmbuf_free(k->held);
+    for (auto& q : k->backlog)
+      for (CoreMsg* m : q) delete m;
+    if (k->msgs) {
+      void* m;
+      while (rte_ring_dequeue(k->msgs, &m) == 0) delete static_cast<CoreMsg*>(m);
+      rte_ring_free(k->msgs);
+    }
+    if (k->frames) {
+      void* m;
+      while (rte_ring_dequeue(k->frames, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(k->frames);
+    }
+  }
   if (icmp_guard_fd_ >= 0) ::close(icmp_guard_fd_);
   if (port_started_) {
     rte_eth_dev_stop(port_id_);
@@ -138,18 +161,38 @@ std::string Dataplane::start(const char* argv0) {
     return "DPDK port " + std::to_string(port_id_) + " does not exist (" +
            std::to_string(rte_eth_dev_count_avail()) +
            " ports; give a --vdev such as net_af_packet0,iface=veth0 in dataplane.eal_args)";
-  pool_ = rte_pktmbuf_pool_create("gsm_pool", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+  // One rx and one tx queue per core: a queue has one poller.
+  rte_eth_dev_info info{};
+  if (int r = rte_eth_dev_info_get(port_id_, &info); r < 0)
+    return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
+  if (info.max_rx_queues < ncores_ || info.max_tx_queues < ncores_)
+    return "dataplane.cores is " + std::to_string(ncores_) + ", but port " + std::to_string(port_id_) + " (" +
+           (info.driver_name ? info.driver_name : "?") + ") has " + std::to_string(info.max_rx_queues) +
+           " rx and " + std::to_string(info.max_tx_queues) + " tx queues; every core needs one of each " +
+           "(net_af_packet: qpairs=" + std::to_string(ncores_) + ", net_af_xdp: queue_count=" +
+           std::to_string(ncores_) + " in the --vdev argument)";
+  pool_ = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096 * ncores_ - 1), 256, 0,
+                                  RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
   if (!pool_) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
   rte_eth_conf conf{};
-  if (int r = rte_eth_dev_configure(port_id_, 1, 1, &conf); r < 0)
+  if (ncores_ > 1 && (info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP))) {
+    // A NIC spreads flows over the queues; the vdevs spread by their own
+    // means (af_packet: PACKET_FANOUT_HASH). Either way a frame may land
+    // on another core than its connection's, which steers it (poll_rx).
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+  }
+  if (int r = rte_eth_dev_configure(port_id_, std::uint16_t(ncores_), std::uint16_t(ncores_), &conf); r < 0)
     return "rte_eth_dev_configure: " + std::string(rte_strerror(-r));
   std::uint16_t nrx = 1024, ntx = 1024;
   rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &nrx, &ntx);
   int sock = rte_eth_dev_socket_id(port_id_);
-  if (int r = rte_eth_rx_queue_setup(port_id_, 0, nrx, sock < 0 ? 0 : unsigned(sock), nullptr, pool_); r < 0)
-    return "rx queue setup: " + std::string(rte_strerror(-r));
-  if (int r = rte_eth_tx_queue_setup(port_id_, 0, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
-    return "tx queue setup: " + std::string(rte_strerror(-r));
+  for (std::uint16_t q = 0; q < ncores_; ++q) {
+    if (int r = rte_eth_rx_queue_setup(port_id_, q, nrx, sock < 0 ? 0 : unsigned(sock), nullptr, pool_); r < 0)
+      return "rx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
+    if (int r = rte_eth_tx_queue_setup(port_id_, q, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
+      return "tx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
+  }
   if (int r = rte_eth_dev_start(port_id_); r < 0) return "port start: " + std::string(rte_strerror(-r));
   port_started_ = true;
   rte_ether_addr mac{};
@@ -158,7 +201,7 @@ std::string Dataplane::start(const char* argv0) {
   if (cfg_.self().mac && std::memcmp(cfg_.self().mac->data(), mac_.data(), 6) != 0)
     spdlog::warn("the port's MAC differs from rack.hosts[{}].mac; peers will not reach us", self_);
 
-  peers_.resize(hosts_);
+  peers_ = std::vector<Peer>(hosts_);
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     Peer& p = peers_[h];
     p.ep = endpoints_[h];
@@ -175,7 +218,8 @@ std::string Dataplane::start(const char* argv0) {
                                                      boot_, tsc_hz_));
       p.conns.back()->set_coalescing(cfg_.connections.coalescing);
     }
-    p.resets_seen.assign(conns_per_host_, 0);
+    p.usable = std::make_unique<std::atomic<bool>[]>(conns_per_host_);
+    for (std::uint32_t c = 0; c < conns_per_host_; ++c) p.usable[c].store(p.conns[c]->usable());
   }
 
   // A kernel socket on our UDP port keeps the namespace's kernel from
@@ -189,7 +233,7 @@ std::string Dataplane::start(const char* argv0) {
     ::close(icmp_guard_fd_);
     icmp_guard_fd_ = -1;
   }
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (std::string err = make_cores(); !err.empty()) return err;
   try {
     open_socket();
     open_metrics();
@@ -197,9 +241,10 @@ std::string Dataplane::start(const char* argv0) {
     return e.what();
   }
   spdlog::info("host {} ({}) ready: port {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
-               "connections, credits {}, socket {}",
+               "connections, credits {}, {} polling core{}, socket {}",
                self_, cfg_.self().name, port_id_, mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
-               hosts_ - 1, conns_per_host_, cfg_.connections.credits, socket_path_);
+               hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
+               socket_path_);
   return "";
 }
 
@@ -234,7 +279,7 @@ void Dataplane::open_socket() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = UINT64_MAX;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
 }
 
 void Dataplane::accept_apps() {
@@ -255,7 +300,7 @@ void Dataplane::send_msg(App& a, std::uint32_t type, std::uint32_t host, const s
 }
 
 void Dataplane::refuse(int fd, const std::string& why) {
-  ++stats_.apps_refused;
+  ++cores_[0]->stats.apps_refused;
   spdlog::warn("attach refused: {}", why);
   abi::DataplaneMessage m{};
   m.type = abi::kMsgRefused;
@@ -338,7 +383,7 @@ void Dataplane::attach(int fd) {
   std::size_t cells = std::size_t(a->local) * a->total;
   a->flows.resize(std::size_t(hosts_) * a->local);
   for (std::uint32_t h = 0; h < hosts_; ++h)
-    for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).conn = std::uint8_t(i % conns_per_host_);
+    for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).set_conn(std::uint8_t(i % conns_per_host_));
   a->out_req.assign(cells, 0);
   a->in_req.assign(cells, 0);
   a->out_resp.assign(cells, 0);
@@ -350,22 +395,28 @@ void Dataplane::attach(int fd) {
       return refuse(fd, "an instance of this run (same binary and GOSSAMER_RUN_ID) is already attached "
                         "(pid " + std::to_string(other->pid) + ")");
     }
+  // Its doorbells wake every core: core 0 reads the eventfd (level
+  // triggered), the others are woken by each write (edge triggered).
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = apps_.size();  // refreshed on every epoll wait
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, a->eventfd, &ev);
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
+  ev.events = EPOLLIN | EPOLLET;
+  for (std::size_t k = 1; k < cores_.size(); ++k) ::epoll_ctl(cores_[k]->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
   ev.events = EPOLLIN | EPOLLRDHUP;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, a->sock, &ev);
-  ++stats_.apps_attached;
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->sock, &ev);
+  ++cores_[0]->stats.apps_attached;
   spdlog::info("attached pid {} ({} threads in the rack, {} here from {}), run key {:016x}", a->pid,
                a->total, a->local, a->first, a->key);
   send_msg(*a, abi::kMsgAttachOk, self_, "");
   apps_.push_back(std::move(a));
+  publish_apps();
   for (std::uint32_t h = 0; h < hosts_; ++h)
     if (h != self_) announce(h, wire::kRecAttach, *apps_.back());
   check_starts();
 }
 
+// Out of the list at once; its memory and descriptors go when every core
+// has moved on to a list without it (free_retired).
 void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
   std::unique_ptr<App> a = std::move(apps_[i]);
   apps_.erase(apps_.begin() + std::ptrdiff_t(i));
@@ -373,17 +424,38 @@ void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
   if (do_announce)
     for (std::uint32_t h = 0; h < hosts_; ++h)
       if (h != self_) announce(h, wire::kRecDetach, *a);
-  if (a->base) ::munmap(a->base, a->bytes);
-  if (a->eventfd >= 0) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, a->eventfd, nullptr);
-    ::close(a->eventfd);
+  a->bad = true;
+  ++cores_[0]->stats.apps_detached;
+  publish_apps();
+  retired_.back().app = std::move(a);
+}
+
+void Dataplane::release(App& a) {
+  if (a.base) ::munmap(a.base, a.bytes);
+  if (a.eventfd >= 0) {
+    for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_DEL, a.eventfd, nullptr);
+    ::close(a.eventfd);
   }
-  if (a->sock >= 0) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, a->sock, nullptr);
-    ::close(a->sock);
+  if (a.sock >= 0) {
+    ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_DEL, a.sock, nullptr);
+    ::close(a.sock);
   }
-  if (a->memfd >= 0) ::close(a->memfd);
-  ++stats_.apps_detached;
+  if (a.memfd >= 0) ::close(a.memfd);
+}
+
+// Applications that broke the contract, went away or detached: out. One
+// whose detach drain still runs on other cores waits for it.
+void Dataplane::sweep_apps() {
+  for (std::size_t i = apps_.size(); i-- > 0;) {
+    App& a = *apps_[i];
+    if (!a.bad || a.drains_pending) continue;
+    if (a.bad_reason.empty()) {
+      const char* f = a.failure.load();
+      a.bad_reason = f ? f : "broke the contract";
+    }
+    if (a.bad_reason != "detached") spdlog::warn("pid {}: {}", a.pid, a.bad_reason);
+    drop_app(i, true, a.bad_reason.c_str());
+  }
 }
 
 void Dataplane::app_message(App& a) {
@@ -391,30 +463,34 @@ void Dataplane::app_message(App& a) {
   ssize_t n = ::recv(a.sock, &m, sizeof m, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
   if (n == 0 || n < 0) {
+    if (a.bad_reason.empty()) a.bad_reason = "the application went away (exit or kill) without detaching";
     a.bad = true;
-    a.bad_reason = "the application went away (exit or kill) without detaching";
-    ++stats_.apps_lost;
+    ++cores_[0]->stats.apps_lost;
     return;
   }
-  if (n != sizeof m || m.type != abi::kMsgDetach) {
+  if (n != sizeof m || m.type != abi::kMsgDetach || a.drains_pending) {
+    if (a.bad_reason.empty()) a.bad_reason = "unexpected message on the attach socket";
     a.bad = true;
-    a.bad_reason = "unexpected message on the attach socket";
     return;
   }
-  // Drain what it rang before detaching, send it, then confirm.
-  for (std::uint32_t i = 0; i < a.local; ++i) {
-    abi::DoorbellRing* r = a.ring(i);
-    std::uint32_t head = load_acquire<std::uint32_t>(&r->head);
-    std::uint32_t* entries = reinterpret_cast<std::uint32_t*>(r + 1);
-    for (std::uint32_t t = a.tail[i]; t != head && head - t <= a.layout.doorbell_entries; ++t)
-      doorbell(a, i, load_acquire<std::uint32_t>(&entries[t & (a.layout.doorbell_entries - 1)]));
-    a.tail[i] = head;
+  // Every core serves what the application rang before detaching (each
+  // its own threads' rings); once all have, confirm (detached()).
+  Core& k0 = *cores_[0];
+  drain_doorbells(k0, a);
+  a.drains_pending = ncores_ - 1;
+  for (std::uint32_t k = 1; k < ncores_; ++k) {
+    auto* msg = new CoreMsg{CoreMsg::Kind::kDrain};
+    msg->app = &a;
+    post(k0, k, msg);
   }
-  pump_all();
-  flush_tx();
+  if (!a.drains_pending) detached(a);
+}
+
+void Dataplane::detached(App& a) {
+  pump(*cores_[0]);
   send_msg(a, abi::kMsgDetached, self_, "");
-  a.bad = true;
   a.bad_reason = "detached";
+  a.bad = true;
 }
 
 void Dataplane::check_starts() {
@@ -440,7 +516,7 @@ void Dataplane::check_starts() {
         a.bad_reason = why;
       }
     }
-    if (all && !a.bad) {
+    if (all && !a.bad && !a.drains_pending) {
       a.started = true;
       spdlog::info("pid {}: every host attached, start", a.pid);
       send_msg(a, abi::kMsgStart, self_, "");
@@ -448,9 +524,9 @@ void Dataplane::check_starts() {
   }
 }
 
-App* Dataplane::app_by_key(std::uint64_t key) {
-  for (auto& a : apps_)
-    if (a->key == key && !a->bad) return a.get();
+App* Dataplane::app_by_key(const Core& k, std::uint64_t key) {
+  for (App* a : *k.apps)
+    if (a->key == key && !a->bad) return a;
   return nullptr;
 }
 
@@ -465,65 +541,68 @@ std::uint32_t Dataplane::host_of(std::uint32_t total, std::uint32_t g) const {
 
 // ---- applications' memory --------------------------------------------------------
 
-bool Dataplane::any_doorbell() {
-  for (auto& a : apps_)
-    for (std::uint32_t i = 0; i < a->local; ++i)
+bool Dataplane::any_doorbell(const Core& k) {
+  for (App* a : *k.apps)
+    for (std::uint32_t i = k.index; i < a->local; i += ncores_)
       if (load_acquire<std::uint32_t>(&a->ring(i)->head) != a->tail[i]) return true;
   return false;
 }
 
-bool Dataplane::poll_doorbells() {
+// The rings of this core's threads (local thread i: core i % cores).
+bool Dataplane::poll_doorbells(Core& k) {
   bool worked = false;
-  for (auto& ap : apps_) {
-    App& a = *ap;
-    if (a.bad) continue;
-    for (std::uint32_t i = 0; i < a.local && !a.bad; ++i) {
-      abi::DoorbellRing* r = a.ring(i);
-      std::uint32_t head = load_acquire<std::uint32_t>(&r->head);
-      std::uint32_t tail = a.tail[i];
-      if (head == tail) continue;
-      if (head - tail > a.layout.doorbell_entries) {
-        a.bad = true;
-        a.bad_reason = "doorbell ring head out of range";
-        ++a.malformed;
-        break;
-      }
-      const std::uint32_t* entries = reinterpret_cast<const std::uint32_t*>(r + 1);
-      for (; tail != head; ++tail)
-        doorbell(a, i, load_acquire<std::uint32_t>(&entries[tail & (a.layout.doorbell_entries - 1)]));
-      a.tail[i] = tail;
-      store_release<std::uint32_t>(&r->tail, tail);
-      worked = true;
+  for (App* a : *k.apps)
+    if (!a->bad) worked |= drain_doorbells(k, *a);
+  return worked;
+}
+
+bool Dataplane::drain_doorbells(Core& k, App& a) {
+  bool worked = false;
+  for (std::uint32_t i = k.index; i < a.local && !a.bad; i += ncores_) {
+    abi::DoorbellRing* r = a.ring(i);
+    std::uint32_t head = load_acquire<std::uint32_t>(&r->head);
+    std::uint32_t tail = a.tail[i];
+    if (head == tail) continue;
+    if (head - tail > a.layout.doorbell_entries) {
+      ++k.stats.records_rejected;
+      a.fail("doorbell ring head out of range");
+      break;
     }
+    const std::uint32_t* entries = reinterpret_cast<const std::uint32_t*>(r + 1);
+    for (; tail != head; ++tail)
+      doorbell(k, a, i, load_acquire<std::uint32_t>(&entries[tail & (a.layout.doorbell_entries - 1)]));
+    a.tail[i] = tail;
+    store_release<std::uint32_t>(&r->tail, tail);
+    worked = true;
   }
   return worked;
 }
 
 // One doorbell entry: copy the slot it names, validate the copy, queue it.
-void Dataplane::doorbell(App& a, std::uint32_t li, std::uint32_t entry) {
-  ++a.doorbells;
+void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry) {
+  ++k.stats.doorbells;
   std::uint32_t self_g = a.first + li;
   std::uint32_t peer = entry & abi::kDoorbellPeerMask;
   bool response = entry & abi::kDoorbellResponse;
-  auto bad = [&](const char*) { ++a.malformed; ++stats_.records_rejected; };
+  auto bad = [&](const char*) { ++k.stats.records_rejected; };
   if ((entry & ~(abi::kDoorbellResponse | abi::kDoorbellPeerMask)) || peer >= a.total || a.is_local(peer))
     return bad("doorbell names a local or unknown thread");
   std::uint32_t host = host_of(a.total, peer);
   wire::WireRecord w{};
   w.app = a.key;
-  scratch_.resize(abi::kPrimaryBytes + abi::kOverflowBytes);
+  std::vector<std::uint8_t>& scratch = k.scratch;
+  scratch.resize(abi::kPrimaryBytes + abi::kOverflowBytes);
   if (!response) {
     const std::uint8_t* primary = a.request_primary(peer, self_g);
     std::uint32_t seq = load_acquire<std::uint32_t>(primary);
-    std::uint32_t& last = a.at(a.out_req, li, peer);
-    if (seq != last + 1) return bad("request slot seq is not the next one");
+    if (seq != a.get(a.out_req, li, peer) + 1) return bad("request slot seq is not the next one");
     abi::RequestSlotHeader h;
     std::memcpy(&h, primary, sizeof h);
     if (h.primary_len > abi::kRequestPrimaryData || h.overflow_len > abi::kOverflowBytes)
       return bad("request slot lengths out of range");
-    std::memcpy(scratch_.data(), primary + sizeof h, h.primary_len);
-    std::memcpy(scratch_.data() + h.primary_len, a.request_overflow(peer, self_g), h.overflow_len);
-    last = seq;
+    std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
+    std::memcpy(scratch.data() + h.primary_len, a.request_overflow(peer, self_g), h.overflow_len);
+    a.set(a.out_req, li, peer, seq);
     w.kind = wire::kRecRequest;
     w.count = h.count;
     w.client = std::uint16_t(self_g);
@@ -534,15 +613,15 @@ void Dataplane::doorbell(App& a, std::uint32_t li, std::uint32_t entry) {
   } else {
     const std::uint8_t* primary = a.response_primary(peer, self_g);
     std::uint32_t seq = load_acquire<std::uint32_t>(primary);
-    std::uint32_t& shipped = a.at(a.out_resp, li, peer);
-    if (seq != a.at(a.in_req, li, peer) || seq == shipped) return bad("response slot seq unexpected");
+    if (seq != a.get(a.in_req, li, peer) || seq == a.get(a.out_resp, li, peer))
+      return bad("response slot seq unexpected");
     abi::ResponseSlotHeader h;
     std::memcpy(&h, primary, sizeof h);
     if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
       return bad("response slot lengths out of range");
-    std::memcpy(scratch_.data(), primary + sizeof h, h.primary_len);
-    std::memcpy(scratch_.data() + h.primary_len, a.response_overflow(peer, self_g), h.overflow_len);
-    shipped = seq;
+    std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
+    std::memcpy(scratch.data() + h.primary_len, a.response_overflow(peer, self_g), h.overflow_len);
+    a.set(a.out_resp, li, peer, seq);
     w.kind = wire::kRecResponse;
     w.count = h.count;
     w.client = std::uint16_t(peer);
@@ -560,16 +639,31 @@ void Dataplane::doorbell(App& a, std::uint32_t li, std::uint32_t entry) {
   f.size.add(std::uint32_t(body));
   f.bytes += body;
   ++f.slots;
-  peers_[host].conns[route(a, host, li)]->enqueue(w, scratch_.data());
+  enqueue(k, host, route(a, host, li), w, scratch.data());
 }
 
 std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
-  const std::uint32_t c = a.flow(host, li).conn;
-  return c < conns_per_host_ && peers_[host].conns[c]->usable() ? c : 0;  // 0 is always usable
+  const std::uint32_t c = a.flow(host, li).get_conn();
+  return c < conns_per_host_ && peers_[host].usable[c].load(std::memory_order_relaxed) ? c : 0;  // 0 is always usable
 }
 
-void Dataplane::schedule() {
-  // Receiver side: our peers' connections to us (formula 3.1).
+// On the connection, or to its core when another core owns it.
+void Dataplane::enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& w,
+                        const std::uint8_t* payload) {
+  if (owns_conn(k, conn)) return peers_[peer].conns[conn]->enqueue(w, payload);
+  ++k.stats.handoffs;
+  auto* m = new CoreMsg{CoreMsg::Kind::kRecord};
+  m->peer = peer;
+  m->conn = conn;
+  m->rec = w;
+  m->bytes.assign(payload, payload + std::size_t(w.primary_len) + w.overflow_len);
+  post(k, conn_owner(conn), m);
+}
+
+// Core 0, every interval: how many of each peer's connections to us are
+// active (formula 3.1), from the utilization every core added for its own
+// connections. Each core applies it to its own at its next interval.
+void Dataplane::decide_active() {
   std::vector<SenderLoad> loads;
   std::vector<std::uint32_t> senders;
   for (std::uint32_t h = 0; h < hosts_; ++h) {
@@ -577,8 +671,8 @@ void Dataplane::schedule() {
     Peer& p = peers_[h];
     SenderLoad l;
     l.connections = conns_per_host_;
-    for (auto& c : p.conns) l.utilization += c->take_utilization();
-    const bool heard = p.conns[0]->peer_boot() != 0;
+    l.utilization = p.utilization.exchange(0, std::memory_order_relaxed);
+    const bool heard = p.conns[0]->peer_boot() != 0;  // connection 0 is ours (core 0)
     // Not heard from yet: dormant (its connection 0); heard for the first
     // interval: a newcomer.
     l.known = !heard || p.intervals_heard > 0;
@@ -587,26 +681,44 @@ void Dataplane::schedule() {
     senders.push_back(h);
   }
   const auto active = assign_active_connections(loads, cfg_.connections.max_active_qps, schedule_rotation_++);
-  for (std::size_t i = 0; i < senders.size(); ++i)
-    for (std::uint32_t j = 0; j < conns_per_host_; ++j) {
-      Connection& c = *peers_[senders[i]].conns[j];
-      c.set_inbound_active(j < active[i]);
+  for (std::size_t i = 0; i < senders.size(); ++i) peers_[senders[i]].active.store(active[i], std::memory_order_relaxed);
+}
+
+void Dataplane::schedule(Core& k) {
+  // Receiver side: our peers' connections to us that this core owns.
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    Peer& p = peers_[h];
+    std::uint64_t u = 0;
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) u += p.conns[j]->take_utilization();
+    p.utilization.fetch_add(u, std::memory_order_relaxed);
+  }
+  if (k.index == 0) decide_active();
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    const std::uint32_t active = peers_[h].active.load(std::memory_order_relaxed);
+    if (active == UINT32_MAX) continue;  // no decision yet
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
+      Connection& c = *peers_[h].conns[j];
+      c.set_inbound_active(j < active);
       c.remind_activation();
     }
+  }
 
-  // Sender side: our threads over our usable connections to each peer
-  // (Algorithm 1), all applications together (they share the connections).
+  // Sender side: this core's threads over this core's usable connections
+  // to each peer (Algorithm 1), all applications together (they share the
+  // connections). With none usable, connection 0 (core 0's) carries them.
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     if (h == self_) continue;
     Peer& p = peers_[h];
     std::vector<std::uint32_t> usable;
-    for (std::uint32_t j = 0; j < conns_per_host_; ++j)
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_)
       if (p.conns[j]->usable()) usable.push_back(j);
     std::vector<ThreadLoad> threads;
     std::vector<App::Flow*> flows;
     std::uint64_t bytes = 0;
-    for (auto& a : apps_)
-      for (std::uint32_t i = 0; i < a->local; ++i) {
+    for (App* a : *k.apps)
+      for (std::uint32_t i = k.index; i < a->local; i += ncores_) {
         App::Flow& f = a->flow(h, i);
         threads.push_back({f.size.median(), f.slots, f.bytes});
         flows.push_back(&f);
@@ -614,9 +726,9 @@ void Dataplane::schedule() {
       }
     if (bytes > 0 && cfg_.connections.thread_scheduler) {  // an idle interval changes nothing
       const auto to = assign_threads(threads, usable);
-      for (std::size_t k = 0; k < flows.size(); ++k) {
-        if (flows[k]->conn != to[k]) ++stats_.thread_moves;
-        flows[k]->conn = std::uint8_t(to[k]);
+      for (std::size_t t = 0; t < flows.size(); ++t) {
+        if (flows[t]->get_conn() != to[t]) ++k.stats.thread_moves;
+        flows[t]->set_conn(std::uint8_t(to[t]));
       }
     }
     // Algorithm 1 looks at the interval since the last scheduling. Our
@@ -626,12 +738,19 @@ void Dataplane::schedule() {
     for (App::Flow* f : flows) f->bytes /= 2, f->slots /= 2;
     // What waits on a connection the peer no longer takes from us moves to
     // connection 0, whole slots at a time (Connection::take_pending).
-    for (std::uint32_t j = 1; j < conns_per_host_; ++j) {
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
       Connection& c = *p.conns[j];
-      if (c.usable() || !c.has_pending()) continue;
-      p.moved.clear();
-      c.take_pending(&p.moved);
-      p.conns[0]->enqueue_records(p.moved.data(), p.moved.size());
+      if (j == 0 || c.usable() || !c.has_pending()) continue;
+      k.moved.clear();
+      c.take_pending(&k.moved);
+      if (k.index == 0) {
+        p.conns[0]->enqueue_records(k.moved.data(), k.moved.size());
+      } else {
+        auto* m = new CoreMsg{CoreMsg::Kind::kRecords};
+        m->peer = h;
+        m->bytes = k.moved;
+        post(k, 0, m);
+      }
     }
   }
 }
@@ -650,133 +769,188 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   peers_[peer].conns[0]->enqueue(w, &an);
 }
 
-void Dataplane::transmit(std::uint32_t peer, const std::uint8_t* payload, std::size_t len) {
+void Dataplane::transmit(Core& k, std::uint32_t peer, const std::uint8_t* payload, std::size_t len) {
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
   if (!m) {
-    ++stats_.tx_failed;  // the retransmission timer covers it
+    ++k.stats.tx_failed;  // the retransmission timer covers it
     return;
   }
   auto* f = static_cast<std::uint8_t*>(static_cast<void*>(rte_pktmbuf_append(m, std::uint16_t(wire::kL2L4Bytes + len))));
   std::memcpy(f + wire::kL2L4Bytes, payload, len);
-  wire::write_l2l4(f, mac_.data(), peers_[peer].mac.data(), self_ep_, peers_[peer].ep, len);
-  tx_batch_.push_back(m);
-  if (tx_batch_.size() >= kBurst) flush_tx();
+  wire::write_l2l4(f, mac_.data(), k.macs[peer].data(), self_ep_, peers_[peer].ep, len);
+  k.tx_batch.push_back(m);
+  if (k.tx_batch.size() >= kBurst) flush_tx(k);
 }
 
-void Dataplane::flush_tx() {
+void Dataplane::flush_tx(Core& k) {
   std::size_t off = 0;
   int tries = 0;
-  while (off < tx_batch_.size() && tries++ < 8) {
-    off += rte_eth_tx_burst(port_id_, 0, tx_batch_.data() + off, std::uint16_t(tx_batch_.size() - off));
+  while (off < k.tx_batch.size() && tries++ < 8) {
+    off += rte_eth_tx_burst(port_id_, std::uint16_t(k.index), k.tx_batch.data() + off,
+                            std::uint16_t(k.tx_batch.size() - off));
   }
-  stats_.tx_frames += off;
-  for (std::size_t i = off; i < tx_batch_.size(); ++i) {
-    rte_pktmbuf_free(tx_batch_[i]);
-    ++stats_.tx_failed;
+  k.stats.tx_frames += off;
+  for (std::size_t i = off; i < k.tx_batch.size(); ++i) {
+    rte_pktmbuf_free(k.tx_batch[i]);
+    ++k.stats.tx_failed;
   }
-  tx_batch_.clear();
+  k.tx_batch.clear();
 }
 
-bool Dataplane::pump_all() {
+// This core's connections: send what credits allow, timers, owed acks.
+bool Dataplane::pump(Core& k) {
   bool worked = false;
   std::uint64_t now = rte_rdtsc();
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     if (h == self_) continue;
-    for (auto& c : peers_[h].conns) {
-      auto emit = [this, h](const std::uint8_t* p, std::size_t n) { transmit(h, p, n); };
-      worked |= c->pump(now, emit) != 0;
-      c->timers(now, emit);
-      c->flush_ack(emit);
+    Peer& p = peers_[h];
+    auto emit = [this, &k, h](const std::uint8_t* b, std::size_t n) { transmit(k, h, b, n); };
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
+      Connection& c = *p.conns[j];
+      worked |= c.pump(now, emit) != 0;
+      c.timers(now, emit);
+      c.flush_ack(emit);
+      if (const bool u = c.usable(); u != p.usable[j].load(std::memory_order_relaxed))
+        p.usable[j].store(u, std::memory_order_relaxed);
     }
   }
-  flush_tx();
+  flush_tx(k);
   return worked;
 }
 
-bool Dataplane::poll_rx() {
+namespace {
+std::size_t frame_len(const rte_mbuf* m) { return m->nb_segs == 1 ? m->data_len : 0; }  // chained: never ours
+
+// The connection a frame names, if it is long enough to name one (the
+// owner validates it all).
+std::uint32_t frame_conn(const std::uint8_t* data, std::size_t len) {
+  if (len < wire::kL2L4Bytes + sizeof(wire::FrameHeader)) return 0;
+  wire::FrameHeader h;
+  std::memcpy(&h, data + wire::kL2L4Bytes, sizeof h);
+  return h.conn;
+}
+}  // namespace
+
+// Frames from this core's NIC queue (fault injection first, when asked).
+bool Dataplane::poll_rx(Core& k) {
+  if (!k.has_queue) return false;
   rte_mbuf* bufs[kBurst];
-  std::uint16_t n = rte_eth_rx_burst(port_id_, 0, bufs, kBurst);
+  std::uint16_t n = rte_eth_rx_burst(port_id_, std::uint16_t(k.index), bufs, kBurst);
   std::uint64_t now = rte_rdtsc();
-  if (!held_.empty() && (n || now - held_at_ > tsc_hz_ / 1000)) {
+  k.stats.rx_frames += n;
+  std::uint16_t i = 0;
+  if (k.held && (n || now - k.held_at > tsc_hz_ / 1000)) {
     // A reordered frame goes in after the next one (or after 1 ms).
-    std::vector<std::uint8_t> f;
-    f.swap(held_);
-    if (n) {
-      rte_mbuf* m = bufs[0];
-      ++stats_.rx_frames;
-      process_frame(rte_pktmbuf_mtod(m, const std::uint8_t*), m->nb_segs == 1 ? m->data_len : 0, now);
-      rte_pktmbuf_free(m);
-      std::memmove(bufs, bufs + 1, sizeof(bufs[0]) * --n);
-    }
-    process_frame(f.data(), f.size(), now);
+    rte_mbuf* held = k.held;
+    k.held = nullptr;
+    if (n) dispatch(k, bufs[i++], now);
+    dispatch(k, held, now);
   }
   if (!n) return false;
-  for (std::uint16_t i = 0; i < n; ++i) {
+  for (; i < n; ++i) {
     rte_mbuf* m = bufs[i];
-    ++stats_.rx_frames;
-    const auto* data = rte_pktmbuf_mtod(m, const std::uint8_t*);
-    std::size_t len = m->nb_segs == 1 ? m->data_len : 0;  // chained mbufs: never ours
-    if (faults_.any()) {
-      auto rnd = [this] {
-        faults_rng_ ^= faults_rng_ << 13;
-        faults_rng_ ^= faults_rng_ >> 7;
-        faults_rng_ ^= faults_rng_ << 17;
-        return double(faults_rng_ >> 11) / double(1ull << 53);
+    if (k.faults.any()) {
+      auto rnd = [&k] {
+        k.rng ^= k.rng << 13;
+        k.rng ^= k.rng >> 7;
+        k.rng ^= k.rng << 17;
+        return double(k.rng >> 11) / double(1ull << 53);
       };
-      if (rnd() < faults_.loss) {
-        ++stats_.injected_loss;
+      if (rnd() < k.faults.loss) {
+        ++k.stats.injected_loss;
         rte_pktmbuf_free(m);
         continue;
       }
-      if (rnd() < faults_.duplicate) {
-        ++stats_.injected_duplicates;
-        process_frame(data, len, now);
+      if (rnd() < k.faults.duplicate) {
+        ++k.stats.injected_duplicates;
+        rte_mbuf_refcnt_update(m, 1);
+        dispatch(k, m, now);
       }
-      if (held_.empty() && rnd() < faults_.reorder) {
-        ++stats_.injected_reorders;
-        held_.assign(data, data + len);
-        held_at_ = now;
-        rte_pktmbuf_free(m);
+      if (!k.held && rnd() < k.faults.reorder) {
+        ++k.stats.injected_reorders;
+        k.held = m;
+        k.held_at = now;
         continue;
       }
     }
-    process_frame(data, len, now);
+    dispatch(k, m, now);
+  }
+  return true;
+}
+
+// A frame from our queue: ours to process, or its connection's core's.
+void Dataplane::dispatch(Core& k, rte_mbuf* m, std::uint64_t now) {
+  const auto* data = rte_pktmbuf_mtod(m, const std::uint8_t*);
+  const std::size_t len = frame_len(m);
+  if (ncores_ > 1) {
+    if (const std::uint32_t owner = conn_owner(frame_conn(data, len)); owner != k.index) {
+      if (rte_ring_mp_enqueue(cores_[owner]->frames, m) == 0) {
+        ++k.stats.steered;
+        Core& o = *cores_[owner];
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
+        if (o.sleeping.load(std::memory_order_relaxed)) {
+          std::uint64_t one = 1;
+          (void)!::write(o.wake_fd, &one, sizeof one);
+        }
+      } else {
+        ++k.stats.steer_dropped;  // the sender retransmits it
+        rte_pktmbuf_free(m);
+      }
+      return;
+    }
+  }
+  process_frame(k, data, len, now);
+  rte_pktmbuf_free(m);
+}
+
+// Frames other cores' queues received for our connections.
+bool Dataplane::poll_steered(Core& k) {
+  void* bufs[kBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(k.frames, bufs, kBurst, nullptr);
+  if (!n) return false;
+  const std::uint64_t now = rte_rdtsc();
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(bufs[i]);
+    process_frame(k, rte_pktmbuf_mtod(m, const std::uint8_t*), frame_len(m), now);
     rte_pktmbuf_free(m);
   }
   return true;
 }
 
-void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now) {
+void Dataplane::process_frame(Core& k, const std::uint8_t* data, std::size_t len, std::uint64_t now) {
   wire::ParsedFrame pf;
   wire::Drop d = wire::parse_frame(data, len, self_ep_, endpoints_.data(), endpoints_.size(), self_,
                                    conns_per_host_, &pf);
   if (d != wire::Drop::kNone) {
-    ++stats_.drops[std::size_t(d)];
+    ++k.stats.drops[std::size_t(d)];
     return;
   }
-  std::uint32_t src = pf.hdr.src_host;
-  Peer& p = peers_[src];
-  if (!p.mac_known) {
-    std::memcpy(p.mac.data(), pf.src_mac, 6);
-    p.mac_known = true;
+  ++k.stats.frames_processed;
+  const std::uint32_t src = pf.hdr.src_host;
+  if (!k.mac_known[src]) {
+    std::memcpy(k.macs[src].data(), pf.src_mac, 6);
+    k.mac_known[src] = true;
   }
+  Peer& p = peers_[src];
   Connection& c = *p.conns[pf.hdr.conn];
-  auto emit = [this, src](const std::uint8_t* b, std::size_t n) { transmit(src, b, n); };
+  auto emit = [this, &k, src](const std::uint8_t* b, std::size_t n) { transmit(k, src, b, n); };
   const bool accepted = c.on_frame(pf.hdr, now, emit) == Connection::Accept::kDeliver;
-  if (c.stats().resets != p.resets_seen[pf.hdr.conn]) {
+  if (c.stats().resets != k.resets_seen[src][pf.hdr.conn]) {
     // The peer restarted. Every connection to it starts over with the new
     // incarnation at once: one that had not heard from it yet would still
     // carry the old sequence numbers, and would throw away what the new run
-    // sends on it when it finally resets. Then forget the peer's old
-    // applications and announce ours again (on connection 0, now fresh),
-    // before delivering this frame's records: the new peer's first frame
-    // may carry its own announce.
-    for (auto& other : p.conns) other->peer_restarted(c.peer_boot());
-    for (std::size_t i = 0; i < p.conns.size(); ++i) p.resets_seen[i] = p.conns[i]->stats().resets;
-    p.apps.clear();
-    p.intervals_heard = 0;  // a newcomer again for the QP scheduler
-    for (auto& a : apps_)
-      if (!a->bad) announce(src, wire::kRecAttach, *a);
+    // sends on it when it finally resets. Then (core 0) forget the peer's
+    // old applications and announce ours again (on connection 0, now
+    // fresh), before delivering this frame's records: the new peer's first
+    // frame may carry its own announce.
+    peer_restarted(k, src, c.peer_boot());
+    for (std::uint32_t o = 0; o < ncores_; ++o) {
+      if (o == k.index) continue;
+      auto* m = new CoreMsg{CoreMsg::Kind::kRestart};
+      m->peer = src;
+      m->boot = c.peer_boot();
+      post(k, o, m);
+    }
   }
   if (accepted) {
     wire::RecordCursor cur(pf.records, pf.hdr.length);
@@ -785,45 +959,73 @@ void Dataplane::process_frame(const std::uint8_t* data, std::size_t len, std::ui
       switch (c.reassemble(v, &whole)) {
         case Reassembly::Result::kWhole:
           c.count_delivered(v.rec.kind);
-          deliver(src, v);
+          deliver(k, src, v);
           break;
         case Reassembly::Result::kComplete:
           c.count_delivered(whole.rec.kind);
-          deliver(src, whole);
+          deliver(k, src, whole);
           break;
         case Reassembly::Result::kHeld: break;
-        case Reassembly::Result::kDropped: ++stats_.records_rejected; break;
+        case Reassembly::Result::kDropped: ++k.stats.records_rejected; break;
       }
     }
   }
 }
 
-void Dataplane::read_faults() {
+// The peer restarted as `boot` (seen by this core, or posted by the core
+// that saw it): our connections to it start over.
+void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot) {
+  Peer& p = peers_[peer];
+  for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
+    p.conns[j]->peer_restarted(boot);
+    k.resets_seen[peer][j] = p.conns[j]->stats().resets;
+  }
+  if (k.index == 0) peer_restarted_control(peer, boot);
+}
+
+// Core 0: once per incarnation (several cores may report it).
+void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint32_t boot) {
+  Peer& p = peers_[peer];
+  if (p.handled_boot != 0 && std::int32_t(boot - p.handled_boot) <= 0) return;
+  p.handled_boot = boot;
+  p.apps.clear();
+  p.intervals_heard = 0;  // a newcomer again for the QP scheduler
+  for (auto& a : apps_)
+    if (!a->bad) announce(peer, wire::kRecAttach, *a);
+}
+
+void Dataplane::read_faults(Core& k) {
   std::ifstream in(socket_path_ + ".faults");
   std::string text;
   if (in) std::getline(in, text);
-  if (text == faults_text_) return;
-  faults_text_ = text;
+  if (text == k.faults_text) return;
+  k.faults_text = text;
   Faults f;
   std::istringstream words(text);
   std::string key, value;
   while (words >> key) {
     double* slot = key == "loss" ? &f.loss : key == "duplicate" ? &f.duplicate : key == "reorder" ? &f.reorder : nullptr;
     if (!slot || !(words >> value) || value.empty() || value.back() != '%') {
-      spdlog::warn("faults file: cannot use '{}' (supported: loss N%, duplicate N%, reorder N%)", text);
+      if (k.index == 0)
+        spdlog::warn("faults file: cannot use '{}' (supported: loss N%, duplicate N%, reorder N%)", text);
       f = Faults{};
       break;
     }
     *slot = std::strtod(value.c_str(), nullptr) / 100.0;
   }
-  faults_ = f;
-  spdlog::info("fault injection on received frames: loss {}%, duplicate {}%, reorder {}%", f.loss * 100,
-               f.duplicate * 100, f.reorder * 100);
+  k.faults = f;
+  if (k.index == 0)
+    spdlog::info("fault injection on received frames: loss {}%, duplicate {}%, reorder {}%", f.loss * 100,
+                 f.duplicate * 100, f.reorder * 100);
 }
 
-void Dataplane::deliver(std::uint32_t src, const wire::RecordView& v) {
+void Dataplane::deliver(Core& k, std::uint32_t src, const wire::RecordView& v) {
   const wire::WireRecord& r = v.rec;
   if (r.kind == wire::kRecAttach || r.kind == wire::kRecDetach) {
+    if (k.index != 0) {  // announces travel on connection 0 (core 0's)
+      ++k.stats.records_rejected;
+      return;
+    }
     wire::AttachAnnounce an;
     std::memcpy(&an, v.payload, sizeof an);
     auto& apps = peers_[src].apps;
@@ -833,37 +1035,37 @@ void Dataplane::deliver(std::uint32_t src, const wire::RecordView& v) {
     } else {
       auto it = apps.find(r.app);
       if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
-      if (App* a = app_by_key(r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
+      if (App* a = app_by_key(k, r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
         send_msg(*a, abi::kMsgPeerLost, src,
                  "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +
                      ") went away without finishing");
     }
     return;
   }
-  App* a = app_by_key(r.app);
+  App* a = app_by_key(k, r.app);
   if (!a) {
-    ++stats_.records_no_app;
+    ++k.stats.records_no_app;
     return;
   }
-  if (r.kind == wire::kRecRequest) deliver_request(*a, src, v);
-  else deliver_response(*a, src, v);
+  if (r.kind == wire::kRecRequest) deliver_request(k, *a, src, v);
+  else deliver_response(k, *a, src, v);
 }
 
-void Dataplane::deliver_request(App& a, std::uint32_t src, const wire::RecordView& v) {
+void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v) {
   const wire::WireRecord& r = v.rec;
   if (r.client >= a.total || r.trustee >= a.total || !a.is_local(r.trustee) ||
       host_of(a.total, r.client) != src || r.primary_len > abi::kRequestPrimaryData ||
       r.overflow_len > abi::kOverflowBytes) {
-    ++stats_.records_rejected;
+    ++k.stats.records_rejected;
     return;
   }
   std::uint32_t li = r.trustee - a.first;
-  std::uint32_t& last = a.at(a.in_req, li, r.client);
+  const std::uint32_t last = a.get(a.in_req, li, r.client);
   std::uint8_t* primary = a.request_primary(r.trustee, r.client);
   // The next batch, and the trustee has answered the previous one.
   if (r.slot_seq != last + 1 ||
       load_acquire<std::uint32_t>(a.response_primary(r.client, r.trustee)) != last) {
-    ++stats_.records_rejected;
+    ++k.stats.records_rejected;
     return;
   }
   abi::RequestSlotHeader h{};
@@ -873,24 +1075,24 @@ void Dataplane::deliver_request(App& a, std::uint32_t src, const wire::RecordVie
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.request_overflow(r.trustee, r.client), v.payload + r.primary_len, r.overflow_len);
-  last = r.slot_seq;
+  a.set(a.in_req, li, r.client, r.slot_seq);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
 
-void Dataplane::deliver_response(App& a, std::uint32_t src, const wire::RecordView& v) {
+void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v) {
   const wire::WireRecord& r = v.rec;
   if (r.client >= a.total || r.trustee >= a.total || !a.is_local(r.client) ||
       host_of(a.total, r.trustee) != src || r.primary_len > abi::kResponsePrimaryData ||
       r.overflow_len > abi::kOverflowBytes) {
-    ++stats_.records_rejected;
+    ++k.stats.records_rejected;
     return;
   }
   std::uint32_t li = r.client - a.first;
   std::uint8_t* primary = a.response_primary(r.client, r.trustee);
   // Answers the request we shipped last, and only once.
-  if (r.slot_seq != a.at(a.out_req, li, r.trustee) || load_acquire<std::uint32_t>(primary) == r.slot_seq) {
-    ++stats_.records_rejected;
+  if (r.slot_seq != a.get(a.out_req, li, r.trustee) || load_acquire<std::uint32_t>(primary) == r.slot_seq) {
+    ++k.stats.records_rejected;
     return;
   }
   abi::ResponseSlotHeader h{};
@@ -908,22 +1110,35 @@ void Dataplane::deliver_response(App& a, std::uint32_t src, const wire::RecordVi
 // ---- the loop ------------------------------------------------------------------------
 
 void Dataplane::write_stats() {
+  Stats t;
+  std::vector<Stats> per_core;
+  std::vector<abi::ConnCounters> conns;
+  collect(&t, &per_core, &conns);
   std::string tmp = socket_path_ + ".stats.tmp";
   {
     std::ofstream o(tmp);
-    o << "rx_frames " << stats_.rx_frames << "\ntx_frames " << stats_.tx_frames << "\ntx_failed "
-      << stats_.tx_failed << "\nrecords_no_app " << stats_.records_no_app << "\nrecords_rejected "
-      << stats_.records_rejected << "\napps_attached " << stats_.apps_attached << "\napps_refused "
-      << stats_.apps_refused << "\napps_detached " << stats_.apps_detached << "\napps_lost " << stats_.apps_lost
-      << "\napps " << apps_.size() << "\ninjected_loss " << stats_.injected_loss << "\ninjected_duplicates "
-      << stats_.injected_duplicates << "\ninjected_reorders " << stats_.injected_reorders << "\nbusy_cycles " << stats_.busy_cycles << "\nidle_cycles "
-      << stats_.idle_cycles << "\n";
-    for (std::size_t d = 1; d < stats_.drops.size(); ++d)
-      o << "dropped{reason=\"" << wire::drop_name(wire::Drop(d)) << "\"} " << stats_.drops[d] << "\n";
+    o << "rx_frames " << t.rx_frames << "\ntx_frames " << t.tx_frames << "\ntx_failed "
+      << t.tx_failed << "\nrecords_no_app " << t.records_no_app << "\nrecords_rejected "
+      << t.records_rejected << "\napps_attached " << t.apps_attached << "\napps_refused "
+      << t.apps_refused << "\napps_detached " << t.apps_detached << "\napps_lost " << t.apps_lost
+      << "\napps " << apps_.size() << "\ninjected_loss " << t.injected_loss << "\ninjected_duplicates "
+      << t.injected_duplicates << "\ninjected_reorders " << t.injected_reorders << "\nbusy_cycles "
+      << t.busy_cycles << "\nidle_cycles " << t.idle_cycles << "\ncores " << ncores_ << "\nsteer_dropped "
+      << t.steer_dropped << "\n";
+    for (std::size_t d = 1; d < t.drops.size(); ++d)
+      o << "dropped{reason=\"" << wire::drop_name(wire::Drop(d)) << "\"} " << t.drops[d] << "\n";
+    for (std::size_t k = 0; k < per_core.size(); ++k) {
+      const Stats& c = per_core[k];
+      const std::string l = "{core=\"" + std::to_string(k) + "\"} ";
+      o << "core_busy_cycles" << l << c.busy_cycles << "\ncore_idle_cycles" << l << c.idle_cycles
+        << "\ncore_rx_frames" << l << c.rx_frames << "\ncore_frames_processed" << l << c.frames_processed
+        << "\ncore_doorbells" << l << c.doorbells << "\ncore_steered" << l << c.steered << "\ncore_handoffs" << l
+        << c.handoffs << "\n";
+    }
     for (std::uint32_t h = 0; h < hosts_; ++h) {
       if (h == self_) continue;
-      for (std::size_t c = 0; c < peers_[h].conns.size(); ++c) {
-        const ConnectionStats& s = peers_[h].conns[c]->stats();
+      for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
+        const abi::ConnCounters& s = conns[std::size_t(h) * conns_per_host_ + c];
         std::string l = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\"} ";
         o << "frames_sent" << l << s.frames_sent << "\nframes_received" << l << s.frames_received
           << "\nrecords_sent" << l << s.records_sent << "\nrequests_sent" << l << s.requests_sent
@@ -932,39 +1147,42 @@ void Dataplane::write_stats() {
           << l << s.fast_retransmits << "\nduplicates" << l << s.duplicates << "\nout_of_order" << l
           << s.out_of_order << "\ncredit_stalls" << l << s.credit_stalls << "\nrenewals_requested" << l
           << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
-          << peers_[h].conns[c]->credits_left() << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
+          << s.credits << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
           << s.wrong_incarnation << "\nfragments_sent" << l << s.fragments_sent << "\nfragments_received" << l
           << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\ninbound_active" << l
-          << peers_[h].conns[c]->inbound_active() << "\noutbound_active" << l << peers_[h].conns[c]->usable()
-          << "\nrenewals_declined" << l << s.renewals_declined << "\n";
+          << s.inbound_active << "\noutbound_active" << l << s.outbound_active << "\nrenewals_declined" << l
+          << s.renewals_declined << "\ncore" << l << conn_owner(c) << "\n";
         std::string r = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\",reason=\"";
         o << "fragments_dropped" << r << "bad_offset\"} " << s.frag_bad_offset << "\nfragments_dropped" << r
           << "oversize\"} " << s.frag_oversize << "\nfragments_dropped" << r << "mismatch\"} " << s.frag_mismatch
           << "\nfragments_dropped" << r << "interrupted\"} " << s.frag_interrupted << "\n";
       }
     }
-  }
-  {
     // The thread scheduler's placement: per application thread and peer.
-    std::ofstream o(tmp, std::ios::app);
-    o << "thread_moves " << stats_.thread_moves << "\n";
+    o << "thread_moves " << t.thread_moves << "\n";
     for (const auto& a : apps_)
       for (std::uint32_t h = 0; h < hosts_; ++h) {
         if (h == self_) continue;
         for (std::uint32_t i = 0; i < a->local; ++i)
           o << "thread_conn{pid=\"" << a->pid << "\",thread=\"" << a->first + i << "\",peer=\"" << h << "\"} "
-            << unsigned(a->flow(h, i).conn) << "\n";
+            << unsigned(a->flow(h, i).get_conn()) << "\n";
       }
   }
   std::rename(tmp.c_str(), (socket_path_ + ".stats").c_str());
 }
 
-void Dataplane::sleep_until_work(std::uint64_t now) {
-  for (auto& a : apps_) std::atomic_ref<std::uint32_t>(*a->sleeping()).store(1, std::memory_order_seq_cst);
+void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
+  // Applications see a non-zero word while any core sleeps, and kick
+  // (their eventfd wakes every core).
+  const std::uint32_t bit = 1u << (k.index % 32);
+  for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_or(bit, std::memory_order_seq_cst);
+  k.sleeping.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with dispatch() and post()
   std::uint64_t deadline = UINT64_MAX;
-  for (auto& p : peers_)
-    for (auto& c : p.conns) deadline = std::min(deadline, c->next_deadline());
-  std::uint64_t since_work = now - last_work_;
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    for (std::uint32_t j = k.index; h != self_ && j < conns_per_host_; j += ncores_)
+      deadline = std::min(deadline, peers_[h].conns[j]->next_deadline());
+  std::uint64_t since_work = now - k.last_work;
   std::uint64_t timeout_ns =
       since_work >= tsc_hz_ ? kMaxSleepNs
                             : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift, kMinSleepNs,
@@ -974,57 +1192,86 @@ void Dataplane::sleep_until_work(std::uint64_t now) {
   } else if (deadline != UINT64_MAX) {
     timeout_ns = std::min<std::uint64_t>(timeout_ns, (deadline - now) * 1'000'000'000ull / tsc_hz_ + 1);
   }
-  if (timeout_ns && !any_doorbell()) {
+  if (timeout_ns && !any_doorbell(k) && rte_ring_empty(k.frames) && rte_ring_empty(k.msgs)) {
     epoll_event evs[16];
     timespec ts{time_t(timeout_ns / 1'000'000'000ull), long(timeout_ns % 1'000'000'000ull)};
-    ::epoll_pwait2(epoll_fd_, evs, 16, &ts, nullptr);
-    std::uint64_t buf;
-    for (auto& a : apps_) (void)!::read(a->eventfd, &buf, sizeof buf);
+    ::epoll_pwait2(k.epoll_fd, evs, 16, &ts, nullptr);
   }
-  for (auto& a : apps_) std::atomic_ref<std::uint32_t>(*a->sleeping()).store(0, std::memory_order_relaxed);
+  k.sleeping.store(false, std::memory_order_relaxed);
+  std::uint64_t buf;
+  (void)!::read(k.wake_fd, &buf, sizeof buf);
+  if (k.index == 0)
+    for (auto& a : apps_) (void)!::read(a->eventfd, &buf, sizeof buf);
+  for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
 }
 
 void Dataplane::run(const std::atomic<bool>& stop) {
+  for (std::size_t i = 1; i < cores_.size(); ++i) {
+    Core& k = *cores_[i];
+    k.thread = std::thread([this, &k, &stop] {
+      if (rte_thread_register() != 0)
+        spdlog::warn("core {}: rte_thread_register: {} (mbufs without a per-core cache)", k.index,
+                     rte_strerror(rte_errno));
+      core_loop(k, stop);
+      rte_thread_unregister();
+    });
+  }
+  core_loop(*cores_[0], stop);
+  for (std::size_t i = 1; i < cores_.size(); ++i) cores_[i]->thread.join();
+  write_stats();
+  write_metrics();
+}
+
+// One polling core. Core 0 also serves the sockets, frees what no core
+// uses any more, and writes the stats and metrics files.
+void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
   // The default 50 us timer slack would swallow the short sleeps.
   ::prctl(PR_SET_TIMERSLACK, 5'000UL);
+  const bool control = k.index == 0;
   std::uint32_t idle = 0;
   std::uint64_t last = rte_rdtsc();
   std::uint32_t iter = 0;
   while (!stop.load(std::memory_order_relaxed)) {
-    bool worked = poll_rx();
-    worked |= poll_doorbells();
-    worked |= pump_all();
-    if ((++iter & 63) == 0 || idle >= kSpin) {
+    refresh_apps(k);                  // the application list (generation)
+    bool worked = poll_rx(k);         // our NIC queue: process, or steer to the owner
+    worked |= poll_steered(k);        // frames other queues received for our connections
+    worked |= poll_msgs(k);           // records and control from other cores
+    worked |= poll_doorbells(k);      // our threads' rings -> connections
+    worked |= pump(k);                // our connections -> our tx queue
+    if (k.backlogged) flush_backlog(k);
+    if (control && ((++iter & 63) == 0 || idle >= kSpin)) {
       // Sockets: new applications, detaches, deaths.
       accept_apps();
       for (std::size_t i = 0; i < apps_.size(); ++i) app_message(*apps_[i]);
-      for (std::size_t i = apps_.size(); i-- > 0;)
-        if (apps_[i]->bad) {
-          bool lost = apps_[i]->bad_reason != "detached";
-          if (lost) spdlog::warn("pid {}: {}", apps_[i]->pid, apps_[i]->bad_reason);
-          drop_app(i, true, apps_[i]->bad_reason.c_str());
-          (void)lost;
-        }
+      sweep_apps();
+      free_retired(false);
     }
     std::uint64_t now = rte_rdtsc();
-    (worked ? stats_.busy_cycles : stats_.idle_cycles) += now - last;
+    (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
-    if (now - last_schedule_ > tsc_hz_ / 1'000'000 * cfg_.connections.scheduler_interval_us) {
-      schedule();
-      last_schedule_ = now;
+    if (now - k.last_schedule > tsc_hz_ / 1'000'000 * cfg_.connections.scheduler_interval_us) {
+      schedule(k);
+      k.last_schedule = now;
     }
-    if (now - last_metrics_write_ > tsc_hz_ / 1000 * abi::kMetricsPeriodMs) {
+    if (now - k.last_publish > tsc_hz_ / 1000 * abi::kMetricsPeriodMs) {
+      publish(k);
+      k.last_publish = now;
+    }
+    if (now - k.last_faults > tsc_hz_) {
+      read_faults(k);
+      k.last_faults = now;
+    }
+    if (control && now - last_metrics_write_ > tsc_hz_ / 1000 * abi::kMetricsPeriodMs) {
       write_metrics();
       last_metrics_write_ = now;
     }
-    if (now - last_stats_write_ > tsc_hz_) {
-      read_faults();
+    if (control && now - last_stats_write_ > tsc_hz_) {
       write_stats();
       last_stats_write_ = now;
     }
     if (worked) {
       idle = 0;
-      last_work_ = now;
+      k.last_work = now;
       continue;
     }
     ++idle;
@@ -1033,15 +1280,15 @@ void Dataplane::run(const std::atomic<bool>& stop) {
     } else if (idle < kSpin + kYield) {
       ::sched_yield();
     } else {
-      sleep_until_work(now);
+      sleep_until_work(k, now);
       idle = kSpin;  // after a sleep: check sockets, then sleep again soon
     }
     std::uint64_t after = rte_rdtsc();
-    stats_.idle_cycles += after - last;
+    k.stats.idle_cycles += after - last;
     last = after;
   }
-  write_stats();
-  write_metrics();
+  flush_tx(k);
+  publish(k);
 }
 
 }  // namespace gossamer::dataplane

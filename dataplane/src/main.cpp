@@ -61,8 +61,6 @@ int main(int argc, char** argv) {
                   gossamer::abi::kOverflowBytes);
     return 1;
   }
-  if (cfg.dataplane.cores > 1)
-    spdlog::warn("dataplane.cores is {}, but this version polls with one core", cfg.dataplane.cores);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);

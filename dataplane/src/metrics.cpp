@@ -29,6 +29,8 @@ std::uint64_t monotonic_ns() {
   return std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec);
 }
 
+}  // namespace
+
 void fill_conn(abi::ConnCounters& o, const Connection& c) {
   const ConnectionStats& s = c.stats();
   o.frames_sent = s.frames_sent;
@@ -64,6 +66,8 @@ void fill_conn(abi::ConnCounters& o, const Connection& c) {
   o.frag_mismatch = s.frag_mismatch;
   o.frag_interrupted = s.frag_interrupted;
 }
+
+namespace {
 
 // The application writes these words while we read them: whole-word loads,
 // nothing more (the values are only numbers to us, whatever they are).
@@ -103,7 +107,7 @@ void Dataplane::open_metrics() {
   h.host_index = self_;
   h.host_count = hosts_;
   h.conns_per_host = conns_per_host_;
-  h.cores = 1;
+  h.cores = ncores_;
   static_assert(std::size_t(wire::Drop::kCount) <= abi::kMetricsDropReasons);
   h.drop_reasons = std::uint32_t(wire::Drop::kCount);
   std::memcpy(metrics_, &h, sizeof h);
@@ -124,6 +128,10 @@ void Dataplane::close_metrics() {
 
 void Dataplane::write_metrics() {
   if (!metrics_) return;
+  Stats total;
+  std::vector<Stats> per_core;
+  std::vector<abi::ConnCounters> counted;
+  collect(&total, &per_core, &counted);  // before the sequence lock: it may wait for a core
   auto* hdr = reinterpret_cast<abi::MetricsHeader*>(metrics_);
   // Sequence lock: seq odd, a release fence so that no store below becomes
   // visible before it, the sample, then seq even (release: after all of
@@ -134,43 +142,45 @@ void Dataplane::write_metrics() {
   std::atomic_thread_fence(std::memory_order_release);
 
   auto* host = reinterpret_cast<abi::HostCounters*>(metrics_ + abi::kMetricsHostOffset);
-  host->rx_frames = stats_.rx_frames;
-  host->tx_frames = stats_.tx_frames;
-  host->tx_failed = stats_.tx_failed;
-  host->records_no_app = stats_.records_no_app;
-  host->records_rejected = stats_.records_rejected;
-  host->apps_attached = stats_.apps_attached;
-  host->apps_refused = stats_.apps_refused;
-  host->apps_detached = stats_.apps_detached;
-  host->apps_lost = stats_.apps_lost;
-  host->injected_loss = stats_.injected_loss;
-  host->injected_duplicates = stats_.injected_duplicates;
-  host->injected_reorders = stats_.injected_reorders;
+  host->rx_frames = total.rx_frames;
+  host->tx_frames = total.tx_frames;
+  host->tx_failed = total.tx_failed;
+  host->records_no_app = total.records_no_app;
+  host->records_rejected = total.records_rejected;
+  host->apps_attached = total.apps_attached;
+  host->apps_refused = total.apps_refused;
+  host->apps_detached = total.apps_detached;
+  host->apps_lost = total.apps_lost;
+  host->injected_loss = total.injected_loss;
+  host->injected_duplicates = total.injected_duplicates;
+  host->injected_reorders = total.injected_reorders;
   host->apps = apps_.size();
-  host->thread_moves = stats_.thread_moves;
+  host->thread_moves = total.thread_moves;
   host->max_active_qps = cfg_.connections.max_active_qps;
-  for (std::size_t d = 0; d < stats_.drops.size(); ++d) host->drops[d] = stats_.drops[d];
+  for (std::size_t d = 0; d < total.drops.size(); ++d) host->drops[d] = total.drops[d];
   auto* core = reinterpret_cast<abi::CoreCounters*>(metrics_ + abi::kMetricsCoreOffset);
-  core[0].busy_cycles = stats_.busy_cycles;
-  core[0].idle_cycles = stats_.idle_cycles;
+  for (std::size_t k = 0; k < per_core.size() && k < abi::kMetricsCores; ++k) {
+    core[k].busy_cycles = per_core[k].busy_cycles;
+    core[k].idle_cycles = per_core[k].idle_cycles;
+  }
 
   auto* conns = reinterpret_cast<abi::ConnCounters*>(metrics_ + metrics_layout_.conns);
   std::vector<std::uint64_t> placed(conns_per_host_);
   for (std::uint32_t p = 0; p < hosts_; ++p) {
     // Threads per connection to this peer: one pass over the threads, not
-    // one per connection (this runs on the polling core).
+    // one per connection (this runs on polling core 0).
     std::fill(placed.begin(), placed.end(), 0);
     if (p != self_)
       for (const auto& a : apps_)
         for (std::uint32_t i = 0; i < a->local; ++i)
-          if (const std::uint8_t c = a->flow(p, i).conn; c < conns_per_host_) ++placed[c];
+          if (const std::uint8_t c = a->flow(p, i).get_conn(); c < conns_per_host_) ++placed[c];
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
       abi::ConnCounters& o = conns[std::size_t(p) * conns_per_host_ + c];
-      if (p == self_ || c >= peers_[p].conns.size()) {
+      if (p == self_) {
         o = abi::ConnCounters{};
         continue;
       }
-      fill_conn(o, *peers_[p].conns[c]);
+      o = counted[std::size_t(p) * conns_per_host_ + c];
       o.threads_assigned = placed[c];
     }
   }

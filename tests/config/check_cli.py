@@ -49,7 +49,7 @@ def typo(ctl, examples_dir):
         expect(p.returncode == 1, "a bad file makes the exit status 1", p)
         expected = [
             f"{bad}:4:3: dataplane.polling_mode: unknown key 'polling_mode' (did you mean 'polling'?)",
-            f"{bad}:5:10: dataplane.cores: value 0 out of range [1, 64]",
+            f"{bad}:5:10: dataplane.cores: value 0 out of range [1, 8]",
         ]
         expect(p.stderr.splitlines() == expected, "every error, FILE:LINE:COLUMN: key.path: message", p)
         expect(p.stdout.splitlines() == [f"{good}: ok"], "the good file is still checked", p)

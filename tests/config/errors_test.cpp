@@ -75,7 +75,7 @@ TEST(Errors, EmptyValueIsNullAndPointsAtItsKey) {
 TEST(Errors, OutOfRange) {
   EXPECT_EQ(error_of("dataplane:\n"
                      "  cores: 0\n"),
-            "t.yaml:2:10: dataplane.cores: value 0 out of range [1, 64]");
+            "t.yaml:2:10: dataplane.cores: value 0 out of range [1, 8]");
   EXPECT_EQ(error_of("connections: {scheduler_interval_us: 99999999999999999999999}\n"),
             "t.yaml:1:38: connections.scheduler_interval_us: value 99999999999999999999999 "
             "out of range [10, 10000000]");
@@ -287,7 +287,7 @@ TEST(Errors, AllErrorsAreReportedAtOnceInDocumentOrder) {
                 "t.yaml:2:12: runtime.polling: expected one of busy, adaptive; got 'spin'",
                 "t.yaml:3:3: runtime.stack_size: unknown key 'stack_size' "
                 "(did you mean 'stack_size_kib'?)",
-                "t.yaml:5:10: dataplane.cores: value 100 out of range [1, 64]",
+                "t.yaml:5:10: dataplane.cores: value 100 out of range [1, 8]",
                 "t.yaml:6:17: dataplane.verbs.port: expected an integer, got 'x'",
                 "t.yaml:8:18: slots.primary_bytes: value 65 is not a multiple of 64",
                 "t.yaml:11:7: rack.hosts[0].control: missing required key",
@@ -304,7 +304,7 @@ TEST(Errors, ErrorFieldsAreSeparate) {
   EXPECT_EQ(e.line, 2);
   EXPECT_EQ(e.column, 10);
   EXPECT_EQ(e.path, "dataplane.cores");
-  EXPECT_EQ(e.message, "value 0 out of range [1, 64]");
+  EXPECT_EQ(e.message, "value 0 out of range [1, 8]");
 }
 
 }  // namespace

@@ -1,0 +1,243 @@
+// Between the polling cores (dataplane.hpp): rings of messages, the
+// application list every core reads, and the counters each core publishes
+// for core 0's stats and metrics files.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_ring.h>
+#include <spdlog/spdlog.h>
+
+#include "dataplane.hpp"
+
+namespace gossamer::dataplane {
+
+namespace {
+
+constexpr unsigned kRingSize = 4096;  // frames or messages in flight to one core
+constexpr unsigned kMsgBurst = 32;
+
+// Whole-word copies, each an atomic access: one side of a sequence lock.
+void store_words(void* dst, const void* src, std::size_t bytes) {
+  auto* d = static_cast<std::uint64_t*>(dst);
+  const auto* s = static_cast<const std::uint64_t*>(src);
+  for (std::size_t i = 0; i < bytes / 8; ++i) __atomic_store_n(d + i, s[i], __ATOMIC_RELAXED);
+}
+void load_words(void* dst, const void* src, std::size_t bytes) {
+  auto* d = static_cast<std::uint64_t*>(dst);
+  const auto* s = static_cast<const std::uint64_t*>(const_cast<void*>(src));
+  for (std::size_t i = 0; i < bytes / 8; ++i) d[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
+}
+
+void wake(std::atomic<bool>& sleeping, int fd) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
+  if (sleeping.load(std::memory_order_relaxed)) {
+    std::uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+  }
+}
+
+}  // namespace
+
+std::string Dataplane::make_cores() {
+  if (ncores_ > abi::kMetricsCores)
+    return "dataplane.cores is " + std::to_string(ncores_) + "; this build polls with at most " +
+           std::to_string(abi::kMetricsCores) + " cores";
+  for (std::uint32_t i = 0; i < ncores_; ++i) {
+    auto k = std::make_unique<Core>();
+    k->index = i;
+    k->has_queue = true;
+    const std::string fr = "gsm_frames_" + std::to_string(i), ms = "gsm_msgs_" + std::to_string(i);
+    k->frames = rte_ring_create(fr.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
+    k->msgs = rte_ring_create(ms.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
+    if (!k->frames || !k->msgs) {
+      cores_.push_back(std::move(k));
+      return "cannot create the rings of core " + std::to_string(i) + ": " + rte_strerror(rte_errno);
+    }
+    k->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    k->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (k->epoll_fd < 0 || k->wake_fd < 0) {
+      cores_.push_back(std::move(k));
+      return "cannot create the epoll and eventfd of core " + std::to_string(i) + ": " + std::strerror(errno);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, k->wake_fd, &ev);
+    k->backlog.resize(ncores_);
+    for (const Peer& p : peers_) {
+      k->macs.push_back(p.mac);
+      k->mac_known.push_back(p.mac_known);
+    }
+    k->resets_seen.assign(hosts_, std::vector<std::uint64_t>(conns_per_host_, 0));
+    k->pub_conns.resize(std::size_t(hosts_) * conns_per_host_);
+    k->rng ^= i * 0x2545f4914f6cdd1dull;  // each queue's fault injection draws its own numbers
+    cores_.push_back(std::move(k));
+  }
+  auto* list = new AppList;
+  app_list_.store(list);
+  for (auto& k : cores_) k->apps = list;
+  return "";
+}
+
+// ---- messages ------------------------------------------------------------------
+
+// In order per pair of cores: a message waits behind earlier ones that
+// found the ring full.
+void Dataplane::post(Core& from, std::uint32_t to, CoreMsg* m) {
+  Core& dst = *cores_[to];
+  if (!from.backlog[to].empty() || rte_ring_mp_enqueue(dst.msgs, m) != 0) {
+    from.backlog[to].push_back(m);
+    from.backlogged = true;
+    return;
+  }
+  wake(dst.sleeping, dst.wake_fd);
+}
+
+void Dataplane::flush_backlog(Core& from) {
+  bool left = false;
+  for (std::uint32_t to = 0; to < ncores_; ++to) {
+    auto& q = from.backlog[to];
+    bool sent = false;
+    while (!q.empty() && rte_ring_mp_enqueue(cores_[to]->msgs, q.front()) == 0) {
+      q.pop_front();
+      sent = true;
+    }
+    if (sent) wake(cores_[to]->sleeping, cores_[to]->wake_fd);
+    left |= !q.empty();
+  }
+  from.backlogged = left;
+}
+
+bool Dataplane::poll_msgs(Core& k) {
+  void* msgs[kMsgBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(k.msgs, msgs, kMsgBurst, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<CoreMsg*>(msgs[i]);
+    handle(k, *m);
+    delete m;
+  }
+  return n != 0;
+}
+
+void Dataplane::handle(Core& k, CoreMsg& m) {
+  switch (m.kind) {
+    case CoreMsg::Kind::kRecord:
+      peers_[m.peer].conns[m.conn]->enqueue(m.rec, m.bytes.data());
+      break;
+    case CoreMsg::Kind::kRecords:
+      peers_[m.peer].conns[0]->enqueue_records(m.bytes.data(), m.bytes.size());
+      break;
+    case CoreMsg::Kind::kRestart:
+      peer_restarted(k, m.peer, m.boot);
+      break;
+    case CoreMsg::Kind::kDrain: {
+      // The records go before the answer: to core 0 on the same ring, to
+      // the other cores ahead of any later doorbell.
+      drain_doorbells(k, *m.app);
+      auto* done = new CoreMsg{CoreMsg::Kind::kDrained};
+      done->app = m.app;
+      post(k, 0, done);
+      break;
+    }
+    case CoreMsg::Kind::kDrained:
+      // Still in apps_: sweep_apps() keeps an application while drains run.
+      if (m.app->drains_pending && --m.app->drains_pending == 0 && !m.app->bad) detached(*m.app);
+      break;
+  }
+}
+
+// ---- the application list ----------------------------------------------------------
+//
+// Core 0 publishes a new list on every attach and detach, with a new
+// generation; a core that starts an iteration with generation g holds no
+// older list nor any application missing from g's. What a list change
+// retired is freed once every core has moved past its generation.
+
+void Dataplane::refresh_apps(Core& k) {
+  const std::uint64_t g = app_gen_.load(std::memory_order_acquire);
+  k.apps = app_list_.load(std::memory_order_acquire);
+  k.seen_gen.store(g, std::memory_order_release);
+}
+
+void Dataplane::publish_apps() {
+  auto* list = new AppList;
+  for (auto& a : apps_) list->push_back(a.get());
+  const AppList* old = app_list_.exchange(list, std::memory_order_acq_rel);
+  const std::uint64_t g = app_gen_.load(std::memory_order_relaxed) + 1;
+  app_gen_.store(g, std::memory_order_release);
+  retired_.push_back(Retired{g, nullptr, std::unique_ptr<const AppList>(old)});
+  Core& k0 = *cores_[0];  // core 0 (here) uses the new list at once
+  k0.apps = list;
+  k0.seen_gen.store(g, std::memory_order_release);
+}
+
+void Dataplane::free_retired(bool all) {
+  std::uint64_t oldest = UINT64_MAX;
+  for (auto& k : cores_) oldest = std::min(oldest, k->seen_gen.load(std::memory_order_acquire));
+  std::size_t kept = 0;
+  for (auto& r : retired_) {
+    if (all || r.gen <= oldest) {
+      if (r.app) release(*r.app);
+      continue;
+    }
+    retired_[kept++] = std::move(r);
+  }
+  retired_.resize(kept);
+}
+
+// ---- counters ------------------------------------------------------------------------
+
+void Dataplane::publish(Core& k) {
+  std::uint64_t s0 = k.pub_seq.load(std::memory_order_relaxed);
+  k.pub_seq.store(s0 + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  store_words(&k.pub_stats, &k.stats, sizeof(Stats));
+  abi::ConnCounters c;
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    for (std::uint32_t j = k.index; h != self_ && j < conns_per_host_; j += ncores_) {
+      c = abi::ConnCounters{};
+      fill_conn(c, *peers_[h].conns[j]);
+      store_words(&k.pub_conns[std::size_t(h) * conns_per_host_ + j], &c, sizeof c);
+    }
+  k.pub_seq.store(s0 + 2, std::memory_order_release);
+}
+
+bool Dataplane::read_published(const Core& k, Stats* stats, std::vector<abi::ConnCounters>* conns) {
+  for (int tries = 0; tries < 1000; ++tries) {
+    const std::uint64_t s0 = k.pub_seq.load(std::memory_order_acquire);
+    if (s0 & 1) {
+      if (tries > 100) ::sched_yield();  // its writer may have lost the CPU
+      continue;
+    }
+    load_words(stats, &k.pub_stats, sizeof(Stats));
+    for (std::uint32_t h = 0; h < hosts_; ++h)
+      for (std::uint32_t j = k.index; h != self_ && j < conns_per_host_; j += ncores_) {
+        const std::size_t at = std::size_t(h) * conns_per_host_ + j;
+        load_words(&(*conns)[at], &k.pub_conns[at], sizeof(abi::ConnCounters));
+      }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (k.pub_seq.load(std::memory_order_relaxed) == s0) return true;
+  }
+  return false;
+}
+
+void Dataplane::collect(Stats* total, std::vector<Stats>* per_core, std::vector<abi::ConnCounters>* conns) {
+  publish(*cores_[0]);  // we are core 0
+  *total = Stats{};
+  per_core->assign(ncores_, Stats{});
+  conns->assign(std::size_t(hosts_) * conns_per_host_, abi::ConnCounters{});
+  for (std::uint32_t i = 0; i < ncores_; ++i) {
+    if (!read_published(*cores_[i], &(*per_core)[i], conns))
+      spdlog::warn("core {}: its counters kept changing while read; this sample may mix two", i);
+    auto* t = reinterpret_cast<std::uint64_t*>(total);
+    const auto* s = reinterpret_cast<const std::uint64_t*>(&(*per_core)[i]);
+    for (std::size_t w = 0; w < sizeof(Stats) / 8; ++w) t[w] += s[w];
+  }
+}
+
+}  // namespace gossamer::dataplane
