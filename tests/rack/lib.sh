@@ -2,7 +2,10 @@
 # it with the build directory, after `set -uo pipefail`:
 #   . "$(dirname "$0")/../rack/lib.sh" "$1"
 # It sets build, root, rib (tools/rack-in-a-box), ctl (gossamerctl) and
-# failures, and defines pass, fail, skip_unless_rack and own_rack.
+# failures, and defines pass, fail, skip_unless_rack and own_rack; and, for
+# racks running tests/rack/rack_app (set app to its path first), stat_of,
+# record_dataplanes, dp_alive, destroyed_once, run_everywhere, faults_seen and
+# kill_midrun.
 
 build=$(cd "${1:?build dir}" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,4 +33,112 @@ own_rack() {  # LETTERS NAME
   export GOSSAMER_RACK_DIR="/tmp/gossamer-rack-$2-$$"
   export GOSSAMER_BUILD="$build"
   export GOSSAMER_START_TIMEOUT=30
+}
+
+stat_of() {  # HOST NAME: sum of a dataplane stat over all label sets
+  awk -v n="$2" '{ k=$1; sub(/\{.*/, "", k); if (k == n) s += $2 } END { print s+0 }' \
+    "$GOSSAMER_RACK_DIR/h$1/dataplane.sock.stats"
+}
+# The dataplanes' pids after `up`: gossamerd would restart one that died, so
+# "alive" means "the same process as at the start".
+declare -a dp_pids
+record_dataplanes() {  # HOSTS
+  local h
+  dp_pids=()
+  for ((h = 0; h < $1; h++)); do dp_pids[h]=$("$rib" pid "$h" dataplane || true); done
+}
+dp_alive() {  # HOST
+  local p
+  p=$("$rib" pid "$1" dataplane 2>/dev/null) && [ "$p" = "${dp_pids[$1]}" ]
+}
+
+# rack_app's Tracked property was destroyed exactly once in the rack, on the
+# last host: from every host's destroyed_tracked=COUNT, in host order (""
+# where a host printed none). Fails and returns 1 otherwise.
+destroyed_once() {  # LABEL COUNT...
+  local label=$1 h=0 d total=0 rc=0
+  shift
+  for d in "$@"; do
+    total=$((total + ${d:-0}))
+    if [ $h -eq $(($# - 1)) ] && [ "${d:-0}" != 1 ]; then
+      rc=1; fail "$label: the property on host $h was destroyed ${d:-0} times, expected once"
+    fi
+    h=$((h + 1))
+  done
+  [ "$total" -eq 1 ] || { rc=1; fail "$label: $total destructions in the rack, expected 1"; }
+  return $rc
+}
+
+# Runs $app THREADS OPS on every host of the rack with one run id, each for
+# at most $run_timeout seconds (default 120); checks every instance exits 0
+# (rack_app checks its totals itself) and the Tracked property was destroyed
+# exactly once, on the host of the last thread.
+run_everywhere() {  # HOSTS THREADS OPS LABEL
+  local hosts=$1 threads=$2 ops=$3 label=$4
+  local id="run-$label-$$-$RANDOM" h rc ok=1
+  local -a pids
+  for ((h = 0; h < hosts; h++)); do
+    GOSSAMER_RUN_ID=$id timeout "${run_timeout:-120}" "$rib" exec "$h" -- "$app" "$threads" "$ops" \
+      >"$GOSSAMER_RACK_DIR/out.$label.$h" 2>&1 &
+    pids[h]=$!
+  done
+  for ((h = 0; h < hosts; h++)); do
+    wait "${pids[h]}"; rc=$?
+    if [ $rc -ne 0 ]; then
+      ok=0; fail "$label: host $h exited $rc"; sed 's/^/    /' "$GOSSAMER_RACK_DIR/out.$label.$h" | tail -20
+    fi
+  done
+  local -a counts=()
+  for ((h = 0; h < hosts; h++)); do
+    counts+=("$(sed -n 's/.*destroyed_tracked=\([0-9]*\).*/\1/p' "$GOSSAMER_RACK_DIR/out.$label.$h")")
+  done
+  destroyed_once "$label" "${counts[@]}" || ok=0
+  [ $ok -eq 1 ] && pass "$label: $hosts hosts, $threads threads, exact totals, property destroyed once"
+}
+
+# After runs under `rack-in-a-box netem`: the faults happened, in the
+# dataplanes' stats summed over the hosts (retransmissions, duplicate or
+# out-of-order frames dropped, and injected losses when the dataplanes inject
+# the faults because the kernel has no netem).
+faults_seen() {  # HOSTS LABEL
+  local hosts=$1 label=$2 h rt=0 dups=0 inj=0
+  sleep 1.5  # the dataplanes write their stats every second
+  for ((h = 0; h < hosts; h++)); do
+    rt=$((rt + $(stat_of "$h" retransmits)))
+    dups=$((dups + $(stat_of "$h" duplicates) + $(stat_of "$h" out_of_order)))
+    inj=$((inj + $(stat_of "$h" injected_loss)))
+  done
+  if [ -e "$GOSSAMER_RACK_DIR/h0/dataplane.sock.faults" ] && [ "$inj" -eq 0 ]; then fail "$label: the dataplanes injected nothing"; fi
+  if [ "$rt" -gt 0 ] && [ "$dups" -gt 0 ]; then pass "$label: $rt retransmissions, $dups duplicate/out-of-order frames dropped, $inj frames lost by injection"
+  else fail "$label: expected retransmissions ($rt) and dropped duplicates ($dups)"; fi
+}
+
+# kill -9 of the last host's instance of a long run of $app on every host:
+# host 0's instance must stop within 5 s, saying that host left the rack.
+kill_midrun() {  # HOSTS LABEL
+  local hosts=$1 label=$2 id="kill-$$-$RANDOM" h victim v r0 start took
+  local -a pids
+  v=$((hosts - 1))
+  for ((h = 0; h < hosts; h++)); do
+    GOSSAMER_RUN_ID=$id timeout 60 "$rib" exec "$h" -- "$app" 4 200000 >"$GOSSAMER_RACK_DIR/out.$label.$h" 2>&1 &
+    pids[h]=$!
+  done
+  for _ in $(seq 50); do grep -q "host 0 of $hosts" "$GOSSAMER_RACK_DIR/out.$label.0" 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  victim=$(pgrep -f "$app 4 200000" | while read -r p; do
+    if [ "$(ip netns identify "$p" 2>/dev/null)" = "${GOSSAMER_RACK_PREFIX}-h$v" ]; then echo "$p"; fi; done | head -1)
+  if [ -z "$victim" ]; then
+    fail "$label: could not find host $v's instance"; kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}"
+    return
+  fi
+  kill -9 "$victim"
+  start=$(date +%s)
+  wait "${pids[0]}" 2>/dev/null; r0=$?
+  took=$(( $(date +%s) - start ))
+  wait "${pids[@]:1}" 2>/dev/null
+  if [ $r0 -ne 0 ] && grep -q "host $v left the rack" "$GOSSAMER_RACK_DIR/out.$label.0" && [ $took -le 5 ]; then
+    pass "kill -9 on host $v: host 0's instance stopped in ${took}s: $(grep -o "host $v left the rack.*" "$GOSSAMER_RACK_DIR/out.$label.0" | head -1)"
+  else
+    fail "$label: host 0 exited $r0 after ${took}s"; tail -5 "$GOSSAMER_RACK_DIR/out.$label.0"
+  fi
 }

@@ -17,68 +17,18 @@ own_rack rd delegation
 cleanup() { [ -n "${KEEP_RACK:-}" ] || "$rib" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-stat_of() {  # HOST NAME: sum of a stat over all label sets
-  awk -v n="$2" '{ k=$1; sub(/\{.*/, "", k); if (k == n) s += $2 } END { print s+0 }' \
-    "$GOSSAMER_RACK_DIR/h$1/dataplane.sock.stats"
-}
-# The dataplanes' pids after `up`: gossamerd would restart one that died, so
-# "alive" means "the same process as at the start".
-declare -a dp_pids
-record_dataplanes() {
-  local h
-  dp_pids=()
-  for ((h = 0; h < $1; h++)); do dp_pids[h]=$("$rib" pid "$h" dataplane || true); done
-}
-dp_alive() {
-  local p
-  p=$("$rib" pid "$1" dataplane 2>/dev/null) && [ "$p" = "${dp_pids[$1]}" ]
-}
-
-# Runs BINARY THREADS OPS on every host of the rack with one run id; checks
-# every instance exits 0 and the Tracked property was destroyed exactly once,
-# on the host of the last thread.
-run_everywhere() {
-  local hosts=$1 threads=$2 ops=$3 label=$4
-  local id="run-$label-$$-$RANDOM" h rc ok=1
-  local -a pids
-  for ((h = 0; h < hosts; h++)); do
-    GOSSAMER_RUN_ID=$id timeout 120 "$rib" exec "$h" -- "$app" "$threads" "$ops" \
-      >"$GOSSAMER_RACK_DIR/out.$label.$h" 2>&1 &
-    pids[h]=$!
-  done
-  for ((h = 0; h < hosts; h++)); do
-    wait "${pids[h]}"; rc=$?
-    if [ $rc -ne 0 ]; then
-      ok=0; fail "$label: host $h exited $rc"; sed 's/^/    /' "$GOSSAMER_RACK_DIR/out.$label.$h" | tail -20
-    fi
-  done
-  local destroyed=0 d
-  for ((h = 0; h < hosts; h++)); do
-    d=$(sed -n 's/.*destroyed_tracked=\([0-9]*\).*/\1/p' "$GOSSAMER_RACK_DIR/out.$label.$h")
-    destroyed=$((destroyed + ${d:-0}))
-    if [ "$h" -eq $((hosts - 1)) ] && [ "${d:-0}" != 1 ]; then
-      ok=0; fail "$label: the property on host $h was destroyed ${d:-0} times, expected once"
-    fi
-  done
-  [ "$destroyed" -eq 1 ] || { ok=0; fail "$label: $destroyed destructions in the rack, expected 1"; }
-  [ $ok -eq 1 ] && pass "$label: $hosts hosts, $threads threads, exact totals, property destroyed once"
-}
-
 # Runs BINARY THREADS OPS with `gossamerctl run` from host 0 (gossamerd starts
-# it on every host); checks the exit status and the destructions as above.
+# it on every host); checks the exit status and the destructions (destroyed_once).
 run_with_gossamerctl() {
-  local hosts=$1 threads=$2 ops=$3 label=$4 rc=0 h d destroyed=0 ok=1
+  local hosts=$1 threads=$2 ops=$3 label=$4 rc=0 h ok=1
   local out="$GOSSAMER_RACK_DIR/out.$label"
+  local -a counts=()
   timeout 120 "$rib" exec 0 -- "$build/tools/gossamerctl/gossamerctl" run -- "$app" "$threads" "$ops" >"$out" 2>&1 || rc=$?
   if [ $rc -ne 0 ]; then ok=0; fail "$label: gossamerctl run exited $rc"; sed 's/^/    /' "$out" | tail -20; fi
   for ((h = 0; h < hosts; h++)); do
-    d=$(sed -n "s/^\[host $h\] .*destroyed_tracked=\([0-9]*\).*/\1/p" "$out")
-    destroyed=$((destroyed + ${d:-0}))
-    if [ "$h" -eq $((hosts - 1)) ] && [ "${d:-0}" != 1 ]; then
-      ok=0; fail "$label: the property on host $h was destroyed ${d:-0} times, expected once"
-    fi
+    counts+=("$(sed -n "s/^\[host $h\] .*destroyed_tracked=\([0-9]*\).*/\1/p" "$out")")
   done
-  [ "$destroyed" -eq 1 ] || { ok=0; fail "$label: $destroyed destructions in the rack, expected 1"; }
+  destroyed_once "$label" "${counts[@]}" || ok=0
   [ $ok -eq 1 ] && pass "$label: gossamerctl run on $hosts hosts, $threads threads, exact totals, property destroyed once"
 }
 
@@ -91,13 +41,7 @@ run_everywhere 2 4 300 two-hosts
 # Faults: tc netem where the kernel has it, else the dataplanes inject them.
 "$rib" netem "loss 2% reorder 10% duplicate 2%" || fail "netem"
 run_everywhere 2 4 300 faults
-sleep 1.5  # the dataplanes write their stats every second
-rt=$(( $(stat_of 0 retransmits) + $(stat_of 1 retransmits) ))
-dups=$(( $(stat_of 0 duplicates) + $(stat_of 1 duplicates) + $(stat_of 0 out_of_order) + $(stat_of 1 out_of_order) ))
-inj=$(( $(stat_of 0 injected_loss) + $(stat_of 1 injected_loss) ))
-if [ -e "$GOSSAMER_RACK_DIR/h0/dataplane.sock.faults" ] && [ "$inj" -eq 0 ]; then fail "faults: the dataplanes injected nothing"; fi
-if [ "$rt" -gt 0 ] && [ "$dups" -gt 0 ]; then pass "faults: $rt retransmissions, $dups duplicate/out-of-order frames dropped, $inj frames lost by injection"
-else fail "faults: expected retransmissions ($rt) and dropped duplicates ($dups)"; fi
+faults_seen 2 faults
 "$rib" netem off || fail "netem off"
 
 # A different build on host 1 under the same run id: both refuse, naming the host.
@@ -115,29 +59,7 @@ fi
 
 # kill -9 of host 1's instance: host 0's instance stops with a message,
 # the dataplanes live on, and the next run attaches and passes.
-id="kill-$$"
-GOSSAMER_RUN_ID=$id timeout 60 "$rib" exec 0 -- "$app" 4 200000 >"$GOSSAMER_RACK_DIR/out.kill.0" 2>&1 &
-p0=$!
-GOSSAMER_RUN_ID=$id timeout 60 "$rib" exec 1 -- "$app" 4 200000 >"$GOSSAMER_RACK_DIR/out.kill.1" 2>&1 &
-p1=$!
-for _ in $(seq 50); do grep -q "host 0 of 2" "$GOSSAMER_RACK_DIR/out.kill.0" 2>/dev/null && break; sleep 0.1; done
-sleep 1
-victim=$(pgrep -f "$app 4 200000" | while read -r p; do
-  if [ "$(ip netns identify "$p" 2>/dev/null)" = "${GOSSAMER_RACK_PREFIX}-h1" ]; then echo "$p"; fi; done | head -1)
-if [ -n "$victim" ]; then
-  kill -9 "$victim"
-  start=$(date +%s)
-  wait $p0; r0=$?
-  took=$(( $(date +%s) - start ))
-  wait $p1 2>/dev/null
-  if [ $r0 -ne 0 ] && grep -q "host 1 left the rack" "$GOSSAMER_RACK_DIR/out.kill.0" && [ $took -le 5 ]; then
-    pass "kill -9 on host 1: host 0's instance stopped in ${took}s: $(grep -o 'host 1 left the rack.*' "$GOSSAMER_RACK_DIR/out.kill.0" | head -1)"
-  else
-    fail "kill -9: host 0 exited $r0 after ${took}s"; tail -5 "$GOSSAMER_RACK_DIR/out.kill.0"
-  fi
-else
-  fail "kill -9: could not find host 1's instance"; kill $p0 $p1 2>/dev/null; wait
-fi
+kill_midrun 2 kill
 if dp_alive 0 && dp_alive 1; then pass "dataplanes survived the kill"; else fail "a dataplane died"; fi
 run_everywhere 2 4 50 after-kill
 
