@@ -127,10 +127,14 @@ bool Dataplane::poll_msgs(Core& k) {
 void Dataplane::handle(Core& k, CoreMsg& m) {
   switch (m.kind) {
     case CoreMsg::Kind::kRecord:
-      peers_[m.peer].conns[m.conn]->enqueue(m.rec, m.bytes.data());
-      break;
     case CoreMsg::Kind::kRecords:
-      peers_[m.peer].conns[0]->enqueue_records(m.bytes.data(), m.bytes.size());
+      if (m.boot != peers_[m.peer].boot_seen.load(std::memory_order_acquire)) {
+        ++k.stats.records_rejected;  // for the peer's previous incarnation
+      } else if (m.kind == CoreMsg::Kind::kRecord) {
+        peers_[m.peer].conns[m.conn]->enqueue(m.rec, m.bytes.data());
+      } else {
+        peers_[m.peer].conns[0]->enqueue_records(m.bytes.data(), m.bytes.size());
+      }
       break;
     case CoreMsg::Kind::kRestart:
       peer_restarted(k, m.peer, m.boot);
@@ -174,6 +178,9 @@ void Dataplane::publish_apps() {
   Core& k0 = *cores_[0];  // core 0 (here) uses the new list at once
   k0.apps = list;
   k0.seen_gen.store(g, std::memory_order_release);
+  // A core asleep on the old list set its bit only in the old list's
+  // applications: a new one's threads would not kick it.
+  for (std::size_t i = 1; i < cores_.size(); ++i) wake(cores_[i]->sleeping, cores_[i]->wake_fd);
 }
 
 void Dataplane::free_retired(bool all) {

@@ -395,13 +395,13 @@ void Dataplane::attach(int fd) {
       return refuse(fd, "an instance of this run (same binary and GOSSAMER_RUN_ID) is already attached "
                         "(pid " + std::to_string(other->pid) + ")");
     }
-  // Its doorbells wake every core: core 0 reads the eventfd (level
-  // triggered), the others are woken by each write (edge triggered).
+  // Its kicks wake every sleeping core: edge triggered, so that each write
+  // is an event for every epoll set, and nobody reads the eventfd (a read
+  // by one core would take the event from a core that had not collected
+  // it yet). Its counter cannot reach 2^64 - 1.
   epoll_event ev{};
-  ev.events = EPOLLIN;
-  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
   ev.events = EPOLLIN | EPOLLET;
-  for (std::size_t k = 1; k < cores_.size(); ++k) ::epoll_ctl(cores_[k]->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
+  for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
   ev.events = EPOLLIN | EPOLLRDHUP;
   ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->sock, &ev);
   ++cores_[0]->stats.apps_attached;
@@ -459,6 +459,7 @@ void Dataplane::sweep_apps() {
 }
 
 void Dataplane::app_message(App& a) {
+  if (a.bad) return;  // on its way out (sweep_apps): counted once
   abi::AppMessage m{};
   ssize_t n = ::recv(a.sock, &m, sizeof m, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -483,7 +484,7 @@ void Dataplane::app_message(App& a) {
     msg->app = &a;
     post(k0, k, msg);
   }
-  if (!a.drains_pending) detached(a);
+  if (!a.drains_pending && !a.bad) detached(a);  // bad: the drain found a broken ring
 }
 
 void Dataplane::detached(App& a) {
@@ -644,7 +645,11 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
 
 std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
   const std::uint32_t c = a.flow(host, li).get_conn();
-  return c < conns_per_host_ && peers_[host].usable[c].load(std::memory_order_relaxed) ? c : 0;  // 0 is always usable
+  if (c >= conns_per_host_) return 0;  // 0 is always usable
+  // Our own connection's state is current; another core's, as of its last pump.
+  const bool usable = c % ncores_ == li % ncores_ ? peers_[host].conns[c]->usable()
+                                                 : peers_[host].usable[c].load(std::memory_order_relaxed);
+  return usable ? c : 0;
 }
 
 // On the connection, or to its core when another core owns it.
@@ -656,6 +661,7 @@ void Dataplane::enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const w
   m->peer = peer;
   m->conn = conn;
   m->rec = w;
+  m->boot = peers_[peer].boot_seen.load(std::memory_order_acquire);
   m->bytes.assign(payload, payload + std::size_t(w.primary_len) + w.overflow_len);
   post(k, conn_owner(conn), m);
 }
@@ -748,6 +754,7 @@ void Dataplane::schedule(Core& k) {
       } else {
         auto* m = new CoreMsg{CoreMsg::Kind::kRecords};
         m->peer = h;
+        m->boot = p.boot_seen.load(std::memory_order_acquire);
         m->bytes = k.moved;
         post(k, 0, m);
       }
@@ -777,6 +784,12 @@ void Dataplane::transmit(Core& k, std::uint32_t peer, const std::uint8_t* payloa
   }
   auto* f = static_cast<std::uint8_t*>(static_cast<void*>(rte_pktmbuf_append(m, std::uint16_t(wire::kL2L4Bytes + len))));
   std::memcpy(f + wire::kL2L4Bytes, payload, len);
+  if (!k.mac_known[peer]) [[unlikely]] {
+    if (const std::uint64_t l = peers_[peer].learned_mac.load(std::memory_order_relaxed); l >> 63) {
+      for (int b = 0; b < 6; ++b) k.macs[peer][std::size_t(b)] = std::uint8_t(l >> (8 * b));
+      k.mac_known[peer] = true;
+    }
+  }
   wire::write_l2l4(f, mac_.data(), k.macs[peer].data(), self_ep_, peers_[peer].ep, len);
   k.tx_batch.push_back(m);
   if (k.tx_batch.size() >= kBurst) flush_tx(k);
@@ -927,9 +940,12 @@ void Dataplane::process_frame(Core& k, const std::uint8_t* data, std::size_t len
   }
   ++k.stats.frames_processed;
   const std::uint32_t src = pf.hdr.src_host;
-  if (!k.mac_known[src]) {
+  if (!k.mac_known[src]) [[unlikely]] {
     std::memcpy(k.macs[src].data(), pf.src_mac, 6);
     k.mac_known[src] = true;
+    std::uint64_t l = 1ull << 63;
+    for (int b = 0; b < 6; ++b) l |= std::uint64_t(pf.src_mac[b]) << (8 * b);
+    peers_[src].learned_mac.store(l, std::memory_order_relaxed);
   }
   Peer& p = peers_[src];
   Connection& c = *p.conns[pf.hdr.conn];
@@ -943,6 +959,11 @@ void Dataplane::process_frame(Core& k, const std::uint8_t* data, std::size_t len
     // old applications and announce ours again (on connection 0, now
     // fresh), before delivering this frame's records: the new peer's first
     // frame may carry its own announce.
+    // Records posted to other cores before now were for the previous one.
+    std::uint32_t seen = p.boot_seen.load(std::memory_order_relaxed);
+    while (std::int32_t(c.peer_boot() - seen) > 0 &&
+           !p.boot_seen.compare_exchange_weak(seen, c.peer_boot(), std::memory_order_acq_rel)) {
+    }
     peer_restarted(k, src, c.peer_boot());
     for (std::uint32_t o = 0; o < ncores_; ++o) {
       if (o == k.index) continue;
@@ -1200,8 +1221,6 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   k.sleeping.store(false, std::memory_order_relaxed);
   std::uint64_t buf;
   (void)!::read(k.wake_fd, &buf, sizeof buf);
-  if (k.index == 0)
-    for (auto& a : apps_) (void)!::read(a->eventfd, &buf, sizeof buf);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
 }
 

@@ -70,7 +70,8 @@ struct CoreMsg {
     kDrained,  // to core 0
   };
   Kind kind;
-  std::uint32_t peer = 0, conn = 0, boot = 0;
+  std::uint32_t peer = 0, conn = 0;
+  std::uint32_t boot = 0;  // kRestart: the new incarnation; kRecord(s): Peer::boot_seen when posted
   App* app = nullptr;
   wire::WireRecord rec{};
   std::vector<std::uint8_t> bytes;
@@ -140,6 +141,12 @@ class Dataplane {
     std::vector<std::unique_ptr<Connection>> conns;
     // Written by each connection's owner, read by any core.
     std::unique_ptr<std::atomic<bool>[]> usable;
+    // Its MAC once any core learned it from a frame (bit 63: known), for
+    // the cores that have not heard from it themselves.
+    std::atomic<std::uint64_t> learned_mac{0};
+    // The newest incarnation any core saw: records posted between cores
+    // carry it, and are dropped if the peer restarted before they landed.
+    std::atomic<std::uint32_t> boot_seen{0};
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
     std::atomic<std::uint32_t> active{UINT32_MAX};  // QP scheduler: its active connections to us
     // Core 0 only:
