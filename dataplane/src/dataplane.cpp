@@ -426,6 +426,9 @@ void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
       if (h != self_) announce(h, wire::kRecDetach, *a);
   a->bad = true;
   ++cores_[0]->stats.apps_detached;
+  // Its socket is ours alone (core 0): out of the epoll set now, or an
+  // EOF there would end every sleep until the descriptor closes.
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_DEL, a->sock, nullptr);
   publish_apps();
   retired_.back().app = std::move(a);
 }
@@ -436,10 +439,7 @@ void Dataplane::release(App& a) {
     for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_DEL, a.eventfd, nullptr);
     ::close(a.eventfd);
   }
-  if (a.sock >= 0) {
-    ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_DEL, a.sock, nullptr);
-    ::close(a.sock);
-  }
+  if (a.sock >= 0) ::close(a.sock);
   if (a.memfd >= 0) ::close(a.memfd);
 }
 
