@@ -34,15 +34,15 @@ void load_words(void* dst, const void* src, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes / 8; ++i) d[i] = __atomic_load_n(s + i, __ATOMIC_RELAXED);
 }
 
-void wake(std::atomic<bool>& sleeping, int fd) {
+}  // namespace
+
+void Dataplane::wake(Core& k) {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
-  if (sleeping.load(std::memory_order_relaxed)) {
+  if (k.sleeping.load(std::memory_order_relaxed)) {
     std::uint64_t one = 1;
-    (void)!::write(fd, &one, sizeof one);
+    (void)!::write(k.wake_fd, &one, sizeof one);
   }
 }
-
-}  // namespace
 
 std::string Dataplane::make_cores() {
   if (ncores_ > abi::kMetricsCores)
@@ -51,7 +51,6 @@ std::string Dataplane::make_cores() {
   for (std::uint32_t i = 0; i < ncores_; ++i) {
     auto k = std::make_unique<Core>();
     k->index = i;
-    k->has_queue = true;
     const std::string fr = "gsm_frames_" + std::to_string(i), ms = "gsm_msgs_" + std::to_string(i);
     k->frames = rte_ring_create(fr.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
     k->msgs = rte_ring_create(ms.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
@@ -95,7 +94,12 @@ void Dataplane::post(Core& from, std::uint32_t to, CoreMsg* m) {
     from.backlogged = true;
     return;
   }
-  wake(dst.sleeping, dst.wake_fd);
+  wake(dst);
+}
+
+void Dataplane::hand_over(Core& from, CoreMsg* m) {
+  m->boot = peers_[m->peer].boot_seen.load(std::memory_order_acquire);
+  post(from, conn_owner(m->conn), m);
 }
 
 void Dataplane::flush_backlog(Core& from) {
@@ -107,7 +111,7 @@ void Dataplane::flush_backlog(Core& from) {
       q.pop_front();
       sent = true;
     }
-    if (sent) wake(cores_[to]->sleeping, cores_[to]->wake_fd);
+    if (sent) wake(*cores_[to]);
     left |= !q.empty();
   }
   from.backlogged = left;
@@ -180,7 +184,7 @@ void Dataplane::publish_apps() {
   k0.seen_gen.store(g, std::memory_order_release);
   // A core asleep on the old list set its bit only in the old list's
   // applications: a new one's threads would not kick it.
-  for (std::size_t i = 1; i < cores_.size(); ++i) wake(cores_[i]->sleeping, cores_[i]->wake_fd);
+  for (std::size_t i = 1; i < cores_.size(); ++i) wake(*cores_[i]);
 }
 
 void Dataplane::free_retired(bool all) {

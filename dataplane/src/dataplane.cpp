@@ -647,8 +647,8 @@ std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
   const std::uint32_t c = a.flow(host, li).get_conn();
   if (c >= conns_per_host_) return 0;  // 0 is always usable
   // Our own connection's state is current; another core's, as of its last pump.
-  const bool usable = c % ncores_ == li % ncores_ ? peers_[host].conns[c]->usable()
-                                                 : peers_[host].usable[c].load(std::memory_order_relaxed);
+  const bool usable = conn_owner(c) == li % ncores_ ? peers_[host].conns[c]->usable()
+                                                   : peers_[host].usable[c].load(std::memory_order_relaxed);
   return usable ? c : 0;
 }
 
@@ -661,9 +661,8 @@ void Dataplane::enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const w
   m->peer = peer;
   m->conn = conn;
   m->rec = w;
-  m->boot = peers_[peer].boot_seen.load(std::memory_order_acquire);
   m->bytes.assign(payload, payload + std::size_t(w.primary_len) + w.overflow_len);
-  post(k, conn_owner(conn), m);
+  hand_over(k, m);
 }
 
 // Core 0, every interval: how many of each peer's connections to us are
@@ -752,11 +751,10 @@ void Dataplane::schedule(Core& k) {
       if (k.index == 0) {
         p.conns[0]->enqueue_records(k.moved.data(), k.moved.size());
       } else {
-        auto* m = new CoreMsg{CoreMsg::Kind::kRecords};
+        auto* m = new CoreMsg{CoreMsg::Kind::kRecords};  // conn 0
         m->peer = h;
-        m->boot = p.boot_seen.load(std::memory_order_acquire);
         m->bytes = k.moved;
-        post(k, 0, m);
+        hand_over(k, m);
       }
     }
   }
@@ -846,7 +844,6 @@ std::uint32_t frame_conn(const std::uint8_t* data, std::size_t len) {
 
 // Frames from this core's NIC queue (fault injection first, when asked).
 bool Dataplane::poll_rx(Core& k) {
-  if (!k.has_queue) return false;
   rte_mbuf* bufs[kBurst];
   std::uint16_t n = rte_eth_rx_burst(port_id_, std::uint16_t(k.index), bufs, kBurst);
   std::uint64_t now = rte_rdtsc();
@@ -899,12 +896,7 @@ void Dataplane::dispatch(Core& k, rte_mbuf* m, std::uint64_t now) {
     if (const std::uint32_t owner = conn_owner(frame_conn(data, len)); owner != k.index) {
       if (rte_ring_mp_enqueue(cores_[owner]->frames, m) == 0) {
         ++k.stats.steered;
-        Core& o = *cores_[owner];
-        std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
-        if (o.sleeping.load(std::memory_order_relaxed)) {
-          std::uint64_t one = 1;
-          (void)!::write(o.wake_fd, &one, sizeof one);
-        }
+        wake(*cores_[owner]);
       } else {
         ++k.stats.steer_dropped;  // the sender retransmits it
         rte_pktmbuf_free(m);

@@ -101,8 +101,7 @@ class Dataplane {
   using AppList = std::vector<App*>;
 
   struct Core {
-    std::uint32_t index = 0;
-    bool has_queue = false;           // NIC queue `index` (rx and tx)
+    std::uint32_t index = 0;          // also its NIC queue (rx and tx)
     rte_ring* frames = nullptr;       // mbufs steered to this core
     rte_ring* msgs = nullptr;         // CoreMsg* posted to this core
     std::vector<std::deque<CoreMsg*>> backlog;  // per destination core: its ring was full
@@ -183,7 +182,6 @@ class Dataplane {
   void doorbell(Core& k, App& a, std::uint32_t local_i, std::uint32_t entry);
   bool any_doorbell(const Core& k);
   App* app_by_key(const Core& k, std::uint64_t key);
-  bool owns_thread(const Core& k, std::uint32_t local_i) const { return local_i % ncores_ == k.index; }
 
   // ---- every core: the wire
   bool owns_conn(const Core& k, std::uint32_t conn) const { return conn % ncores_ == k.index; }
@@ -206,6 +204,11 @@ class Dataplane {
   // ---- cores.cpp: between cores
   std::string make_cores();
   void post(Core& from, std::uint32_t to, CoreMsg* m);
+  // Records for (m->peer, m->conn) to that connection's core, stamped with
+  // the peer's incarnation (handle() drops them if it changed).
+  void hand_over(Core& from, CoreMsg* m);
+  // Wakes `k` if it sleeps, after something was put in its rings.
+  static void wake(Core& k);
   void flush_backlog(Core& from);
   bool poll_msgs(Core& k);
   void handle(Core& k, CoreMsg& m);

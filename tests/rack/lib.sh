@@ -4,8 +4,8 @@
 # It sets build, root, rib (tools/rack-in-a-box), ctl (gossamerctl) and
 # failures, and defines pass, fail, skip_unless_rack and own_rack; and, for
 # racks running tests/rack/rack_app (set app to its path first), stat_of,
-# record_dataplanes, dp_alive, destroyed_once, run_everywhere, faults_seen and
-# kill_midrun.
+# record_dataplanes, dp_alive, destroyed_once, run_everywhere,
+# run_with_gossamerctl, faults_seen and kill_midrun.
 
 build=$(cd "${1:?build dir}" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -94,6 +94,22 @@ run_everywhere() {  # HOSTS THREADS OPS LABEL
   done
   destroyed_once "$label" "${counts[@]}" || ok=0
   [ $ok -eq 1 ] && pass "$label: $hosts hosts, $threads threads, exact totals, property destroyed once"
+}
+
+# Runs $app THREADS OPS with `gossamerctl run` from host 0 (gossamerd starts
+# it on every host), for at most $run_timeout seconds (default 120); checks
+# the exit status and the destructions (destroyed_once).
+run_with_gossamerctl() {
+  local hosts=$1 threads=$2 ops=$3 label=$4 rc=0 h ok=1
+  local out="$GOSSAMER_RACK_DIR/out.$label"
+  local -a counts=()
+  timeout "${run_timeout:-120}" "$rib" exec 0 -- "$ctl" run -- "$app" "$threads" "$ops" >"$out" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then ok=0; fail "$label: gossamerctl run exited $rc"; sed 's/^/    /' "$out" | tail -20; fi
+  for ((h = 0; h < hosts; h++)); do
+    counts+=("$(sed -n "s/^\[host $h\] .*destroyed_tracked=\([0-9]*\).*/\1/p" "$out")")
+  done
+  destroyed_once "$label" "${counts[@]}" || ok=0
+  [ $ok -eq 1 ] && pass "$label: gossamerctl run on $hosts hosts, $threads threads, exact totals, property destroyed once"
 }
 
 # After runs under `rack-in-a-box netem`: the faults happened, in the

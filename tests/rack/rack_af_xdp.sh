@@ -34,14 +34,7 @@ grep -q "xdp_prog=$build/dataplane/gossamer_xdp.o" "$GOSSAMER_RACK_DIR/h0.yaml" 
   fail "h0.yaml does not name the XDP program"
 
 run_everywhere 2 6 300 af-xdp
-out="$GOSSAMER_RACK_DIR/out.ctl"
-if timeout 60 "$rib" exec 0 -- "$ctl" run -- "$app" 6 300 >"$out" 2>&1; then
-  destroyed_once af-xdp-gossamerctl "$(sed -n 's/^\[host 0\] .*destroyed_tracked=\([0-9]*\).*/\1/p' "$out")" \
-    "$(sed -n 's/^\[host 1\] .*destroyed_tracked=\([0-9]*\).*/\1/p' "$out")" &&
-    pass "af-xdp-gossamerctl: gossamerctl run on 2 hosts, exact totals, property destroyed once"
-else
-  fail "af-xdp-gossamerctl: gossamerctl run failed"; tail -20 "$out"
-fi
+run_with_gossamerctl 2 6 300 af-xdp-gossamerctl
 
 "$rib" netem "loss 2% reorder 10% duplicate 2%" >/dev/null || fail "netem"
 run_everywhere 2 6 300 af-xdp-faults

@@ -17,21 +17,6 @@ own_rack rd delegation
 cleanup() { [ -n "${KEEP_RACK:-}" ] || "$rib" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-# Runs BINARY THREADS OPS with `gossamerctl run` from host 0 (gossamerd starts
-# it on every host); checks the exit status and the destructions (destroyed_once).
-run_with_gossamerctl() {
-  local hosts=$1 threads=$2 ops=$3 label=$4 rc=0 h ok=1
-  local out="$GOSSAMER_RACK_DIR/out.$label"
-  local -a counts=()
-  timeout 120 "$rib" exec 0 -- "$build/tools/gossamerctl/gossamerctl" run -- "$app" "$threads" "$ops" >"$out" 2>&1 || rc=$?
-  if [ $rc -ne 0 ]; then ok=0; fail "$label: gossamerctl run exited $rc"; sed 's/^/    /' "$out" | tail -20; fi
-  for ((h = 0; h < hosts; h++)); do
-    counts+=("$(sed -n "s/^\[host $h\] .*destroyed_tracked=\([0-9]*\).*/\1/p" "$out")")
-  done
-  destroyed_once "$label" "${counts[@]}" || ok=0
-  [ $ok -eq 1 ] && pass "$label: gossamerctl run on $hosts hosts, $threads threads, exact totals, property destroyed once"
-}
-
 # ---- two hosts ------------------------------------------------------------------
 "$rib" up --hosts 2 || { echo "FAIL: rack up"; exit 1; }
 record_dataplanes 2
