@@ -41,6 +41,10 @@ struct rte_mempool;
 struct rte_ring;
 
 namespace gossamer::dataplane {
+inline constexpr std::uint16_t kBurst = 32;  // frames per rx or tx burst
+}
+
+namespace gossamer::dataplane {
 
 struct Stats {
   std::array<std::uint64_t, std::size_t(wire::Drop::kCount)> drops{};

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -209,6 +210,68 @@ void Dataplane::write_metrics() {
   hdr->apps_hidden = hidden;
   hdr->sample_ns = monotonic_ns();
   seq.store(s0 + 2, std::memory_order_release);
+}
+
+void Dataplane::write_stats() {
+  Stats t;
+  std::vector<Stats> per_core;
+  std::vector<abi::ConnCounters> conns;
+  collect(&t, &per_core, &conns);
+  std::string tmp = socket_path_ + ".stats.tmp";
+  {
+    std::ofstream o(tmp);
+    o << "rx_frames " << t.rx_frames << "\ntx_frames " << t.tx_frames << "\ntx_failed "
+      << t.tx_failed << "\nrecords_no_app " << t.records_no_app << "\nrecords_rejected "
+      << t.records_rejected << "\napps_attached " << t.apps_attached << "\napps_refused "
+      << t.apps_refused << "\napps_detached " << t.apps_detached << "\napps_lost " << t.apps_lost
+      << "\napps " << apps_.size() << "\ninjected_loss " << t.injected_loss << "\ninjected_duplicates "
+      << t.injected_duplicates << "\ninjected_reorders " << t.injected_reorders << "\nbusy_cycles "
+      << t.busy_cycles << "\nidle_cycles " << t.idle_cycles << "\ncores " << ncores_ << "\nsteer_dropped "
+      << t.steer_dropped << "\n";
+    for (std::size_t d = 1; d < t.drops.size(); ++d)
+      o << "dropped{reason=\"" << wire::drop_name(wire::Drop(d)) << "\"} " << t.drops[d] << "\n";
+    for (std::size_t k = 0; k < per_core.size(); ++k) {
+      const Stats& c = per_core[k];
+      const std::string l = "{core=\"" + std::to_string(k) + "\"} ";
+      o << "core_busy_cycles" << l << c.busy_cycles << "\ncore_idle_cycles" << l << c.idle_cycles
+        << "\ncore_rx_frames" << l << c.rx_frames << "\ncore_frames_processed" << l << c.frames_processed
+        << "\ncore_doorbells" << l << c.doorbells << "\ncore_steered" << l << c.steered << "\ncore_handoffs" << l
+        << c.handoffs << "\n";
+    }
+    for (std::uint32_t h = 0; h < hosts_; ++h) {
+      if (h == self_) continue;
+      for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
+        const abi::ConnCounters& s = conns[std::size_t(h) * conns_per_host_ + c];
+        std::string l = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\"} ";
+        o << "frames_sent" << l << s.frames_sent << "\nframes_received" << l << s.frames_received
+          << "\nrecords_sent" << l << s.records_sent << "\nrequests_sent" << l << s.requests_sent
+          << "\nresponses_sent" << l << s.responses_sent << "\nrecords_received" << l << s.records_received
+          << "\nretransmits" << l << s.retransmits << "\ntimeouts" << l << s.timeouts << "\nfast_retransmits"
+          << l << s.fast_retransmits << "\nduplicates" << l << s.duplicates << "\nout_of_order" << l
+          << s.out_of_order << "\ncredit_stalls" << l << s.credit_stalls << "\nrenewals_requested" << l
+          << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
+          << s.credits << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
+          << s.wrong_incarnation << "\nfragments_sent" << l << s.fragments_sent << "\nfragments_received" << l
+          << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\ninbound_active" << l
+          << s.inbound_active << "\noutbound_active" << l << s.outbound_active << "\nrenewals_declined" << l
+          << s.renewals_declined << "\ncore" << l << conn_owner(c) << "\n";
+        std::string r = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\",reason=\"";
+        o << "fragments_dropped" << r << "bad_offset\"} " << s.frag_bad_offset << "\nfragments_dropped" << r
+          << "oversize\"} " << s.frag_oversize << "\nfragments_dropped" << r << "mismatch\"} " << s.frag_mismatch
+          << "\nfragments_dropped" << r << "interrupted\"} " << s.frag_interrupted << "\n";
+      }
+    }
+    // The thread scheduler's placement: per application thread and peer.
+    o << "thread_moves " << t.thread_moves << "\n";
+    for (const auto& a : apps_)
+      for (std::uint32_t h = 0; h < hosts_; ++h) {
+        if (h == self_) continue;
+        for (std::uint32_t i = 0; i < a->local; ++i)
+          o << "thread_conn{pid=\"" << a->pid << "\",thread=\"" << a->first + i << "\",peer=\"" << h << "\"} "
+            << unsigned(a->flow(h, i).get_conn()) << "\n";
+      }
+  }
+  std::rename(tmp.c_str(), (socket_path_ + ".stats").c_str());
 }
 
 }  // namespace gossamer::dataplane

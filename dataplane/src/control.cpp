@@ -1,0 +1,369 @@
+// The control stage, on core 0 (dataplane.hpp): the unix socket, attach and
+// detach, the start barrier, and the peers' announces.
+#include "dataplane.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "shm_access.hpp"
+
+namespace gossamer::dataplane {
+
+namespace {
+
+// claims are not used to name it).
+std::uint32_t peer_pid(int fd) {
+  ucred cr{};
+  socklen_t len = sizeof cr;
+  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? std::uint32_t(cr.pid) : 0;
+}
+
+// Its executable's short name, for the metrics' `app` label: letters,
+// digits, '_', '-' and '.', anything else as '_'.
+std::string process_name(std::uint32_t pid) {
+  std::string name;
+  if (pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::getline(f, name);
+  }
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  return name.empty() ? "unknown" : name;
+}
+
+
+}  // namespace
+
+// ---- the unix socket -----------------------------------------------------------
+
+void Dataplane::open_socket() {
+  std::filesystem::path p(socket_path_);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  ::unlink(socket_path_.c_str());
+  listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof sa.sun_path) throw std::runtime_error("socket path too long");
+  std::memcpy(sa.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  // Created with no access, then opened to the configured group: no window
+  // in which anybody else could connect.
+  mode_t old = ::umask(0777);
+  int r = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  ::umask(old);
+  if (r != 0) throw std::runtime_error("cannot bind " + socket_path_ + ": " + std::strerror(errno));
+  mode_t mode = 0600;
+  if (!cfg_.dataplane.socket_group.empty()) {
+    group* g = ::getgrnam(cfg_.dataplane.socket_group.c_str());
+    if (!g) throw std::runtime_error("dataplane.socket_group '" + cfg_.dataplane.socket_group + "' does not exist");
+    if (::chown(socket_path_.c_str(), ::geteuid(), g->gr_gid) != 0)
+      throw std::runtime_error("cannot chown " + socket_path_ + ": " + std::strerror(errno));
+    mode = 0660;
+  }
+  ::chmod(socket_path_.c_str(), mode);
+  if (::listen(listen_fd_, 64) != 0) throw std::runtime_error(std::string("listen: ") + std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = UINT64_MAX;
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
+}
+
+void Dataplane::accept_apps() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    attach(fd);
+  }
+}
+
+void Dataplane::send_msg(App& a, std::uint32_t type, std::uint32_t host, const std::string& text) {
+  abi::DataplaneMessage m{};
+  m.type = type;
+  m.host = host;
+  m.host_count = hosts_;
+  std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
+  ::send(a.sock, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Dataplane::refuse(int fd, const std::string& why) {
+  ++cores_[0]->stats.apps_refused;
+  spdlog::warn("attach refused: {}", why);
+  abi::DataplaneMessage m{};
+  m.type = abi::kMsgRefused;
+  m.host = self_;
+  m.host_count = hosts_;
+  std::snprintf(m.text, sizeof m.text, "%s", why.c_str());
+  ::send(fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+}
+
+void Dataplane::attach(int fd) {
+  // The attach message arrives right after connect; wait for it briefly.
+  pollfd pfd{fd, POLLIN, 0};
+  if (::poll(&pfd, 1, 2000) <= 0) return refuse(fd, "no attach message within 2 s");
+  alignas(8) std::uint8_t buf[512];
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  iovec iov{buf, sizeof buf};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+  int fds[4] = {-1, -1, -1, -1};
+  int nfds = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int k = int((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < k && nfds < 4; ++i) std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  auto close_fds = [&] {
+    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  };
+  if (n <= 0 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    close_fds();
+    return refuse(fd, "attach message truncated or missing");
+  }
+  AttachCheck chk{self_, hosts_, 0, false, nfds};
+  abi::SegmentHeader hdr{};
+  if (nfds >= 1) {
+    struct stat st{};
+    if (::fstat(fds[0], &st) == 0) chk.segment_size = std::uint64_t(st.st_size);
+    int seals = ::fcntl(fds[0], F_GET_SEALS);
+    chk.sealed = seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW);
+    if (chk.segment_size >= sizeof hdr) ::pread(fds[0], &hdr, sizeof hdr, 0);
+  }
+  abi::SegmentLayout layout{};
+  std::string why = check_attach(buf, std::size_t(n), hdr, chk, &layout);
+  if (!why.empty()) {
+    close_fds();
+    return refuse(fd, why);
+  }
+  abi::AttachRequest req;
+  std::memcpy(&req, buf, sizeof req);
+  void* base = ::mmap(nullptr, layout.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  if (base == MAP_FAILED) {
+    close_fds();
+    return refuse(fd, std::string("cannot map the segment: ") + std::strerror(errno));
+  }
+  auto a = std::make_unique<App>();
+  a->sock = fd;
+  a->memfd = fds[0];
+  a->eventfd = fds[1];
+  a->pid = req.pid;
+  a->peer_pid = peer_pid(fd);
+  a->name = process_name(a->peer_pid);
+  // A run is named by GOSSAMER_RUN_ID when given (so that a different
+  // build on another host is found and refused), else by the build-id.
+  a->build_hash = hash_build_id(req.build_id, req.build_id_len);
+  a->key = req.run_key ? req.run_key : a->build_hash;
+  a->instance = std::random_device{}();
+  a->total = req.total_threads;
+  abi::host_threads(a->total, hosts_, self_, &a->first, &a->local);
+  a->base = static_cast<std::uint8_t*>(base);
+  a->bytes = layout.bytes;
+  a->layout = layout;
+  a->tail.assign(a->local, 0);
+  for (std::uint32_t i = 0; i < a->local; ++i)
+    a->tail[i] = load_acquire<std::uint32_t>(&a->ring(i)->tail);
+  std::size_t cells = std::size_t(a->local) * a->total;
+  a->flows.resize(std::size_t(hosts_) * a->local);
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).set_conn(std::uint8_t(i % conns_per_host_));
+  a->out_req.assign(cells, 0);
+  a->in_req.assign(cells, 0);
+  a->out_resp.assign(cells, 0);
+  for (const auto& other : apps_)
+    if (other->key == a->key) {
+      ::munmap(base, layout.bytes);
+      a->base = nullptr;
+      close_fds();
+      return refuse(fd, "an instance of this run (same binary and GOSSAMER_RUN_ID) is already attached "
+                        "(pid " + std::to_string(other->pid) + ")");
+    }
+  // Its kicks wake every sleeping core: edge triggered, so that each write
+  // is an event for every epoll set, and nobody reads the eventfd (a read
+  // by one core would take the event from a core that had not collected
+  // it yet). Its counter cannot reach 2^64 - 1.
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->sock, &ev);
+  ++cores_[0]->stats.apps_attached;
+  spdlog::info("attached pid {} ({} threads in the rack, {} here from {}), run key {:016x}", a->pid,
+               a->total, a->local, a->first, a->key);
+  send_msg(*a, abi::kMsgAttachOk, self_, "");
+  apps_.push_back(std::move(a));
+  publish_apps();
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_) announce(h, wire::kRecAttach, *apps_.back());
+  check_starts();
+}
+
+// Out of the list at once; its memory and descriptors go when every core
+// has moved on to a list without it (free_retired).
+void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
+  std::unique_ptr<App> a = std::move(apps_[i]);
+  apps_.erase(apps_.begin() + std::ptrdiff_t(i));
+  spdlog::info("detached pid {}: {}", a->pid, why);
+  if (do_announce)
+    for (std::uint32_t h = 0; h < hosts_; ++h)
+      if (h != self_) announce(h, wire::kRecDetach, *a);
+  a->bad = true;
+  ++cores_[0]->stats.apps_detached;
+  // Its socket is ours alone (core 0): out of the epoll set now, or an
+  // EOF there would end every sleep until the descriptor closes.
+  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_DEL, a->sock, nullptr);
+  publish_apps();
+  retired_.back().app = std::move(a);
+}
+
+void Dataplane::release(App& a) {
+  if (a.base) ::munmap(a.base, a.bytes);
+  if (a.eventfd >= 0) {
+    for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_DEL, a.eventfd, nullptr);
+    ::close(a.eventfd);
+  }
+  if (a.sock >= 0) ::close(a.sock);
+  if (a.memfd >= 0) ::close(a.memfd);
+}
+
+// Applications that broke the contract, went away or detached: out. One
+// whose detach drain still runs on other cores waits for it.
+void Dataplane::sweep_apps() {
+  for (std::size_t i = apps_.size(); i-- > 0;) {
+    App& a = *apps_[i];
+    if (!a.bad || a.drains_pending) continue;
+    if (a.bad_reason.empty()) {
+      const char* f = a.failure.load();
+      a.bad_reason = f ? f : "broke the contract";
+    }
+    if (a.bad_reason != "detached") spdlog::warn("pid {}: {}", a.pid, a.bad_reason);
+    drop_app(i, true, a.bad_reason.c_str());
+  }
+}
+
+void Dataplane::app_message(App& a) {
+  if (a.bad) return;  // on its way out (sweep_apps): counted once
+  abi::AppMessage m{};
+  ssize_t n = ::recv(a.sock, &m, sizeof m, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n == 0 || n < 0) {
+    if (a.bad_reason.empty()) a.bad_reason = "the application went away (exit or kill) without detaching";
+    a.bad = true;
+    ++cores_[0]->stats.apps_lost;
+    return;
+  }
+  if (n != sizeof m || m.type != abi::kMsgDetach || a.drains_pending) {
+    if (a.bad_reason.empty()) a.bad_reason = "unexpected message on the attach socket";
+    a.bad = true;
+    return;
+  }
+  // Every core serves what the application rang before detaching (each
+  // its own threads' rings); once all have, confirm (detached()).
+  Core& k0 = *cores_[0];
+  drain_doorbells(k0, a);
+  a.drains_pending = ncores_ - 1;
+  for (std::uint32_t k = 1; k < ncores_; ++k) {
+    auto* msg = new CoreMsg{CoreMsg::Kind::kDrain};
+    msg->app = &a;
+    post(k0, k, msg);
+  }
+  if (!a.drains_pending && !a.bad) detached(a);  // bad: the drain found a broken ring
+}
+
+void Dataplane::detached(App& a) {
+  pump(*cores_[0]);
+  send_msg(a, abi::kMsgDetached, self_, "");
+  a.bad_reason = "detached";
+  a.bad = true;
+}
+
+void Dataplane::check_starts() {
+  for (std::size_t i = 0; i < apps_.size(); ++i) {
+    App& a = *apps_[i];
+    if (a.started || a.bad) continue;
+    bool all = true;
+    for (std::uint32_t h = 0; h < hosts_ && !a.bad; ++h) {
+      if (h == self_) continue;
+      auto it = peers_[h].apps.find(a.key);
+      if (it == peers_[h].apps.end()) {
+        all = false;
+        continue;
+      }
+      const wire::AttachAnnounce& r = it->second.a;
+      if (r.build_hash != a.build_hash || r.total_threads != a.total) {
+        std::string why = "host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name + ") runs " +
+                          (r.build_hash != a.build_hash ? "a different build of this program (build-id differs)"
+                                                        : "this program with " + std::to_string(r.total_threads) +
+                                                              " threads instead of " + std::to_string(a.total));
+        send_msg(a, abi::kMsgRefused, h, why);
+        a.bad = true;
+        a.bad_reason = why;
+      }
+    }
+    if (all && !a.bad && !a.drains_pending) {
+      a.started = true;
+      spdlog::info("pid {}: every host attached, start", a.pid);
+      send_msg(a, abi::kMsgStart, self_, "");
+    }
+  }
+}
+
+App* Dataplane::app_by_key(const Core& k, std::uint64_t key) {
+  for (App* a : *k.apps)
+    if (a->key == key && !a->bad) return a;
+  return nullptr;
+}
+
+std::uint32_t Dataplane::host_of(std::uint32_t total, std::uint32_t g) const {
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    std::uint32_t first, count;
+    abi::host_threads(total, hosts_, h, &first, &count);
+    if (g < first + count) return h;
+  }
+  return hosts_;
+}
+
+void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
+  wire::WireRecord w{};
+  w.kind = kind;
+  // A detach after the application said goodbye is the end of its run, not
+  // a failure its peers must share.
+  if (kind == wire::kRecDetach && a.bad_reason == "detached") w.slot_flags = wire::kDetachGraceful;
+  w.app = a.key;
+  w.primary_len = sizeof(wire::AttachAnnounce);
+  wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
+  peers_[peer].conns[0]->enqueue(w, &an);
+}
+
+// Core 0: once per incarnation (several cores may report it).
+void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint32_t boot) {
+  Peer& p = peers_[peer];
+  if (p.handled_boot != 0 && std::int32_t(boot - p.handled_boot) <= 0) return;
+  p.handled_boot = boot;
+  p.apps.clear();
+  p.intervals_heard = 0;  // a newcomer again for the QP scheduler
+  for (auto& a : apps_)
+    if (!a->bad) announce(peer, wire::kRecAttach, *a);
+}
+
+}  // namespace gossamer::dataplane
