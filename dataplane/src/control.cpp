@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -22,6 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "clock.hpp"
 #include "shm_access.hpp"
 
 namespace gossamer::dataplane {
@@ -52,45 +52,117 @@ std::string process_name(std::uint32_t pid) {
 }  // namespace
 
 // ---- the unix socket -----------------------------------------------------------
+//
+// Nothing here blocks: the listening socket, the sockets of attaches in
+// progress and the applications' sockets are in control_epoll_fd_, which is
+// itself in core 0's sleep set. An accepted socket waits there until its
+// attach message arrives (or kAttachWaitMs pass); core 0 keeps polling.
 
-void Dataplane::open_socket() {
+namespace {
+constexpr std::uint64_t kTagListen = 1, kTagAttaching = 2, kTagApp = 3;  // << 32 | fd
+constexpr std::size_t kMaxAttaching = 16;   // attaches in progress; more are refused at once
+constexpr std::uint64_t kAttachWaitMs = 2000;
+
+void watch(int epfd, int fd, std::uint64_t kind) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = kind << 32 | std::uint32_t(fd);
+  ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+}  // namespace
+
+std::string Dataplane::open_socket() {
   std::filesystem::path p(socket_path_);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
   ::unlink(socket_path_.c_str());
   listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return std::string("socket: ") + std::strerror(errno);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof sa.sun_path) throw std::runtime_error("socket path too long");
+  if (socket_path_.size() >= sizeof sa.sun_path) return "dataplane.socket path too long: " + socket_path_;
   std::memcpy(sa.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
   // Created with no access, then opened to the configured group: no window
   // in which anybody else could connect.
   mode_t old = ::umask(0777);
   int r = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   ::umask(old);
-  if (r != 0) throw std::runtime_error("cannot bind " + socket_path_ + ": " + std::strerror(errno));
+  if (r != 0) return "cannot bind " + socket_path_ + ": " + std::strerror(errno);
   mode_t mode = 0600;
   if (!cfg_.dataplane.socket_group.empty()) {
     group* g = ::getgrnam(cfg_.dataplane.socket_group.c_str());
-    if (!g) throw std::runtime_error("dataplane.socket_group '" + cfg_.dataplane.socket_group + "' does not exist");
+    if (!g) return "dataplane.socket_group '" + cfg_.dataplane.socket_group + "' does not exist";
     if (::chown(socket_path_.c_str(), ::geteuid(), g->gr_gid) != 0)
-      throw std::runtime_error("cannot chown " + socket_path_ + ": " + std::strerror(errno));
+      return "cannot chown " + socket_path_ + ": " + std::strerror(errno);
     mode = 0660;
   }
   ::chmod(socket_path_.c_str(), mode);
-  if (::listen(listen_fd_, 64) != 0) throw std::runtime_error(std::string("listen: ") + std::strerror(errno));
+  if (::listen(listen_fd_, 64) != 0) return std::string("listen: ") + std::strerror(errno);
+  control_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (control_epoll_fd_ < 0) return std::string("epoll_create1: ") + std::strerror(errno);
+  watch(control_epoll_fd_, listen_fd_, kTagListen);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = UINT64_MAX;
-  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = kTagControl;
+  if (::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, control_epoll_fd_, &ev) != 0)
+    return std::string("epoll_ctl: ") + std::strerror(errno);
+  return "";
+}
+
+// What rx posted, what epoll says is ready (without waiting), then the
+// applications that went bad (an EOF stays ready until the socket leaves
+// the set).
+bool Dataplane::poll_control(Core&) {
+  control_ready_ = false;
+  const bool posted = !control_events_.empty();
+  for (; !control_events_.empty(); control_events_.pop_front()) {
+    const ControlEvent& e = control_events_.front();
+    if (e.boot) peer_restarted_control(e.peer, e.boot);
+    else on_announce(e.peer, e.rec, e.an);
+  }
+  epoll_event evs[32];
+  const int n = ::epoll_wait(control_epoll_fd_, evs, 32, 0);
+  for (int i = 0; i < n; ++i) control_event(evs[i].data.u64);
+  if (n == 32) control_ready_ = true;  // more may be ready
+  sweep_apps();
+  return posted || n > 0;
+}
+
+void Dataplane::control_event(std::uint64_t tag) {
+  const int fd = int(std::uint32_t(tag));
+  switch (tag >> 32) {
+    case kTagListen: return accept_apps();
+    case kTagAttaching:
+      ::epoll_ctl(control_epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      std::erase_if(attaching_, [fd](const Attaching& p) { return p.fd == fd; });
+      return attach(fd);
+    case kTagApp:
+      for (auto& a : apps_)
+        if (a->sock == fd) return app_message(*a);
+      return;
+  }
 }
 
 void Dataplane::accept_apps() {
   for (;;) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    attach(fd);
+    if (attaching_.size() >= kMaxAttaching) {
+      refuse(fd, "too many attaches in progress (" + std::to_string(kMaxAttaching) + "); try again");
+      continue;
+    }
+    attaching_.push_back({fd, tsc_now() + tsc_hz_ / 1000 * kAttachWaitMs});
+    watch(control_epoll_fd_, fd, kTagAttaching);
   }
+}
+
+void Dataplane::expire_attaches(std::uint64_t now) {
+  std::erase_if(attaching_, [&](const Attaching& p) {
+    if (std::int64_t(now - p.deadline) < 0) return false;
+    ::epoll_ctl(control_epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+    refuse(p.fd, "no attach message within " + std::to_string(kAttachWaitMs / 1000) + " s");
+    return true;
+  });
 }
 
 void Dataplane::send_msg(App& a, std::uint32_t type, std::uint32_t host, const std::string& text) {
@@ -114,10 +186,8 @@ void Dataplane::refuse(int fd, const std::string& why) {
   ::close(fd);
 }
 
+// An accepted socket that epoll reported readable (its message, or EOF).
 void Dataplane::attach(int fd) {
-  // The attach message arrives right after connect; wait for it briefly.
-  pollfd pfd{fd, POLLIN, 0};
-  if (::poll(&pfd, 1, 2000) <= 0) return refuse(fd, "no attach message within 2 s");
   alignas(8) std::uint8_t buf[512];
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
   iovec iov{buf, sizeof buf};
@@ -126,10 +196,10 @@ void Dataplane::attach(int fd) {
   mh.msg_iovlen = 1;
   mh.msg_control = cbuf;
   mh.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+  ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   int fds[4] = {-1, -1, -1, -1};
   int nfds = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n >= 0 && c; c = CMSG_NXTHDR(&mh, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     int k = int((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
     for (int i = 0; i < k && nfds < 4; ++i) std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
@@ -139,7 +209,8 @@ void Dataplane::attach(int fd) {
   };
   if (n <= 0 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
     close_fds();
-    return refuse(fd, "attach message truncated or missing");
+    return refuse(fd, n < 0 ? std::string("attach message: ") + std::strerror(errno)
+                            : "attach message truncated or missing");
   }
   AttachCheck chk{self_, hosts_, 0, false, nfds};
   abi::SegmentHeader hdr{};
@@ -204,9 +275,9 @@ void Dataplane::attach(int fd) {
   // it yet). Its counter cannot reach 2^64 - 1.
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = kTagKick;
   for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_ADD, a->sock, &ev);
+  watch(control_epoll_fd_, a->sock, kTagApp);
   ++cores_[0]->stats.apps_attached;
   spdlog::info("attached pid {} ({} threads in the rack, {} here from {}), run key {:016x}", a->pid,
                a->total, a->local, a->first, a->key);
@@ -231,7 +302,7 @@ void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
   ++cores_[0]->stats.apps_detached;
   // Its socket is ours alone (core 0): out of the epoll set now, or an
   // EOF there would end every sleep until the descriptor closes.
-  ::epoll_ctl(cores_[0]->epoll_fd, EPOLL_CTL_DEL, a->sock, nullptr);
+  ::epoll_ctl(control_epoll_fd_, EPOLL_CTL_DEL, a->sock, nullptr);
   publish_apps();
   retired_.back().app = std::move(a);
 }
@@ -353,6 +424,22 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   w.primary_len = sizeof(wire::AttachAnnounce);
   wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
   peers_[peer].conns[0]->enqueue(w, &an);
+}
+
+// A peer's application attached or detached (rx.cpp posted it).
+void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an) {
+  auto& apps = peers_[src].apps;
+  if (r.kind == wire::kRecAttach) {
+    apps[r.app] = RemoteApp{an};
+    check_starts();
+    return;
+  }
+  auto it = apps.find(r.app);
+  if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
+  if (App* a = app_by_key(*cores_[0], r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
+    send_msg(*a, abi::kMsgPeerLost, src,
+             "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +
+                 ") went away without finishing");
 }
 
 // Core 0: once per incarnation (several cores may report it).

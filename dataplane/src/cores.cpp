@@ -8,9 +8,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include <rte_errno.h>
-#include <rte_lcore.h>
-#include <rte_ring.h>
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
@@ -51,13 +48,8 @@ std::string Dataplane::make_cores() {
   for (std::uint32_t i = 0; i < ncores_; ++i) {
     auto k = std::make_unique<Core>();
     k->index = i;
-    const std::string fr = "gsm_frames_" + std::to_string(i), ms = "gsm_msgs_" + std::to_string(i);
-    k->frames = rte_ring_create(fr.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
-    k->msgs = rte_ring_create(ms.c_str(), kRingSize, int(rte_socket_id()), RING_F_SC_DEQ);
-    if (!k->frames || !k->msgs) {
-      cores_.push_back(std::move(k));
-      return "cannot create the rings of core " + std::to_string(i) + ": " + rte_strerror(rte_errno);
-    }
+    k->frames = std::make_unique<MpscRing>(kRingSize);
+    k->msgs = std::make_unique<MpscRing>(kRingSize);
     k->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
     k->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (k->epoll_fd < 0 || k->wake_fd < 0) {
@@ -66,6 +58,7 @@ std::string Dataplane::make_cores() {
     }
     epoll_event ev{};
     ev.events = EPOLLIN;
+    ev.data.u64 = kTagWake;
     ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, k->wake_fd, &ev);
     k->backlog.resize(ncores_);
     for (const Peer& p : peers_) {
@@ -74,7 +67,6 @@ std::string Dataplane::make_cores() {
     }
     k->resets_seen.assign(hosts_, std::vector<std::uint64_t>(conns_per_host_, 0));
     k->pub_conns.resize(std::size_t(hosts_) * conns_per_host_);
-    k->rng ^= i * 0x2545f4914f6cdd1dull;  // each queue's fault injection draws its own numbers
     cores_.push_back(std::move(k));
   }
   auto* list = new AppList;
@@ -89,7 +81,7 @@ std::string Dataplane::make_cores() {
 // found the ring full.
 void Dataplane::post(Core& from, std::uint32_t to, CoreMsg* m) {
   Core& dst = *cores_[to];
-  if (!from.backlog[to].empty() || rte_ring_mp_enqueue(dst.msgs, m) != 0) {
+  if (!from.backlog[to].empty() || !dst.msgs->push(m)) {
     from.backlog[to].push_back(m);
     from.backlogged = true;
     return;
@@ -107,7 +99,7 @@ void Dataplane::flush_backlog(Core& from) {
   for (std::uint32_t to = 0; to < ncores_; ++to) {
     auto& q = from.backlog[to];
     bool sent = false;
-    while (!q.empty() && rte_ring_mp_enqueue(cores_[to]->msgs, q.front()) == 0) {
+    while (!q.empty() && cores_[to]->msgs->push(q.front())) {
       q.pop_front();
       sent = true;
     }
@@ -119,8 +111,8 @@ void Dataplane::flush_backlog(Core& from) {
 
 bool Dataplane::poll_msgs(Core& k) {
   void* msgs[kMsgBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(k.msgs, msgs, kMsgBurst, nullptr);
-  for (unsigned i = 0; i < n; ++i) {
+  const std::size_t n = k.msgs->pop_burst(msgs, kMsgBurst);
+  for (std::size_t i = 0; i < n; ++i) {
     auto* m = static_cast<CoreMsg*>(msgs[i]);
     handle(k, *m);
     delete m;
@@ -155,6 +147,7 @@ void Dataplane::handle(Core& k, CoreMsg& m) {
     case CoreMsg::Kind::kDrained:
       // Still in apps_: sweep_apps() keeps an application while drains run.
       if (m.app->drains_pending && --m.app->drains_pending == 0 && !m.app->bad) detached(*m.app);
+      control_ready_ = true;  // core 0: sweep it out at once
       break;
   }
 }
@@ -204,6 +197,10 @@ void Dataplane::free_retired(bool all) {
 // ---- counters ------------------------------------------------------------------------
 
 void Dataplane::publish(Core& k) {
+  const FaultPort::Counters& f = port_->counters(std::uint16_t(k.index));
+  k.stats.injected_loss = f.loss;
+  k.stats.injected_duplicates = f.duplicates;
+  k.stats.injected_reorders = f.reorders;
   std::uint64_t s0 = k.pub_seq.load(std::memory_order_relaxed);
   k.pub_seq.store(s0 + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);

@@ -11,8 +11,8 @@
 //   - NIC queue k (rx and tx): core k;
 //   - sockets, the attach/detach lifecycle, the peers' applications, the
 //     start barrier, the QP scheduler's decision, metrics: core 0.
-// What crosses cores goes through rte_rings: received frames (mbuf
-// pointers) to their connection's owner, records to a connection owned by
+// What crosses cores goes through rings (ring.hpp): received frames (port
+// handles) to their connection's owner, records to a connection owned by
 // another core, and control messages (peer restarts, detach drains). The few
 // words several cores read are atomics: an application's slot bookkeeping,
 // a connection's "usable" mirror, a thread's connection. Counters are
@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,14 +35,17 @@
 
 #include "app.hpp"
 #include "connection.hpp"
+#include "port.hpp"
+#include "port_faults.hpp"
+#include "ring.hpp"
 #include "wire.hpp"
-
-struct rte_mbuf;
-struct rte_mempool;
-struct rte_ring;
 
 namespace gossamer::dataplane {
 inline constexpr std::uint16_t kBurst = 32;  // frames per rx or tx burst
+// What woke a sleeping core (epoll_event::data of its sleep set).
+inline constexpr std::uint64_t kTagKick = 0;     // an application's eventfd
+inline constexpr std::uint64_t kTagWake = 1;     // the core's own eventfd: another core posted
+inline constexpr std::uint64_t kTagControl = 2;  // core 0: a socket is ready (control.cpp)
 }
 
 namespace gossamer::dataplane {
@@ -63,7 +67,7 @@ struct Stats {
 };
 static_assert(sizeof(Stats) % 8 == 0, "published word by word");
 
-// Posted from one core to another (rte_ring of pointers; the receiver
+// Posted from one core to another (MpscRing of pointers; the receiver
 // deletes it).
 struct CoreMsg {
   enum class Kind : std::uint8_t {
@@ -84,30 +88,35 @@ struct CoreMsg {
 // A connection's counters as the metrics contract has them (metrics.cpp).
 void fill_conn(abi::ConnCounters& out, const Connection& c);
 
+// Opens the port the dataplane runs on, with `queues` queues (one per
+// polling core). Returns "" or an error.
+using PortOpener = std::function<std::string(std::uint16_t queues, std::unique_ptr<Port>* out)>;
+
 class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
   ~Dataplane();
-  // EAL, port, socket. Returns "" or an error.
-  std::string start(const char* argv0);
+  // The start-up steps (start.cpp): port, peers, cores, socket, metrics.
+  // Returns "" or an error naming the step.
+  std::string start(const PortOpener& open_port);
   // Runs core 0 here and cores 1.. on their own threads until `stop`.
   void run(const std::atomic<bool>& stop);
 
  private:
-  // Fault injection for kernels without netem (rack in a box): a file next
-  // to the socket with a netem-style spec, e.g. "loss 2% reorder 10%
-  // duplicate 2%", applied to received frames (by the core whose queue
-  // received them).
-  struct Faults {
-    double loss = 0, duplicate = 0, reorder = 0;
-    bool any() const { return loss > 0 || duplicate > 0 || reorder > 0; }
-  };
   using AppList = std::vector<App*>;
+  struct Core;
+  // A periodic job of a core's loop (loop.cpp).
+  struct Periodic {
+    const char* name;
+    std::uint64_t period;  // TSC ticks
+    std::uint64_t last;
+    void (Dataplane::*fn)(Core&);
+  };
 
   struct Core {
-    std::uint32_t index = 0;          // also its NIC queue (rx and tx)
-    rte_ring* frames = nullptr;       // mbufs steered to this core
-    rte_ring* msgs = nullptr;         // CoreMsg* posted to this core
+    std::uint32_t index = 0;          // also its port queue (rx and tx)
+    std::unique_ptr<MpscRing> frames; // frame handles steered to this core
+    std::unique_ptr<MpscRing> msgs;   // CoreMsg* posted to this core
     std::vector<std::deque<CoreMsg*>> backlog;  // per destination core: its ring was full
     bool backlogged = false;
     int epoll_fd = -1;                // what a sleep waits for
@@ -115,18 +124,14 @@ class Dataplane {
     std::atomic<bool> sleeping{false};
     std::atomic<std::uint64_t> seen_gen{0};  // the application list generation in use
     const AppList* apps = nullptr;    // this iteration's application list
-    std::vector<rte_mbuf*> tx_batch;
+    std::vector<Frame> tx_batch;
     std::vector<std::uint8_t> scratch, moved;
     std::vector<std::array<std::uint8_t, 6>> macs;  // per peer, as this core learned it
     std::vector<bool> mac_known;
     std::vector<std::vector<std::uint64_t>> resets_seen;  // [peer][conn], own connections
     Stats stats;
-    Faults faults;
-    std::string faults_text;
-    std::uint64_t rng = 0x9e3779b97f4a7c15ull;
-    rte_mbuf* held = nullptr;         // a frame held back to reorder it
-    std::uint64_t held_at = 0;
-    std::uint64_t last_work = 0, last_schedule = 0, last_publish = 0, last_faults = 0;
+    std::uint64_t last_work = 0;
+    std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.
     std::atomic<std::uint64_t> pub_seq{0};
@@ -164,12 +169,23 @@ class Dataplane {
     std::unique_ptr<const AppList> list;
   };
 
-  // ---- core 0: the unix socket and the applications' lifecycle
-  void open_socket();
+  // ---- start.cpp: start-up steps, in order
+  std::string open_port(const PortOpener& open);
+  std::string make_peers();
+  std::string make_cores();  // cores.cpp
+  std::string open_socket();
+  void open_metrics();  // metrics.cpp; throws
+
+  // ---- control.cpp (core 0): the unix socket and the applications' lifecycle.
+  // Sockets are watched through control_epoll_fd_, itself in core 0's sleep
+  // set: a loop iteration reads a socket only when epoll said it is ready.
+  bool poll_control(Core& k0);
+  void control_event(std::uint64_t tag);
   void accept_apps();
-  void app_message(App& a);
   void attach(int fd);
+  void app_message(App& a);
   void refuse(int fd, const std::string& why);
+  void expire_attaches(std::uint64_t now);
   void drop_app(std::size_t i, bool announce, const char* why);
   void sweep_apps();
   void publish_apps();
@@ -178,35 +194,37 @@ class Dataplane {
   void send_msg(App& a, std::uint32_t type, std::uint32_t host, const std::string& text);
   void check_starts();
   void detached(App& a);
+  void on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an);
+  void announce(std::uint32_t peer, std::uint8_t kind, const App& a);
   void peer_restarted_control(std::uint32_t peer, std::uint32_t boot);
+  App* app_by_key(const Core& k, std::uint64_t key);
+  std::uint32_t host_of(std::uint32_t total, std::uint32_t g) const;
 
-  // ---- every core: applications' memory
+  // ---- doorbells.cpp (every core): application rings -> connections
   bool poll_doorbells(Core& k);
   bool drain_doorbells(Core& k, App& a);
   void doorbell(Core& k, App& a, std::uint32_t local_i, std::uint32_t entry);
   bool any_doorbell(const Core& k);
-  App* app_by_key(const Core& k, std::uint64_t key);
+  void enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& w, const std::uint8_t* payload);
 
-  // ---- every core: the wire
+  // ---- rx.cpp (every core): frames -> connections -> slots
   bool owns_conn(const Core& k, std::uint32_t conn) const { return conn % ncores_ == k.index; }
   std::uint32_t conn_owner(std::uint32_t conn) const { return conn % ncores_; }
   bool poll_rx(Core& k);
-  void dispatch(Core& k, rte_mbuf* m, std::uint64_t now);
+  void dispatch(Core& k, const Frame& f, std::uint64_t now);
   bool poll_steered(Core& k);
   void process_frame(Core& k, const std::uint8_t* data, std::size_t len, std::uint64_t now);
   void peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot);
   void deliver(Core& k, std::uint32_t src_host, const wire::RecordView& v);
   void deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
   void deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
-  void announce(std::uint32_t peer, std::uint8_t kind, const App& a);
-  void enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& w, const std::uint8_t* payload);
+
+  // ---- tx.cpp (every core): connections -> frames
   bool pump(Core& k);
   void transmit(Core& k, std::uint32_t peer, const std::uint8_t* payload, std::size_t len);
   void flush_tx(Core& k);
-  std::uint32_t host_of(std::uint32_t total, std::uint32_t g) const;
 
   // ---- cores.cpp: between cores
-  std::string make_cores();
   void post(Core& from, std::uint32_t to, CoreMsg* m);
   // Records for (m->peer, m->conn) to that connection's core, stamped with
   // the peer's incarnation (handle() drops them if it changed).
@@ -222,15 +240,22 @@ class Dataplane {
   bool read_published(const Core& k, Stats* stats, std::vector<abi::ConnCounters>* conns);
   // Every core's, summed (stats) and merged (connections).
   void collect(Stats* total, std::vector<Stats>* per_core, std::vector<abi::ConnCounters>* conns);
-  void core_loop(Core& k, const std::atomic<bool>& stop);
 
-  void read_faults(Core& k);
+  // ---- loop.cpp: the loop and its periodic jobs
+  void core_loop(Core& k, const std::atomic<bool>& stop);
+  void run_periodic(Core& k, std::uint64_t now);
+  void sleep_until_work(Core& k, std::uint64_t now);
+  void job_control(Core& k);
+  void job_faults(Core& k);
+  void job_metrics(Core& k);
+  void job_stats(Core& k);
+
+  // ---- metrics.cpp: <socket>.metrics (gossamer/abi/metrics.hpp) and <socket>.stats
   void write_stats();
-  // metrics.cpp: <socket>.metrics (gossamer/abi/metrics.hpp)
-  void open_metrics();
   void write_metrics();
   void close_metrics();
-  void sleep_until_work(Core& k, std::uint64_t now);
+
+  // ---- flock.cpp
   // FLOCK's schedulers (issue 7), every connections.scheduler_interval_us:
   // which of each peer's connections to us are active (core 0 decides,
   // every core applies it to its own), which of its connections each local
@@ -249,26 +274,38 @@ class Dataplane {
   wire::Endpoint self_ep_{};
   std::vector<wire::Endpoint> endpoints_;
   std::array<std::uint8_t, 6> mac_{};
-  std::uint16_t port_id_ = 0;
-  rte_mempool* pool_ = nullptr;
-  bool port_started_ = false;
-  bool eal_ready_ = false;
-  int listen_fd_ = -1;
+  std::unique_ptr<FaultPort> port_;  // the opened port, behind the fault injector
   int icmp_guard_fd_ = -1;
   std::uint32_t boot_ = 0;
   std::uint64_t tsc_hz_ = 0;
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Core>> cores_;
-  // Core 0 owns apps_; the other cores read the published list.
-  std::vector<std::unique_ptr<App>> apps_;
+  // Core 0 owns everything below.
+  int listen_fd_ = -1;
+  int control_epoll_fd_ = -1;        // listening socket, attaching sockets, applications' sockets
+  bool control_ready_ = false;       // control_epoll_fd_ may have events
+  bool slept_ = false;               // core 0 slept since the last control job
+  struct Attaching {
+    int fd;
+    std::uint64_t deadline;  // TSC: refused if its message has not come by then
+  };
+  std::vector<Attaching> attaching_;
+  // Posted by core 0's rx stage to its control stage, in arrival order:
+  // peers' announces (boot 0) and restarts (boot: the new incarnation).
+  struct ControlEvent {
+    std::uint32_t peer, boot;
+    wire::WireRecord rec;
+    wire::AttachAnnounce an;
+  };
+  std::deque<ControlEvent> control_events_;
+  std::string faults_text_;
+  std::vector<std::unique_ptr<App>> apps_;  // the other cores read the published list
   std::atomic<const AppList*> app_list_{nullptr};
   std::atomic<std::uint64_t> app_gen_{0};
   std::vector<Retired> retired_;
-  std::uint64_t last_stats_write_ = 0;
   std::string metrics_path_;
   std::uint8_t* metrics_ = nullptr;
   abi::MetricsLayout metrics_layout_{};
-  std::uint64_t last_metrics_write_ = 0;
   std::uint32_t schedule_rotation_ = 0;
 };
 

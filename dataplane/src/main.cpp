@@ -16,6 +16,7 @@
 #include "gossamer/abi/slots.hpp"
 
 #include "dataplane.hpp"
+#include "port_dpdk.hpp"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -65,7 +66,10 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   gossamer::dataplane::Dataplane dp(cfg);
-  if (std::string err = dp.start(argv[0]); !err.empty()) {
+  auto open_port = [&](std::uint16_t queues, std::unique_ptr<gossamer::dataplane::Port>* out) {
+    return gossamer::dataplane::DpdkPort::open(argv[0], cfg.dataplane.eal_args, cfg.dataplane.port, queues, out);
+  };
+  if (std::string err = dp.start(open_port); !err.empty()) {
     spdlog::error("{}", err);
     return 1;
   }

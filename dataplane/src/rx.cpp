@@ -4,18 +4,12 @@
 
 #include <cstring>
 
-#include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_mbuf.h>
-#include <rte_ring.h>
-
+#include "clock.hpp"
 #include "shm_access.hpp"
 
 namespace gossamer::dataplane {
 
 namespace {
-std::size_t frame_len(const rte_mbuf* m) { return m->nb_segs == 1 ? m->data_len : 0; }  // chained: never ours
-
 // The connection a frame names, if it is long enough to name one (the
 // owner validates it all).
 std::uint32_t frame_conn(const std::uint8_t* data, std::size_t len) {
@@ -26,82 +20,46 @@ std::uint32_t frame_conn(const std::uint8_t* data, std::size_t len) {
 }
 }  // namespace
 
-// Frames from this core's NIC queue (fault injection first, when asked).
+// Frames from this core's port queue (the port injects faults first, when
+// asked: port_faults.hpp).
 bool Dataplane::poll_rx(Core& k) {
-  rte_mbuf* bufs[kBurst];
-  std::uint16_t n = rte_eth_rx_burst(port_id_, std::uint16_t(k.index), bufs, kBurst);
-  std::uint64_t now = rte_rdtsc();
-  k.stats.rx_frames += n;
-  std::uint16_t i = 0;
-  if (k.held && (n || now - k.held_at > tsc_hz_ / 1000)) {
-    // A reordered frame goes in after the next one (or after 1 ms).
-    rte_mbuf* held = k.held;
-    k.held = nullptr;
-    if (n) dispatch(k, bufs[i++], now);
-    dispatch(k, held, now);
-  }
+  Frame frames[kBurst];
+  const std::uint16_t n = port_->rx_burst(std::uint16_t(k.index), frames, kBurst);
   if (!n) return false;
-  for (; i < n; ++i) {
-    rte_mbuf* m = bufs[i];
-    if (k.faults.any()) {
-      auto rnd = [&k] {
-        k.rng ^= k.rng << 13;
-        k.rng ^= k.rng >> 7;
-        k.rng ^= k.rng << 17;
-        return double(k.rng >> 11) / double(1ull << 53);
-      };
-      if (rnd() < k.faults.loss) {
-        ++k.stats.injected_loss;
-        rte_pktmbuf_free(m);
-        continue;
-      }
-      if (rnd() < k.faults.duplicate) {
-        ++k.stats.injected_duplicates;
-        rte_mbuf_refcnt_update(m, 1);
-        dispatch(k, m, now);
-      }
-      if (!k.held && rnd() < k.faults.reorder) {
-        ++k.stats.injected_reorders;
-        k.held = m;
-        k.held_at = now;
-        continue;
-      }
-    }
-    dispatch(k, m, now);
-  }
+  const std::uint64_t now = tsc_now();
+  k.stats.rx_frames += n;
+  for (std::uint16_t i = 0; i < n; ++i) dispatch(k, frames[i], now);
   return true;
 }
 
 // A frame from our queue: ours to process, or its connection's core's.
-void Dataplane::dispatch(Core& k, rte_mbuf* m, std::uint64_t now) {
-  const auto* data = rte_pktmbuf_mtod(m, const std::uint8_t*);
-  const std::size_t len = frame_len(m);
+void Dataplane::dispatch(Core& k, const Frame& f, std::uint64_t now) {
   if (ncores_ > 1) {
-    if (const std::uint32_t owner = conn_owner(frame_conn(data, len)); owner != k.index) {
-      if (rte_ring_mp_enqueue(cores_[owner]->frames, m) == 0) {
+    if (const std::uint32_t owner = conn_owner(frame_conn(f.data, f.len)); owner != k.index) {
+      if (cores_[owner]->frames->push(f.handle)) {
         ++k.stats.steered;
         wake(*cores_[owner]);
       } else {
         ++k.stats.steer_dropped;  // the sender retransmits it
-        rte_pktmbuf_free(m);
+        port_->release(f);
       }
       return;
     }
   }
-  process_frame(k, data, len, now);
-  rte_pktmbuf_free(m);
+  process_frame(k, f.data, f.len, now);
+  port_->release(f);
 }
 
 // Frames other cores' queues received for our connections.
 bool Dataplane::poll_steered(Core& k) {
-  void* bufs[kBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(k.frames, bufs, kBurst, nullptr);
+  void* handles[kBurst];
+  const std::size_t n = k.frames->pop_burst(handles, kBurst);
   if (!n) return false;
-  const std::uint64_t now = rte_rdtsc();
-  for (unsigned i = 0; i < n; ++i) {
-    auto* m = static_cast<rte_mbuf*>(bufs[i]);
-    process_frame(k, rte_pktmbuf_mtod(m, const std::uint8_t*), frame_len(m), now);
-    rte_pktmbuf_free(m);
+  const std::uint64_t now = tsc_now();
+  for (std::size_t i = 0; i < n; ++i) {
+    const Frame f = port_->frame(handles[i]);
+    process_frame(k, f.data, f.len, now);
+    port_->release(f);
   }
   return true;
 }
@@ -177,7 +135,10 @@ void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot) 
     p.conns[j]->peer_restarted(boot);
     k.resets_seen[peer][j] = p.conns[j]->stats().resets;
   }
-  if (k.index == 0) peer_restarted_control(peer, boot);
+  if (k.index == 0) {  // to the control stage: forget its applications, announce ours again
+    control_events_.push_back(ControlEvent{peer, boot, {}, {}});
+    control_ready_ = true;
+  }
 }
 
 
@@ -188,20 +149,10 @@ void Dataplane::deliver(Core& k, std::uint32_t src, const wire::RecordView& v) {
       ++k.stats.records_rejected;
       return;
     }
-    wire::AttachAnnounce an;
-    std::memcpy(&an, v.payload, sizeof an);
-    auto& apps = peers_[src].apps;
-    if (r.kind == wire::kRecAttach) {
-      apps[r.app] = RemoteApp{an};
-      check_starts();
-    } else {
-      auto it = apps.find(r.app);
-      if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
-      if (App* a = app_by_key(k, r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
-        send_msg(*a, abi::kMsgPeerLost, src,
-                 "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +
-                     ") went away without finishing");
-    }
+    ControlEvent e{src, 0, r, {}};
+    std::memcpy(&e.an, v.payload, sizeof e.an);
+    control_events_.push_back(e);  // to the control stage, in arrival order
+    control_ready_ = true;
     return;
   }
   App* a = app_by_key(k, r.app);

@@ -1,5 +1,6 @@
 // Start-up and shut-down of the dataplane (dataplane.hpp): an ordered list
-// of named steps, each with a clear error when it fails.
+// of named steps (Caladan's init table), each with a clear error when it
+// fails.
 #include "dataplane.hpp"
 
 #include <arpa/inet.h>
@@ -10,13 +11,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include <rte_cycles.h>
-#include <rte_eal.h>
-#include <rte_ethdev.h>
-#include <rte_lcore.h>
-#include <rte_mbuf.h>
-#include <rte_ring.h>
 #include <spdlog/spdlog.h>
+
+#include "clock.hpp"
 
 namespace gossamer::dataplane {
 
@@ -28,9 +25,7 @@ std::uint32_t parse_ip(const std::string& s) {
   return a.s_addr;
 }
 
-
 }  // namespace
-
 
 Dataplane::Dataplane(const config::Config& cfg)
     : cfg_(cfg),
@@ -55,90 +50,71 @@ Dataplane::~Dataplane() {
   free_retired(true);
   delete app_list_.load();
   close_metrics();
+  for (const Attaching& p : attaching_) ::close(p.fd);
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(socket_path_.c_str());
   }
+  if (control_epoll_fd_ >= 0) ::close(control_epoll_fd_);
   for (auto& k : cores_) {
     if (k->epoll_fd >= 0) ::close(k->epoll_fd);
     if (k->wake_fd >= 0) ::close(k->wake_fd);
-    if (k->held) rte_pktmbuf_free(k->held);
     for (auto& q : k->backlog)
       for (CoreMsg* m : q) delete m;
-    if (k->msgs) {
-      void* m;
-      while (rte_ring_dequeue(k->msgs, &m) == 0) delete static_cast<CoreMsg*>(m);
-      rte_ring_free(k->msgs);
-    }
-    if (k->frames) {
-      void* m;
-      while (rte_ring_dequeue(k->frames, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-      rte_ring_free(k->frames);
-    }
+    void* p;
+    if (k->msgs)
+      while (k->msgs->pop_burst(&p, 1)) delete static_cast<CoreMsg*>(p);
+    if (k->frames)
+      while (k->frames->pop_burst(&p, 1)) port_->release(port_->frame(p));
+    for (const Frame& f : k->tx_batch) port_->release(f);
   }
   if (icmp_guard_fd_ >= 0) ::close(icmp_guard_fd_);
-  if (port_started_) {
-    rte_eth_dev_stop(port_id_);
-    rte_eth_dev_close(port_id_);
-  }
-  if (eal_ready_) rte_eal_cleanup();
 }
 
-std::string Dataplane::start(const char* argv0) {
-  std::vector<std::string> args{argv0};
-  for (const auto& a : cfg_.dataplane.eal_args) args.push_back(a);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  if (rte_eal_init(int(argv.size()), argv.data()) < 0)
-    return std::string("DPDK EAL initialisation failed: ") + rte_strerror(rte_errno) +
-           " (check dataplane.eal_args)";
-  eal_ready_ = true;
-  tsc_hz_ = rte_get_tsc_hz();
-  port_id_ = cfg_.dataplane.port;
-  if (!rte_eth_dev_is_valid_port(port_id_))
-    return "DPDK port " + std::to_string(port_id_) + " does not exist (" +
-           std::to_string(rte_eth_dev_count_avail()) +
-           " ports; give a --vdev such as net_af_packet0,iface=veth0 in dataplane.eal_args)";
-  // One rx and one tx queue per core: a queue has one poller.
-  rte_eth_dev_info info{};
-  if (int r = rte_eth_dev_info_get(port_id_, &info); r < 0)
-    return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
-  if (info.max_rx_queues < ncores_ || info.max_tx_queues < ncores_)
-    return "dataplane.cores is " + std::to_string(ncores_) + ", but port " + std::to_string(port_id_) + " (" +
-           (info.driver_name ? info.driver_name : "?") + ") has " + std::to_string(info.max_rx_queues) +
-           " rx and " + std::to_string(info.max_tx_queues) + " tx queues; every core needs one of each " +
-           "(net_af_packet: qpairs=" + std::to_string(ncores_) + ", net_af_xdp: queue_count=" +
-           std::to_string(ncores_) + " in the --vdev argument)";
-  pool_ = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096 * ncores_ - 1), 256, 0,
-                                  RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
-  if (!pool_) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
-  rte_eth_conf conf{};
-  if (ncores_ > 1 && (info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP))) {
-    // A NIC spreads flows over the queues; the vdevs spread by their own
-    // means (af_packet: PACKET_FANOUT_HASH). Either way a frame may land
-    // on another core than its connection's, which steers it (poll_rx).
-    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-    conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+std::string Dataplane::start(const PortOpener& open) {
+  struct Step {
+    const char* name;
+    std::function<std::string()> run;
+  };
+  const Step steps[] = {
+      {"port", [&] { return open_port(open); }},
+      {"peers", [&] { return make_peers(); }},
+      {"cores", [&] { return make_cores(); }},
+      {"socket", [&] { return open_socket(); }},
+      {"metrics", [&] { return open_metrics(), std::string(); }},
+  };
+  for (const Step& s : steps) {
+    std::string err;
+    try {
+      err = s.run();
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    if (!err.empty()) return std::string("start-up step '") + s.name + "': " + err;
   }
-  if (int r = rte_eth_dev_configure(port_id_, std::uint16_t(ncores_), std::uint16_t(ncores_), &conf); r < 0)
-    return "rte_eth_dev_configure: " + std::string(rte_strerror(-r));
-  std::uint16_t nrx = 1024, ntx = 1024;
-  rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &nrx, &ntx);
-  int sock = rte_eth_dev_socket_id(port_id_);
-  for (std::uint16_t q = 0; q < ncores_; ++q) {
-    if (int r = rte_eth_rx_queue_setup(port_id_, q, nrx, sock < 0 ? 0 : unsigned(sock), nullptr, pool_); r < 0)
-      return "rx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
-    if (int r = rte_eth_tx_queue_setup(port_id_, q, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
-      return "tx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
-  }
-  if (int r = rte_eth_dev_start(port_id_); r < 0) return "port start: " + std::string(rte_strerror(-r));
-  port_started_ = true;
-  rte_ether_addr mac{};
-  rte_eth_macaddr_get(port_id_, &mac);
-  std::memcpy(mac_.data(), mac.addr_bytes, 6);
+  spdlog::info("host {} ({}) ready: {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
+               "connections, credits {}, {} polling core{}, socket {}",
+               self_, cfg_.self().name, port_->describe(), mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
+               hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
+               socket_path_);
+  return "";
+}
+
+// The port, behind the fault injector (`<socket>.faults`, read by core 0).
+std::string Dataplane::open_port(const PortOpener& open) {
+  std::unique_ptr<Port> p;
+  if (std::string err = open(std::uint16_t(ncores_), &p); !err.empty()) return err;
+  if (p->queues() < ncores_)
+    return "the port has " + std::to_string(p->queues()) + " queues; dataplane.cores is " + std::to_string(ncores_);
+  tsc_hz_ = p->tsc_hz() ? p->tsc_hz() : measure_tsc_hz();
+  mac_ = p->mac();
   if (cfg_.self().mac && std::memcmp(cfg_.self().mac->data(), mac_.data(), 6) != 0)
     spdlog::warn("the port's MAC differs from rack.hosts[{}].mac; peers will not reach us", self_);
+  port_ = std::make_unique<FaultPort>(std::move(p), tsc_hz_ / 1000);  // a reordered frame waits up to 1 ms
+  return "";
+}
 
+std::string Dataplane::make_peers() {
   peers_ = std::vector<Peer>(hosts_);
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     Peer& p = peers_[h];
@@ -151,15 +127,13 @@ std::string Dataplane::start(const char* argv0) {
     }
     if (h == self_) continue;
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
-      p.conns.push_back(std::make_unique<Connection>(std::uint16_t(self_), std::uint16_t(h),
-                                                     std::uint8_t(c), cfg_.connections.credits,
-                                                     boot_, tsc_hz_));
+      p.conns.push_back(std::make_unique<Connection>(std::uint16_t(self_), std::uint16_t(h), std::uint8_t(c),
+                                                     cfg_.connections.credits, boot_, tsc_hz_));
       p.conns.back()->set_coalescing(cfg_.connections.coalescing);
     }
     p.usable = std::make_unique<std::atomic<bool>[]>(conns_per_host_);
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) p.usable[c].store(p.conns[c]->usable());
   }
-
   // A kernel socket on our UDP port keeps the namespace's kernel from
   // answering our peers' frames with ICMP port-unreachable. Best effort.
   icmp_guard_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -171,18 +145,6 @@ std::string Dataplane::start(const char* argv0) {
     ::close(icmp_guard_fd_);
     icmp_guard_fd_ = -1;
   }
-  if (std::string err = make_cores(); !err.empty()) return err;
-  try {
-    open_socket();
-    open_metrics();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  spdlog::info("host {} ({}) ready: port {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
-               "connections, credits {}, {} polling core{}, socket {}",
-               self_, cfg_.self().name, port_id_, mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
-               hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
-               socket_path_);
   return "";
 }
 

@@ -1,22 +1,20 @@
 // The tx stage (dataplane.hpp): each core's connections to frames on its
-// tx queue.
+// port queue.
 #include "dataplane.hpp"
 
 #include <cstring>
 
-#include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_mbuf.h>
+#include "clock.hpp"
 
 namespace gossamer::dataplane {
 
 void Dataplane::transmit(Core& k, std::uint32_t peer, const std::uint8_t* payload, std::size_t len) {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (!m) {
+  Frame fr;
+  if (!port_->alloc(std::uint32_t(wire::kL2L4Bytes + len), &fr)) {
     ++k.stats.tx_failed;  // the retransmission timer covers it
     return;
   }
-  auto* f = static_cast<std::uint8_t*>(static_cast<void*>(rte_pktmbuf_append(m, std::uint16_t(wire::kL2L4Bytes + len))));
+  std::uint8_t* f = fr.data;
   std::memcpy(f + wire::kL2L4Bytes, payload, len);
   if (!k.mac_known[peer]) [[unlikely]] {
     if (const std::uint64_t l = peers_[peer].learned_mac.load(std::memory_order_relaxed); l >> 63) {
@@ -25,7 +23,7 @@ void Dataplane::transmit(Core& k, std::uint32_t peer, const std::uint8_t* payloa
     }
   }
   wire::write_l2l4(f, mac_.data(), k.macs[peer].data(), self_ep_, peers_[peer].ep, len);
-  k.tx_batch.push_back(m);
+  k.tx_batch.push_back(fr);
   if (k.tx_batch.size() >= kBurst) flush_tx(k);
 }
 
@@ -33,12 +31,11 @@ void Dataplane::flush_tx(Core& k) {
   std::size_t off = 0;
   int tries = 0;
   while (off < k.tx_batch.size() && tries++ < 8) {
-    off += rte_eth_tx_burst(port_id_, std::uint16_t(k.index), k.tx_batch.data() + off,
-                            std::uint16_t(k.tx_batch.size() - off));
+    off += port_->tx_burst(std::uint16_t(k.index), k.tx_batch.data() + off, std::uint16_t(k.tx_batch.size() - off));
   }
   k.stats.tx_frames += off;
   for (std::size_t i = off; i < k.tx_batch.size(); ++i) {
-    rte_pktmbuf_free(k.tx_batch[i]);
+    port_->release(k.tx_batch[i]);
     ++k.stats.tx_failed;
   }
   k.tx_batch.clear();
@@ -47,7 +44,7 @@ void Dataplane::flush_tx(Core& k) {
 // This core's connections: send what credits allow, timers, owed acks.
 bool Dataplane::pump(Core& k) {
   bool worked = false;
-  std::uint64_t now = rte_rdtsc();
+  const std::uint64_t now = tsc_now();
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     if (h == self_) continue;
     Peer& p = peers_[h];

@@ -1,0 +1,56 @@
+// A port: the dataplane's frames in and out, one queue per polling core
+// (DESIGN.md §2 "Inside the dataplane"). The stages above it never see the
+// device: port_dpdk.cpp drives a DPDK ethdev (the only file that calls
+// rte_eth_* and rte_pktmbuf_*), port_faults.cpp injects loss, duplication and
+// reordering into another port's receive path, and port_loopback.cpp joins
+// two dataplanes in one process (tests, no root, no EAL).
+//
+// A frame is a handle the port owns: `data` points at the Ethernet header,
+// `len` is the frame's length (0 for a frame the port cannot present as one
+// contiguous buffer, which no stage accepts). A received frame is released
+// exactly once, by whoever holds it last; an allocated frame is either sent
+// or released. Queue q is used by one core at a time; alloc and release may
+// be called from any core.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gossamer::dataplane {
+
+struct Frame {
+  void* handle = nullptr;
+  std::uint8_t* data = nullptr;
+  std::uint32_t len = 0;
+};
+
+class Port {
+ public:
+  virtual ~Port() = default;
+  virtual std::uint16_t queues() const = 0;
+  virtual std::array<std::uint8_t, 6> mac() const = 0;
+  // Receives up to `n` frames on queue `q`.
+  virtual std::uint16_t rx_burst(std::uint16_t q, Frame* out, std::uint16_t n) = 0;
+  // A frame of `len` bytes to fill and send; false when none is left.
+  virtual bool alloc(std::uint32_t len, Frame* out) = 0;
+  // Sends frames on queue `q`; returns how many the port took. The rest
+  // stay the caller's.
+  virtual std::uint16_t tx_burst(std::uint16_t q, Frame* frames, std::uint16_t n) = 0;
+  virtual void release(const Frame& f) = 0;
+  // One more reference to a received frame: it will be released twice.
+  virtual void retain(const Frame& f) = 0;
+  // The frame behind a handle (frames cross cores as handles).
+  virtual Frame frame(void* handle) const = 0;
+  // The TSC frequency the port's environment measured, or 0.
+  virtual std::uint64_t tsc_hz() const { return 0; }
+  // A polling core other than the process's main thread starts or stops
+  // (DPDK registers it for its per-core mempool cache).
+  virtual void thread_started(std::uint32_t /*core*/) {}
+  virtual void thread_stopped(std::uint32_t /*core*/) {}
+  // One line for the start-up log: driver, queues.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace gossamer::dataplane

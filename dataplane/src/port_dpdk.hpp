@@ -1,0 +1,46 @@
+// A DPDK ethdev as the dataplane's port (port.hpp): the EAL, the mbuf pool,
+// one rx and one tx queue per polling core. The only file that calls
+// rte_eth_* and rte_pktmbuf_*.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "port.hpp"
+
+struct rte_mempool;
+
+namespace gossamer::dataplane {
+
+class DpdkPort final : public Port {
+ public:
+  // Initialises the EAL with `eal_args` and starts port `port` with
+  // `queues` rx and tx queues. Returns "" or an error naming what to check.
+  static std::string open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port,
+                          std::uint16_t queues, std::unique_ptr<Port>* out);
+  ~DpdkPort() override;
+
+  std::uint16_t queues() const override { return queues_; }
+  std::array<std::uint8_t, 6> mac() const override { return mac_; }
+  std::uint16_t rx_burst(std::uint16_t q, Frame* out, std::uint16_t n) override;
+  bool alloc(std::uint32_t len, Frame* out) override;
+  std::uint16_t tx_burst(std::uint16_t q, Frame* frames, std::uint16_t n) override;
+  void release(const Frame& f) override;
+  void retain(const Frame& f) override;
+  Frame frame(void* handle) const override;
+  std::uint64_t tsc_hz() const override;
+  void thread_started(std::uint32_t core) override;
+  void thread_stopped(std::uint32_t core) override;
+  std::string describe() const override;
+
+ private:
+  DpdkPort() = default;
+  std::uint16_t port_ = 0, queues_ = 0;
+  std::array<std::uint8_t, 6> mac_{};
+  rte_mempool* pool_ = nullptr;
+  bool eal_ready_ = false, started_ = false;
+  std::string driver_;
+};
+
+}  // namespace gossamer::dataplane
