@@ -1,0 +1,22 @@
+// Two ports joined back to back in one process (port.hpp), for running two
+// dataplanes without a NIC, root or the EAL (tests; Seastar's
+// loopback_socket.hh is the model). Frames really move: a frame sent on one
+// side is a buffer the other side receives, byte for byte. As a NIC with one
+// flow between two hosts would (af_packet's fanout hash, RSS), every frame
+// arrives on rx queue 0, so a dataplane with several cores steers most of
+// them. A side whose receive ring is full drops what is sent to it (like a
+// NIC out of descriptors): the connections retransmit.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "port.hpp"
+
+namespace gossamer::dataplane {
+
+// Ports a and b, `queues` queues each, with MACs 02:00:00:00:00:0a and
+// 02:00:00:00:00:0b.
+std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues);
+
+}  // namespace gossamer::dataplane

@@ -1,0 +1,286 @@
+// The loopback rack and fake applications (loopback_rack.hpp).
+#include "loopback_rack.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <gossamer/config.hpp>
+
+#include "port_loopback.hpp"
+
+namespace gossamer::dataplane::testing {
+
+namespace {
+
+template <class T>
+T load_acquire(const void* p) {
+  return std::atomic_ref<T>(*static_cast<T*>(const_cast<void*>(p))).load(std::memory_order_acquire);
+}
+template <class T>
+void store_release(void* p, T v) {
+  std::atomic_ref<T>(*static_cast<T*>(p)).store(v, std::memory_order_release);
+}
+
+config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns) {
+  std::ostringstream y;
+  y << "host: {index: " << host << "}\n"
+    << "rack:\n  hosts:\n"
+    << "    - {name: a, control: 127.0.0.1:17700, data: 198.18.0.1:7800, mac: \"02:00:00:00:00:0a\"}\n"
+    << "    - {name: b, control: 127.0.0.1:17701, data: 198.18.0.2:7800, mac: \"02:00:00:00:00:0b\"}\n"
+    << "dataplane:\n  cores: " << cores << "\n  socket: " << dir << "/{host}.sock\n"
+    << "connections:\n  per_remote_host: " << conns << "\n";
+  auto r = config::load_string(y.str(), "loopback-rack.yaml");
+  if (!r) {
+    std::ostringstream e;
+    config::write_errors(r, e);
+    throw std::runtime_error(e.str());
+  }
+  return r.config();
+}
+
+}  // namespace
+
+LoopbackRack::LoopbackRack(const Options& o) {
+  char tmpl[] = "/tmp/gossamer-loopback-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  auto [a, b] = make_loopback_pair(std::uint16_t(std::max(o.cores_a, o.cores_b)));
+  std::unique_ptr<Port> ports[2] = {std::move(a), std::move(b)};
+  const std::uint32_t cores[2] = {o.cores_a, o.cores_b};
+  for (int h = 0; h < 2; ++h) {
+    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns));
+    if (!o.faults.empty()) std::ofstream(socket(h) + ".faults") << o.faults << "\n";
+    auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
+      *out = std::move(ports[h]);
+      return std::string();
+    };
+    if (std::string err = dp_[h]->start(open); !err.empty()) throw std::runtime_error(err);
+  }
+  for (int h = 0; h < 2; ++h) threads_[h] = std::thread([this, h] { dp_[h]->run(stop_); });
+}
+
+void LoopbackRack::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_.store(true);
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+LoopbackRack::~LoopbackRack() {
+  stop();
+  for (auto& d : dp_) d.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string LoopbackRack::socket(int host) const { return dir_ + (host == 0 ? "/a.sock" : "/b.sock"); }
+
+std::uint64_t LoopbackRack::stat(int host, const std::string& name) const {
+  std::ifstream in(socket(host) + ".stats");
+  std::string key;
+  std::uint64_t v, sum = 0;
+  while (in >> key >> v) {
+    if (const auto brace = key.find('{'); brace != std::string::npos) key.resize(brace);
+    if (key == name) sum += v;
+  }
+  return sum;
+}
+
+FakeApp::FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, std::uint32_t total,
+                 std::uint64_t run_key)
+    : socket_(std::move(socket)), host_(host), hosts_(hosts), total_(total), run_key_(run_key) {
+  abi::host_threads(total, hosts, host, &first_, &local_);
+  if (!abi::segment_layout(total, local_, &layout_)) throw std::runtime_error("bad thread counts");
+  memfd_ = ::memfd_create("fake-app", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (memfd_ < 0 || ::ftruncate(memfd_, off_t(layout_.bytes)) != 0 ||
+      ::fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    throw std::runtime_error("memfd");
+  void* p = ::mmap(nullptr, layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("mmap");
+  base_ = static_cast<std::uint8_t*>(p);
+  abi::SegmentHeader h{};
+  h.magic = abi::kSegmentMagic;
+  h.attach_version = abi::kAttachVersion;
+  h.slot_layout = abi::kLayoutVersion;
+  h.segment_bytes = layout_.bytes;
+  h.total_threads = total_;
+  h.first_thread = first_;
+  h.local_threads = local_;
+  h.host_index = host_;
+  h.host_count = hosts_;
+  h.doorbell_entries = layout_.doorbell_entries;
+  h.request_primary = layout_.request_primary;
+  h.response_primary = layout_.response_primary;
+  h.request_overflow = layout_.request_overflow;
+  h.response_overflow = layout_.response_overflow;
+  h.wake_words = layout_.wake_words;
+  h.doorbells = layout_.doorbells;
+  h.doorbell_stride = layout_.doorbell_stride;
+  h.counters = layout_.counters;
+  std::memcpy(base_, &h, sizeof h);
+  eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+FakeApp::~FakeApp() {
+  if (base_) ::munmap(base_, layout_.bytes);
+  for (int fd : {memfd_, eventfd_, sock_})
+    if (fd >= 0) ::close(fd);
+}
+
+abi::DataplaneMessage FakeApp::attach() {
+  sock_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", socket_.c_str());
+  if (::connect(sock_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    throw std::runtime_error("connect " + socket_ + ": " + std::strerror(errno));
+  abi::AttachRequest req{};
+  req.type = abi::kMsgAttach;
+  req.attach_version = abi::kAttachVersion;
+  req.slot_layout = abi::kLayoutVersion;
+  req.build_id_len = 20;
+  std::memset(req.build_id, 0x5a, 20);
+  req.run_key = run_key_;
+  req.total_threads = total_;
+  req.pid = std::uint32_t(::getpid());
+  req.segment_bytes = layout_.bytes;
+  int fds[2] = {memfd_, eventfd_};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof fds)] = {};
+  iovec iov{&req, sizeof req};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (::sendmsg(sock_, &mh, 0) != ssize_t(sizeof req)) throw std::runtime_error("sendmsg");
+  abi::DataplaneMessage m{};
+  if (!wait_message(0, 10'000, &m)) throw std::runtime_error("no answer to the attach request");
+  return m;
+}
+
+bool FakeApp::wait_message(std::uint32_t type, int timeout_ms, abi::DataplaneMessage* out) {
+  pollfd pfd{sock_, POLLIN, 0};
+  if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
+  abi::DataplaneMessage m{};
+  if (::recv(sock_, &m, sizeof m, 0) != ssize_t(sizeof m)) return false;
+  if (out) *out = m;
+  return type == 0 || m.type == type;
+}
+
+void FakeApp::send_detach() {
+  abi::AppMessage m{abi::kMsgDetach, 0};
+  ::send(sock_, &m, sizeof m, MSG_NOSIGNAL);
+}
+
+std::uint8_t* FakeApp::slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size) const {
+  return base_ + region + (std::size_t(row) * total_ + col) * size;
+}
+
+void FakeApp::ring(std::uint32_t li, std::uint32_t entry) {
+  auto* r = reinterpret_cast<abi::DoorbellRing*>(base_ + layout_.doorbells + li * layout_.doorbell_stride);
+  auto* entries = reinterpret_cast<std::uint32_t*>(r + 1);
+  const std::uint32_t head = std::atomic_ref<std::uint32_t>(r->head).load(std::memory_order_relaxed);
+  store_release<std::uint32_t>(&entries[head & (layout_.doorbell_entries - 1)], entry);
+  store_release<std::uint32_t>(&r->head, head + 1);
+  // Dekker with the dataplane's sleep: kick it if any core sleeps.
+  auto* hdr = reinterpret_cast<abi::SegmentHeader*>(base_);
+  if (std::atomic_ref<std::uint32_t>(hdr->dataplane_sleeping).fetch_or(0, std::memory_order_seq_cst)) {
+    std::uint64_t one = 1;
+    (void)!::write(eventfd_, &one, sizeof one);
+  }
+}
+
+void FakeApp::request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq,
+                      const std::vector<std::uint8_t>& body) {
+  const std::uint32_t client = first_ + li;
+  std::uint8_t* primary = slot(layout_.request_primary, trustee, client, abi::kPrimaryBytes);
+  abi::RequestSlotHeader h{};
+  h.seq = seq;
+  h.count = 1;
+  h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), abi::kRequestPrimaryData));
+  h.overflow_len = std::uint16_t(body.size() - h.primary_len);
+  std::memcpy(primary + sizeof h, body.data(), h.primary_len);
+  std::memcpy(slot(layout_.request_overflow, trustee, client, abi::kOverflowBytes), body.data() + h.primary_len,
+              h.overflow_len);
+  std::memcpy(primary + 4, reinterpret_cast<const std::uint8_t*>(&h) + 4, sizeof h - 4);
+  store_release<std::uint32_t>(primary, seq);
+  ring(li, trustee);
+}
+
+std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee) const {
+  return load_acquire<std::uint32_t>(slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes));
+}
+
+std::vector<std::uint8_t> FakeApp::response_body(std::uint32_t li, std::uint32_t trustee) const {
+  const std::uint8_t* primary = slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes);
+  abi::ResponseSlotHeader h;
+  std::memcpy(&h, primary, sizeof h);
+  std::vector<std::uint8_t> b(std::size_t(h.primary_len) + h.overflow_len);
+  std::memcpy(b.data(), primary + sizeof h, h.primary_len);
+  std::memcpy(b.data() + h.primary_len, slot(layout_.response_overflow, first_ + li, trustee, abi::kOverflowBytes),
+              h.overflow_len);
+  return b;
+}
+
+std::uint32_t FakeApp::request_seq(std::uint32_t li, std::uint32_t client) const {
+  return load_acquire<std::uint32_t>(slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes));
+}
+
+std::vector<std::uint8_t> FakeApp::request_body(std::uint32_t li, std::uint32_t client) const {
+  const std::uint8_t* primary = slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes);
+  abi::RequestSlotHeader h;
+  std::memcpy(&h, primary, sizeof h);
+  std::vector<std::uint8_t> b(std::size_t(h.primary_len) + h.overflow_len);
+  std::memcpy(b.data(), primary + sizeof h, h.primary_len);
+  std::memcpy(b.data() + h.primary_len, slot(layout_.request_overflow, first_ + li, client, abi::kOverflowBytes),
+              h.overflow_len);
+  return b;
+}
+
+void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
+                      const std::vector<std::uint8_t>& body) {
+  const std::uint32_t trustee = first_ + li;
+  std::uint8_t* primary = slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes);
+  abi::ResponseSlotHeader h{};
+  h.seq = seq;
+  h.count = 1;
+  h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), abi::kResponsePrimaryData));
+  h.overflow_len = std::uint16_t(body.size() - h.primary_len);
+  std::memcpy(primary + sizeof h, body.data(), h.primary_len);
+  std::memcpy(slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes), body.data() + h.primary_len,
+              h.overflow_len);
+  std::memcpy(primary + 4, reinterpret_cast<const std::uint8_t*>(&h) + 4, sizeof h - 4);
+  store_release<std::uint32_t>(primary, seq);
+  ring(li, client | abi::kDoorbellResponse);
+}
+
+std::vector<std::uint8_t> pattern(std::uint32_t client, std::uint32_t trustee, std::uint32_t seq, bool response,
+                                  std::size_t len) {
+  std::vector<std::uint8_t> b(len);
+  std::uint32_t x = client * 0x9e3779b1u ^ trustee * 0x85ebca6bu ^ seq * 0xc2b2ae35u ^ (response ? 0x27d4eb2fu : 0);
+  for (auto& c : b) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    c = std::uint8_t(x);
+  }
+  return b;
+}
+
+}  // namespace gossamer::dataplane::testing

@@ -1,0 +1,87 @@
+// Two dataplanes in one process over the loopback port (port_loopback.hpp)
+// behind the fault injector, and fake application instances that attach
+// through the real unix socket and drive the shared-memory contract
+// (gossamer/abi/attach.hpp, slots.hpp) by hand. No root, no EAL.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gossamer/abi/attach.hpp>
+#include <gossamer/abi/slots.hpp>
+
+#include "dataplane.hpp"
+
+namespace gossamer::dataplane::testing {
+
+// A rack of two hosts ("a", "b"), each a Dataplane on its own thread; the
+// ports are a loopback pair behind FaultPorts. Files go to a fresh
+// directory under /tmp.
+class LoopbackRack {
+ public:
+  struct Options {
+    std::uint32_t cores_a = 1, cores_b = 1;
+    std::uint32_t conns = 2;
+    std::string faults;  // written to both hosts' <socket>.faults before start
+  };
+  explicit LoopbackRack(const Options& o);
+  ~LoopbackRack();  // stops both, removes the directory
+  void stop();      // joins the dataplanes (they write their stats files)
+  std::string socket(int host) const;
+  // A counter of host h's <socket>.stats file, summed over its label sets.
+  std::uint64_t stat(int host, const std::string& name) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<Dataplane> dp_[2];
+  std::thread threads_[2];
+  bool stopped_ = false;
+};
+
+// One application instance: a sealed memfd segment laid out as the
+// runtime lays it out, attached over the dataplane's socket.
+class FakeApp {
+ public:
+  FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, std::uint32_t total, std::uint64_t run_key);
+  ~FakeApp();
+  // Sends the attach request; returns the answer (kMsgAttachOk or kMsgRefused).
+  abi::DataplaneMessage attach();
+  // Waits for a message of `type`; false after `timeout_ms` or another message.
+  bool wait_message(std::uint32_t type, int timeout_ms, abi::DataplaneMessage* out = nullptr);
+  void send_detach();
+
+  std::uint32_t first() const { return first_; }
+  std::uint32_t local() const { return local_; }
+
+  // Client side: local thread `li` publishes batch `seq` to remote trustee
+  // `trustee` and rings its doorbell.
+  void request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq, const std::vector<std::uint8_t>& body);
+  std::uint32_t response_seq(std::uint32_t li, std::uint32_t trustee) const;
+  std::vector<std::uint8_t> response_body(std::uint32_t li, std::uint32_t trustee) const;
+  // Trustee side: the request slot of (local trustee li, remote client).
+  std::uint32_t request_seq(std::uint32_t li, std::uint32_t client) const;
+  std::vector<std::uint8_t> request_body(std::uint32_t li, std::uint32_t client) const;
+  void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body);
+
+ private:
+  std::uint8_t* slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size) const;
+  void ring(std::uint32_t li, std::uint32_t entry);
+  std::string socket_;
+  std::uint32_t host_, hosts_, total_, first_ = 0, local_ = 0;
+  std::uint64_t run_key_;
+  abi::SegmentLayout layout_{};
+  int memfd_ = -1, eventfd_ = -1, sock_ = -1;
+  std::uint8_t* base_ = nullptr;
+};
+
+// A body of `len` bytes that names (client, trustee, seq, direction).
+std::vector<std::uint8_t> pattern(std::uint32_t client, std::uint32_t trustee, std::uint32_t seq, bool response,
+                                  std::size_t len);
+
+}  // namespace gossamer::dataplane::testing
