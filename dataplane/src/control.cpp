@@ -362,7 +362,7 @@ void Dataplane::app_message(App& a) {
 }
 
 void Dataplane::detached(App& a) {
-  pump(*cores_[0]);
+  cores_[0]->transport->pump();
   send_msg(a, abi::kMsgDetached, self_, "");
   a.bad_reason = "detached";
   a.bad = true;
@@ -423,7 +423,7 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   w.app = a.key;
   w.primary_len = sizeof(wire::AttachAnnounce);
   wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
-  peers_[peer].conns[0]->enqueue(w, &an);
+  cores_[0]->transport->enqueue(peer, 0, w, &an);
 }
 
 // A peer's application attached or detached (rx.cpp posted it).

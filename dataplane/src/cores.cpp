@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
+#include "udp_transport.hpp"
 
 namespace gossamer::dataplane {
 
@@ -67,6 +68,8 @@ std::string Dataplane::make_cores() {
     }
     k->resets_seen.assign(hosts_, std::vector<std::uint64_t>(conns_per_host_, 0));
     k->pub_conns.resize(std::size_t(hosts_) * conns_per_host_);
+    k->transport = std::make_unique<UdpTransport>(*this, *k);
+    k->sink = std::make_unique<CoreSink>(*this, *k);
     cores_.push_back(std::move(k));
   }
   auto* list = new AppList;
@@ -127,13 +130,14 @@ void Dataplane::handle(Core& k, CoreMsg& m) {
       if (m.boot != peers_[m.peer].boot_seen.load(std::memory_order_acquire)) {
         ++k.stats.records_rejected;  // for the peer's previous incarnation
       } else if (m.kind == CoreMsg::Kind::kRecord) {
-        peers_[m.peer].conns[m.conn]->enqueue(m.rec, m.bytes.data());
+        k.transport->enqueue(m.peer, m.conn, m.rec, m.bytes.data());
       } else {
         peers_[m.peer].conns[0]->enqueue_records(m.bytes.data(), m.bytes.size());
       }
       break;
     case CoreMsg::Kind::kRestart:
-      peer_restarted(k, m.peer, m.boot);
+      k.transport->peer_restarted(m.peer, m.boot);
+      if (k.index == 0) control_restart(m.peer, m.boot);
       break;
     case CoreMsg::Kind::kDrain: {
       // The records go before the answer: to core 0 on the same ring, to
@@ -209,7 +213,7 @@ void Dataplane::publish(Core& k) {
   for (std::uint32_t h = 0; h < hosts_; ++h)
     for (std::uint32_t j = k.index; h != self_ && j < conns_per_host_; j += ncores_) {
       c = abi::ConnCounters{};
-      fill_conn(c, *peers_[h].conns[j]);
+      k.transport->counters(h, j, &c);
       store_words(&k.pub_conns[std::size_t(h) * conns_per_host_ + j], &c, sizeof c);
     }
   k.pub_seq.store(s0 + 2, std::memory_order_release);

@@ -38,6 +38,7 @@
 #include "port.hpp"
 #include "port_faults.hpp"
 #include "ring.hpp"
+#include "transport.hpp"
 #include "wire.hpp"
 
 namespace gossamer::dataplane {
@@ -92,6 +93,8 @@ void fill_conn(abi::ConnCounters& out, const Connection& c);
 // polling core). Returns "" or an error.
 using PortOpener = std::function<std::string(std::uint16_t queues, std::unique_ptr<Port>* out)>;
 
+class UdpTransport;
+
 class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
@@ -103,8 +106,17 @@ class Dataplane {
   void run(const std::atomic<bool>& stop);
 
  private:
+  friend class UdpTransport;  // the UDP transport works on the connections and port of its core
   using AppList = std::vector<App*>;
   struct Core;
+  // What a core's transport delivers to (deliver.cpp).
+  struct CoreSink final : DeliverySink {
+    Dataplane& dp;
+    Core& k;
+    CoreSink(Dataplane& d, Core& c) : dp(d), k(c) {}
+    void deliver(std::uint32_t peer, const wire::RecordView& v) override { dp.deliver(k, peer, v); }
+    void peer_restarted(std::uint32_t peer, std::uint32_t boot) override { dp.peer_restarted(k, peer, boot); }
+  };
   // A periodic job of a core's loop (loop.cpp).
   struct Periodic {
     const char* name;
@@ -115,6 +127,8 @@ class Dataplane {
 
   struct Core {
     std::uint32_t index = 0;          // also its port queue (rx and tx)
+    std::unique_ptr<Transport> transport;  // this core's connections (UdpTransport)
+    std::unique_ptr<CoreSink> sink;
     std::unique_ptr<MpscRing> frames; // frame handles steered to this core
     std::unique_ptr<MpscRing> msgs;   // CoreMsg* posted to this core
     std::vector<std::deque<CoreMsg*>> backlog;  // per destination core: its ring was full
@@ -207,22 +221,14 @@ class Dataplane {
   bool any_doorbell(const Core& k);
   void enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& w, const std::uint8_t* payload);
 
-  // ---- rx.cpp (every core): frames -> connections -> slots
+  // ---- deliver.cpp (every core): records the transport received -> slots
   bool owns_conn(const Core& k, std::uint32_t conn) const { return conn % ncores_ == k.index; }
   std::uint32_t conn_owner(std::uint32_t conn) const { return conn % ncores_; }
-  bool poll_rx(Core& k);
-  void dispatch(Core& k, const Frame& f, std::uint64_t now);
-  bool poll_steered(Core& k);
-  void process_frame(Core& k, const std::uint8_t* data, std::size_t len, std::uint64_t now);
-  void peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot);
   void deliver(Core& k, std::uint32_t src_host, const wire::RecordView& v);
   void deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
   void deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
-
-  // ---- tx.cpp (every core): connections -> frames
-  bool pump(Core& k);
-  void transmit(Core& k, std::uint32_t peer, const std::uint8_t* payload, std::size_t len);
-  void flush_tx(Core& k);
+  void peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot);
+  void control_restart(std::uint32_t peer, std::uint32_t boot);
 
   // ---- cores.cpp: between cores
   void post(Core& from, std::uint32_t to, CoreMsg* m);

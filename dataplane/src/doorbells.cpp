@@ -122,7 +122,7 @@ std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
 // On the connection, or to its core when another core owns it.
 void Dataplane::enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& w,
                         const std::uint8_t* payload) {
-  if (owns_conn(k, conn)) return peers_[peer].conns[conn]->enqueue(w, payload);
+  if (owns_conn(k, conn)) return k.transport->enqueue(peer, conn, w, payload);
   ++k.stats.handoffs;
   auto* m = new CoreMsg{CoreMsg::Kind::kRecord};
   m->peer = peer;

@@ -68,11 +68,10 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
   std::uint64_t last = tsc_now();
   while (!stop.load(std::memory_order_relaxed)) {
     refresh_apps(k);                          // the application list core 0 published
-    bool worked = poll_rx(k);                 // our port queue: process, or steer to the owner
-    worked |= poll_steered(k);                // frames other queues received for our connections
+    bool worked = k.transport->poll(*k.sink); // frames -> connections -> deliver (slots, announces)
     worked |= poll_msgs(k);                   // records and control from other cores
     worked |= poll_doorbells(k);              // our threads' rings -> connections
-    worked |= pump(k);                        // our connections -> our tx queue
+    worked |= k.transport->pump();            // our connections -> frames: data, timers, acks
     if (k.backlogged) flush_backlog(k);       // messages that found another core's ring full
     if (control_ready_ && k.index == 0) worked |= poll_control(k);  // sockets epoll reported
     std::uint64_t now = tsc_now();
@@ -94,7 +93,6 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     k.stats.idle_cycles += now - last;
     last = now;
   }
-  flush_tx(k);
   publish(k);
 }
 
@@ -143,10 +141,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_or(bit, std::memory_order_seq_cst);
   k.sleeping.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with wake()
-  std::uint64_t deadline = UINT64_MAX;
-  for (std::uint32_t h = 0; h < hosts_; ++h)
-    for (std::uint32_t j = k.index; h != self_ && j < conns_per_host_; j += ncores_)
-      deadline = std::min(deadline, peers_[h].conns[j]->next_deadline());
+  const std::uint64_t deadline = k.transport->next_deadline();
   const std::uint64_t since_work = now - k.last_work;
   std::uint64_t timeout_ns =
       since_work >= tsc_hz_ ? kMaxSleepNs

@@ -1,0 +1,117 @@
+// The deliver stage (dataplane.hpp): whole records a core's transport
+// received -> application slots; peers' announces and restarts -> the
+// control stage.
+#include "dataplane.hpp"
+
+#include <cstring>
+
+#include "clock.hpp"
+#include "shm_access.hpp"
+
+namespace gossamer::dataplane {
+
+// The peer restarted as `boot` (the transport of core k saw it): records
+// posted to other cores before now were for the previous incarnation; the
+// other cores reset their connections to it; core 0's control stage forgets
+// its applications and announces ours again.
+void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot) {
+  Peer& p = peers_[peer];
+  std::uint32_t seen = p.boot_seen.load(std::memory_order_relaxed);
+  while (std::int32_t(boot - seen) > 0 &&
+         !p.boot_seen.compare_exchange_weak(seen, boot, std::memory_order_acq_rel)) {
+  }
+  for (std::uint32_t o = 0; o < ncores_; ++o) {
+    if (o == k.index) continue;
+    auto* m = new CoreMsg{CoreMsg::Kind::kRestart};
+    m->peer = peer;
+    m->boot = boot;
+    post(k, o, m);
+  }
+  if (k.index == 0) control_restart(peer, boot);
+}
+
+// Core 0: to the control stage, in arrival order with the announces.
+void Dataplane::control_restart(std::uint32_t peer, std::uint32_t boot) {
+  control_events_.push_back(ControlEvent{peer, boot, {}, {}});
+  control_ready_ = true;
+}
+
+void Dataplane::deliver(Core& k, std::uint32_t src, const wire::RecordView& v) {
+  const wire::WireRecord& r = v.rec;
+  if (r.kind == wire::kRecAttach || r.kind == wire::kRecDetach) {
+    if (k.index != 0) {  // announces travel on connection 0 (core 0's)
+      ++k.stats.records_rejected;
+      return;
+    }
+    ControlEvent e{src, 0, r, {}};
+    std::memcpy(&e.an, v.payload, sizeof e.an);
+    control_events_.push_back(e);  // to the control stage, in arrival order
+    control_ready_ = true;
+    return;
+  }
+  App* a = app_by_key(k, r.app);
+  if (!a) {
+    ++k.stats.records_no_app;
+    return;
+  }
+  if (r.kind == wire::kRecRequest) deliver_request(k, *a, src, v);
+  else deliver_response(k, *a, src, v);
+}
+
+void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v) {
+  const wire::WireRecord& r = v.rec;
+  if (r.client >= a.total || r.trustee >= a.total || !a.is_local(r.trustee) ||
+      host_of(a.total, r.client) != src || r.primary_len > abi::kRequestPrimaryData ||
+      r.overflow_len > abi::kOverflowBytes) {
+    ++k.stats.records_rejected;
+    return;
+  }
+  std::uint32_t li = r.trustee - a.first;
+  const std::uint32_t last = a.get(a.in_req, li, r.client);
+  std::uint8_t* primary = a.request_primary(r.trustee, r.client);
+  // The next batch, and the trustee has answered the previous one.
+  if (r.slot_seq != last + 1 ||
+      load_acquire<std::uint32_t>(a.response_primary(r.client, r.trustee)) != last) {
+    ++k.stats.records_rejected;
+    return;
+  }
+  abi::RequestSlotHeader h{};
+  h.count = r.count;
+  h.primary_len = r.primary_len;
+  h.overflow_len = r.overflow_len;
+  std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
+  std::memcpy(primary + sizeof h, v.payload, r.primary_len);
+  std::memcpy(a.request_overflow(r.trustee, r.client), v.payload + r.primary_len, r.overflow_len);
+  a.set(a.in_req, li, r.client, r.slot_seq);
+  store_release<std::uint32_t>(primary, r.slot_seq);
+  a.wake_thread(li);
+}
+
+void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v) {
+  const wire::WireRecord& r = v.rec;
+  if (r.client >= a.total || r.trustee >= a.total || !a.is_local(r.client) ||
+      host_of(a.total, r.trustee) != src || r.primary_len > abi::kResponsePrimaryData ||
+      r.overflow_len > abi::kOverflowBytes) {
+    ++k.stats.records_rejected;
+    return;
+  }
+  std::uint32_t li = r.client - a.first;
+  std::uint8_t* primary = a.response_primary(r.client, r.trustee);
+  // Answers the request we shipped last, and only once.
+  if (r.slot_seq != a.get(a.out_req, li, r.trustee) || load_acquire<std::uint32_t>(primary) == r.slot_seq) {
+    ++k.stats.records_rejected;
+    return;
+  }
+  abi::ResponseSlotHeader h{};
+  h.count = r.count;
+  h.primary_len = r.primary_len;
+  h.overflow_len = r.overflow_len;
+  h.flags = r.slot_flags & abi::kResponseMore;
+  std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
+  std::memcpy(primary + sizeof h, v.payload, r.primary_len);
+  std::memcpy(a.response_overflow(r.client, r.trustee), v.payload + r.primary_len, r.overflow_len);
+  store_release<std::uint32_t>(primary, r.slot_seq);
+  a.wake_thread(li);
+}
+
+}  // namespace gossamer::dataplane

@@ -1,0 +1,34 @@
+// The UDP transport (transport.hpp): this core's Connections to every peer
+// over its Port queue. Frames that land on another core's queue are steered
+// to their connection's core (dataplane/README.md "Polling cores").
+#pragma once
+
+#include "dataplane.hpp"
+#include "transport.hpp"
+
+namespace gossamer::dataplane {
+
+class UdpTransport final : public Transport {
+ public:
+  UdpTransport(Dataplane& dp, Dataplane::Core& k) : dp_(dp), k_(k) {}
+  void enqueue(std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& r, const void* payload) override;
+  bool poll(DeliverySink& sink) override;
+  bool pump() override;
+  bool usable(std::uint32_t peer, std::uint32_t conn) const override;
+  std::uint64_t next_deadline() const override;
+  void peer_restarted(std::uint32_t peer, std::uint32_t boot) override;
+  void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const override;
+
+ private:
+  bool poll_rx(DeliverySink& sink);
+  bool poll_steered(DeliverySink& sink);
+  void dispatch(const Frame& f, std::uint64_t now, DeliverySink& sink);
+  void process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now, DeliverySink& sink);
+  void transmit(std::uint32_t peer, const std::uint8_t* payload, std::size_t len);
+  void flush_tx();
+
+  Dataplane& dp_;
+  Dataplane::Core& k_;
+};
+
+}  // namespace gossamer::dataplane
