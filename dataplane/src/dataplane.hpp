@@ -206,8 +206,9 @@ class Dataplane {
   void free_retired(bool all);
   void release(App& a);
   void send_msg(App& a, std::uint32_t type, std::uint32_t host, const std::string& text);
-  void check_starts();
   void detached(App& a);
+  // ---- peers.cpp (core 0): the peers' applications, the start barrier
+  void check_starts();
   void on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an);
   void announce(std::uint32_t peer, std::uint8_t kind, const App& a);
   void peer_restarted_control(std::uint32_t peer, std::uint32_t boot);

@@ -1,0 +1,97 @@
+// The control stage's view of the peers (core 0, dataplane.hpp): which
+// applications every other host has attached (their announces), the start
+// barrier, and our announces to them.
+#include "dataplane.hpp"
+
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace gossamer::dataplane {
+
+void Dataplane::check_starts() {
+  for (std::size_t i = 0; i < apps_.size(); ++i) {
+    App& a = *apps_[i];
+    if (a.started || a.bad) continue;
+    bool all = true;
+    for (std::uint32_t h = 0; h < hosts_ && !a.bad; ++h) {
+      if (h == self_) continue;
+      auto it = peers_[h].apps.find(a.key);
+      if (it == peers_[h].apps.end()) {
+        all = false;
+        continue;
+      }
+      const wire::AttachAnnounce& r = it->second.a;
+      if (r.build_hash != a.build_hash || r.total_threads != a.total) {
+        std::string why = "host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name + ") runs " +
+                          (r.build_hash != a.build_hash ? "a different build of this program (build-id differs)"
+                                                        : "this program with " + std::to_string(r.total_threads) +
+                                                              " threads instead of " + std::to_string(a.total));
+        send_msg(a, abi::kMsgRefused, h, why);
+        a.bad = true;
+        a.bad_reason = why;
+      }
+    }
+    if (all && !a.bad && !a.drains_pending) {
+      a.started = true;
+      spdlog::info("pid {}: every host attached, start", a.pid);
+      send_msg(a, abi::kMsgStart, self_, "");
+    }
+  }
+}
+
+App* Dataplane::app_by_key(const Core& k, std::uint64_t key) {
+  for (App* a : *k.apps)
+    if (a->key == key && !a->bad) return a;
+  return nullptr;
+}
+
+std::uint32_t Dataplane::host_of(std::uint32_t total, std::uint32_t g) const {
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    std::uint32_t first, count;
+    abi::host_threads(total, hosts_, h, &first, &count);
+    if (g < first + count) return h;
+  }
+  return hosts_;
+}
+
+void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
+  wire::WireRecord w{};
+  w.kind = kind;
+  // A detach after the application said goodbye is the end of its run, not
+  // a failure its peers must share.
+  if (kind == wire::kRecDetach && a.bad_reason == "detached") w.slot_flags = wire::kDetachGraceful;
+  w.app = a.key;
+  w.primary_len = sizeof(wire::AttachAnnounce);
+  wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
+  cores_[0]->transport->enqueue(peer, 0, w, &an);
+}
+
+// A peer's application attached or detached (rx.cpp posted it).
+void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an) {
+  auto& apps = peers_[src].apps;
+  if (r.kind == wire::kRecAttach) {
+    apps[r.app] = RemoteApp{an};
+    check_starts();
+    return;
+  }
+  auto it = apps.find(r.app);
+  if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
+  if (App* a = app_by_key(*cores_[0], r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
+    send_msg(*a, abi::kMsgPeerLost, src,
+             "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +
+                 ") went away without finishing");
+}
+
+// Core 0: once per incarnation (several cores may report it).
+void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint32_t boot) {
+  Peer& p = peers_[peer];
+  if (p.handled_boot != 0 && std::int32_t(boot - p.handled_boot) <= 0) return;
+  p.handled_boot = boot;
+  p.apps.clear();
+  p.intervals_heard = 0;  // a newcomer again for the QP scheduler
+  for (auto& a : apps_)
+    if (!a->bad) announce(peer, wire::kRecAttach, *a);
+}
+
+}  // namespace gossamer::dataplane
