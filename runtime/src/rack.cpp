@@ -144,25 +144,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   void* p = ::mmap(nullptr, r->layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd_, 0);
   if (p == MAP_FAILED) die(std::string("cannot map the shared segment: ") + std::strerror(errno));
   r->seg_ = static_cast<std::byte*>(p);
-  abi::SegmentHeader h{};
-  h.magic = abi::kSegmentMagic;
-  h.attach_version = abi::kAttachVersion;
-  h.slot_layout = abi::kLayoutVersion;
-  h.segment_bytes = r->layout_.bytes;
-  h.total_threads = r->total_;
-  h.first_thread = r->first_;
-  h.local_threads = r->local_;
-  h.host_index = r->host_;
-  h.host_count = r->hosts_;
-  h.doorbell_entries = r->layout_.doorbell_entries;
-  h.request_primary = r->layout_.request_primary;
-  h.response_primary = r->layout_.response_primary;
-  h.request_overflow = r->layout_.request_overflow;
-  h.response_overflow = r->layout_.response_overflow;
-  h.wake_words = r->layout_.wake_words;
-  h.doorbells = r->layout_.doorbells;
-  h.doorbell_stride = r->layout_.doorbell_stride;
-  h.counters = r->layout_.counters;
+  const abi::SegmentHeader h = abi::segment_header(r->layout_, r->total_, r->first_, r->local_, r->host_, r->hosts_);
   std::memcpy(r->seg_, &h, sizeof h);
   r->eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 

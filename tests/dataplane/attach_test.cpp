@@ -219,24 +219,7 @@ struct Valid {
     req.pid = 4242;
     req.segment_bytes = layout.bytes;
 
-    hdr.magic = abi::kSegmentMagic;
-    hdr.attach_version = abi::kAttachVersion;
-    hdr.slot_layout = abi::kLayoutVersion;
-    hdr.segment_bytes = layout.bytes;
-    hdr.total_threads = total;
-    hdr.first_thread = first;
-    hdr.local_threads = count;
-    hdr.host_index = host_index;
-    hdr.host_count = host_count;
-    hdr.doorbell_entries = layout.doorbell_entries;
-    hdr.request_primary = layout.request_primary;
-    hdr.response_primary = layout.response_primary;
-    hdr.request_overflow = layout.request_overflow;
-    hdr.response_overflow = layout.response_overflow;
-    hdr.wake_words = layout.wake_words;
-    hdr.doorbells = layout.doorbells;
-    hdr.doorbell_stride = layout.doorbell_stride;
-    hdr.counters = layout.counters;
+    hdr = abi::segment_header(layout, total, first, count, host_index, host_count);
 
     check.host_index = host_index;
     check.host_count = host_count;

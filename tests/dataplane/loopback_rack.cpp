@@ -19,19 +19,11 @@
 #include <gossamer/config.hpp>
 
 #include "port_loopback.hpp"
+#include "shm_access.hpp"
 
 namespace gossamer::dataplane::testing {
 
 namespace {
-
-template <class T>
-T load_acquire(const void* p) {
-  return std::atomic_ref<T>(*static_cast<T*>(const_cast<void*>(p))).load(std::memory_order_acquire);
-}
-template <class T>
-void store_release(void* p, T v) {
-  std::atomic_ref<T>(*static_cast<T*>(p)).store(v, std::memory_order_release);
-}
 
 config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns) {
   std::ostringstream y;
@@ -111,25 +103,7 @@ FakeApp::FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, st
   void* p = ::mmap(nullptr, layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
   if (p == MAP_FAILED) throw std::runtime_error("mmap");
   base_ = static_cast<std::uint8_t*>(p);
-  abi::SegmentHeader h{};
-  h.magic = abi::kSegmentMagic;
-  h.attach_version = abi::kAttachVersion;
-  h.slot_layout = abi::kLayoutVersion;
-  h.segment_bytes = layout_.bytes;
-  h.total_threads = total_;
-  h.first_thread = first_;
-  h.local_threads = local_;
-  h.host_index = host_;
-  h.host_count = hosts_;
-  h.doorbell_entries = layout_.doorbell_entries;
-  h.request_primary = layout_.request_primary;
-  h.response_primary = layout_.response_primary;
-  h.request_overflow = layout_.request_overflow;
-  h.response_overflow = layout_.response_overflow;
-  h.wake_words = layout_.wake_words;
-  h.doorbells = layout_.doorbells;
-  h.doorbell_stride = layout_.doorbell_stride;
-  h.counters = layout_.counters;
+  const abi::SegmentHeader h = abi::segment_header(layout_, total_, first_, local_, host_, hosts_);
   std::memcpy(base_, &h, sizeof h);
   eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
@@ -208,21 +182,52 @@ void FakeApp::ring(std::uint32_t li, std::uint32_t entry) {
   }
 }
 
+namespace {
+
+// A slot's body: the header's primary_len bytes after it, then overflow_len
+// bytes in the overflow block. Written before the seq word (release).
+template <class Header>
+void write_slot(std::uint8_t* primary, std::uint8_t* overflow, std::uint32_t primary_cap, std::uint32_t seq,
+                const std::vector<std::uint8_t>& body) {
+  Header h{};
+  h.seq = seq;
+  h.count = 1;
+  h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), primary_cap));
+  h.overflow_len = std::uint16_t(body.size() - h.primary_len);
+  std::memcpy(primary + sizeof h, body.data(), h.primary_len);
+  std::memcpy(overflow, body.data() + h.primary_len, h.overflow_len);
+  std::memcpy(primary + sizeof h.seq, reinterpret_cast<const std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
+  store_release<std::uint32_t>(primary, seq);
+}
+
+template <class Header>
+std::vector<std::uint8_t> read_slot(const std::uint8_t* primary, const std::uint8_t* overflow) {
+  Header h;
+  std::memcpy(&h, primary, sizeof h);
+  std::vector<std::uint8_t> b(std::size_t(h.primary_len) + h.overflow_len);
+  std::memcpy(b.data(), primary + sizeof h, h.primary_len);
+  std::memcpy(b.data() + h.primary_len, overflow, h.overflow_len);
+  return b;
+}
+
+}  // namespace
+
 void FakeApp::request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq,
                       const std::vector<std::uint8_t>& body) {
   const std::uint32_t client = first_ + li;
-  std::uint8_t* primary = slot(layout_.request_primary, trustee, client, abi::kPrimaryBytes);
-  abi::RequestSlotHeader h{};
-  h.seq = seq;
-  h.count = 1;
-  h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), abi::kRequestPrimaryData));
-  h.overflow_len = std::uint16_t(body.size() - h.primary_len);
-  std::memcpy(primary + sizeof h, body.data(), h.primary_len);
-  std::memcpy(slot(layout_.request_overflow, trustee, client, abi::kOverflowBytes), body.data() + h.primary_len,
-              h.overflow_len);
-  std::memcpy(primary + 4, reinterpret_cast<const std::uint8_t*>(&h) + 4, sizeof h - 4);
-  store_release<std::uint32_t>(primary, seq);
+  write_slot<abi::RequestSlotHeader>(slot(layout_.request_primary, trustee, client, abi::kPrimaryBytes),
+                                     slot(layout_.request_overflow, trustee, client, abi::kOverflowBytes),
+                                     abi::kRequestPrimaryData, seq, body);
   ring(li, trustee);
+}
+
+void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
+                      const std::vector<std::uint8_t>& body) {
+  const std::uint32_t trustee = first_ + li;
+  write_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes),
+                                      slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes),
+                                      abi::kResponsePrimaryData, seq, body);
+  ring(li, client | abi::kDoorbellResponse);
 }
 
 std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee) const {
@@ -230,14 +235,8 @@ std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee) con
 }
 
 std::vector<std::uint8_t> FakeApp::response_body(std::uint32_t li, std::uint32_t trustee) const {
-  const std::uint8_t* primary = slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes);
-  abi::ResponseSlotHeader h;
-  std::memcpy(&h, primary, sizeof h);
-  std::vector<std::uint8_t> b(std::size_t(h.primary_len) + h.overflow_len);
-  std::memcpy(b.data(), primary + sizeof h, h.primary_len);
-  std::memcpy(b.data() + h.primary_len, slot(layout_.response_overflow, first_ + li, trustee, abi::kOverflowBytes),
-              h.overflow_len);
-  return b;
+  return read_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes),
+                                            slot(layout_.response_overflow, first_ + li, trustee, abi::kOverflowBytes));
 }
 
 std::uint32_t FakeApp::request_seq(std::uint32_t li, std::uint32_t client) const {
@@ -245,31 +244,8 @@ std::uint32_t FakeApp::request_seq(std::uint32_t li, std::uint32_t client) const
 }
 
 std::vector<std::uint8_t> FakeApp::request_body(std::uint32_t li, std::uint32_t client) const {
-  const std::uint8_t* primary = slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes);
-  abi::RequestSlotHeader h;
-  std::memcpy(&h, primary, sizeof h);
-  std::vector<std::uint8_t> b(std::size_t(h.primary_len) + h.overflow_len);
-  std::memcpy(b.data(), primary + sizeof h, h.primary_len);
-  std::memcpy(b.data() + h.primary_len, slot(layout_.request_overflow, first_ + li, client, abi::kOverflowBytes),
-              h.overflow_len);
-  return b;
-}
-
-void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
-                      const std::vector<std::uint8_t>& body) {
-  const std::uint32_t trustee = first_ + li;
-  std::uint8_t* primary = slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes);
-  abi::ResponseSlotHeader h{};
-  h.seq = seq;
-  h.count = 1;
-  h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), abi::kResponsePrimaryData));
-  h.overflow_len = std::uint16_t(body.size() - h.primary_len);
-  std::memcpy(primary + sizeof h, body.data(), h.primary_len);
-  std::memcpy(slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes), body.data() + h.primary_len,
-              h.overflow_len);
-  std::memcpy(primary + 4, reinterpret_cast<const std::uint8_t*>(&h) + 4, sizeof h - 4);
-  store_release<std::uint32_t>(primary, seq);
-  ring(li, client | abi::kDoorbellResponse);
+  return read_slot<abi::RequestSlotHeader>(slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes),
+                                           slot(layout_.request_overflow, first_ + li, client, abi::kOverflowBytes));
 }
 
 std::vector<std::uint8_t> pattern(std::uint32_t client, std::uint32_t trustee, std::uint32_t seq, bool response,

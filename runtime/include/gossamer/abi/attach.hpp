@@ -162,6 +162,33 @@ constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentL
   return true;
 }
 
+// The header an application writes at the start of its segment: the layout
+// for (total, local) and where the host's threads start. The dataplane
+// recomputes and compares every field (check_attach).
+constexpr SegmentHeader segment_header(const SegmentLayout& l, std::uint32_t total, std::uint32_t first,
+                                       std::uint32_t local, std::uint32_t host_index, std::uint32_t host_count) {
+  SegmentHeader h{};
+  h.magic = kSegmentMagic;
+  h.attach_version = kAttachVersion;
+  h.slot_layout = kLayoutVersion;
+  h.segment_bytes = l.bytes;
+  h.total_threads = total;
+  h.first_thread = first;
+  h.local_threads = local;
+  h.host_index = host_index;
+  h.host_count = host_count;
+  h.doorbell_entries = l.doorbell_entries;
+  h.request_primary = l.request_primary;
+  h.response_primary = l.response_primary;
+  h.request_overflow = l.request_overflow;
+  h.response_overflow = l.response_overflow;
+  h.wake_words = l.wake_words;
+  h.doorbells = l.doorbells;
+  h.doorbell_stride = l.doorbell_stride;
+  h.counters = l.counters;
+  return h;
+}
+
 // ---- the unix socket (SOCK_SEQPACKET): one struct per message ---------------
 
 enum MessageType : std::uint32_t {
