@@ -158,6 +158,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   }
   r.integer("cores", out.cores, {1, 8});
   read_polling(r, out.polling);
+  r.boolean("authenticate", out.authenticate);
   read_socket(r, out.socket, out.socket_group);
 }
 

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] gossamerd[%P] " + cfg.self().name + " %l: %v");
 
   std::string key, error;
-  if (!gossamer::cp::load_psk(cfg.controlplane.psk_file, &key, &error)) {
+  if (!gossamer::config::load_rack_secret(cfg.controlplane.psk_file, &key, &error)) {
     spdlog::error("{}", error);
     return 1;
   }

@@ -388,10 +388,6 @@ Mac bulk_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const
              std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack, const std::string& run);
 bool mac_equal(const Mac& a, const Mac& b);  // constant time
 
-// Reads the pre-shared key file: it must exist, not be readable or writable
-// by group or others, and hold at least 16 bytes (trailing whitespace is
-// dropped). On failure returns false and says why in *error.
-bool load_psk(const std::string& path, std::string* key, std::string* error);
 
 // SHA-256 of a regular file's content, a piece at a time, so that a daemon
 // can hash a large binary between other work. Opening refuses anything but a

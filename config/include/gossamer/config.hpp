@@ -136,6 +136,10 @@ struct DataplaneConfig {
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores
   Polling polling = Polling::adaptive;
+  // Every frame carries a MAC under keys derived from the rack secret
+  // (controlplane.psk_file). false only on a fabric nobody else can send
+  // on; it must be the same on every host.
+  bool authenticate = true;
   // Unix socket applications attach to. "{host}" in it is replaced by
   // host.name (rack in a box: hosts share a file system and a rack file).
   std::string socket = "/run/gossamer/dataplane.sock";
@@ -251,6 +255,13 @@ class Result {
 
 Result load_file(const std::string& path);
 Result load_string(std::string_view yaml, std::string_view name_for_errors);
+
+// Reads the rack secret (controlplane.psk_file): the file must exist, not be
+// readable or writable by group or others, and hold at least 16 bytes
+// (trailing whitespace is dropped). gossamerd keys its mesh handshake with
+// it, the dataplane derives its frame keys from it. On failure returns false
+// and says why in *error.
+bool load_rack_secret(const std::string& path, std::string* key, std::string* error);
 
 // Writes each error of `r` on its own line, as FILE:LINE:COLUMN: key.path:
 // message (nothing when r.ok()). What every binary prints for a bad file.
