@@ -34,6 +34,7 @@
 #include <gossamer/config.hpp>
 
 #include "app.hpp"
+#include "auth.hpp"
 #include "connection.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
@@ -99,7 +100,7 @@ class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
   ~Dataplane();
-  // The start-up steps (start.cpp): port, peers, cores, socket, metrics.
+  // The start-up steps (start.cpp): port, keys, peers, cores, socket, metrics.
   // Returns "" or an error naming the step.
   std::string start(const PortOpener& open_port);
   // Runs core 0 here and cores 1.. on their own threads until `stop`.
@@ -185,6 +186,7 @@ class Dataplane {
 
   // ---- start.cpp: start-up steps, in order
   std::string open_port(const PortOpener& open);
+  std::string load_keys();
   std::string make_peers();
   std::string make_cores();  // cores.cpp
   std::string open_socket();
@@ -282,6 +284,7 @@ class Dataplane {
   std::vector<wire::Endpoint> endpoints_;
   std::array<std::uint8_t, 6> mac_{};
   std::unique_ptr<FaultPort> port_;  // the opened port, behind the fault injector
+  FrameAuth auth_;                   // frame keys (dataplane.authenticate)
   int icmp_guard_fd_ = -1;
   std::uint32_t boot_ = 0;
   std::uint64_t tsc_hz_ = 0;

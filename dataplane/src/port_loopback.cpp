@@ -80,8 +80,19 @@ class LoopbackPort final : public Port {
 
 }  // namespace
 
-std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues) {
+std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues,
+                                                                          LoopbackInjector* injector) {
   auto link = std::make_shared<Link>();
+  if (injector)
+    *injector = [link](int to, const std::vector<std::uint8_t>& bytes) {
+      if (bytes.size() > wire::kMaxFrame) return false;
+      auto* b = new Buffer;
+      b->len = std::uint32_t(bytes.size());
+      std::memcpy(b->bytes, bytes.data(), bytes.size());
+      if (link->to[to].push(b)) return true;
+      delete b;
+      return false;
+    };
   return {std::make_unique<LoopbackPort>(link, 0, queues), std::make_unique<LoopbackPort>(link, 1, queues)};
 }
 

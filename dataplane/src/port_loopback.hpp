@@ -8,15 +8,22 @@
 // NIC out of descriptors): the connections retransmit.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "port.hpp"
 
 namespace gossamer::dataplane {
 
+// A third party on the link: `bytes` arrive on side `to`'s (0: a, 1: b)
+// queue 0 as any frame would. False if its ring was full.
+using LoopbackInjector = std::function<bool(int to, const std::vector<std::uint8_t>& bytes)>;
+
 // Ports a and b, `queues` queues each, with MACs 02:00:00:00:00:0a and
-// 02:00:00:00:00:0b.
-std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues);
+// 02:00:00:00:00:0b. With `injector`, also a way in for forged frames.
+std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues,
+                                                                          LoopbackInjector* injector = nullptr);
 
 }  // namespace gossamer::dataplane

@@ -78,6 +78,7 @@ std::string Dataplane::start(const PortOpener& open) {
   };
   const Step steps[] = {
       {"port", [&] { return open_port(open); }},
+      {"keys", [&] { return load_keys(); }},
       {"peers", [&] { return make_peers(); }},
       {"cores", [&] { return make_cores(); }},
       {"socket", [&] { return open_socket(); }},
@@ -98,6 +99,20 @@ std::string Dataplane::start(const PortOpener& open) {
                hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
                socket_path_);
   return "";
+}
+
+// The rack secret every frame key derives from (auth.hpp).
+std::string Dataplane::load_keys() {
+  if (!cfg_.dataplane.authenticate) {
+    spdlog::warn("dataplane.authenticate is false: frames are not authenticated; anyone who can send on the "
+                 "data network can inject requests");
+    return "";
+  }
+  std::string secret, err;
+  if (!config::load_rack_secret(cfg_.controlplane.psk_file, &secret, &err))
+    return err + " (frames are authenticated with keys derived from it; dataplane.authenticate: false turns "
+                 "that off on a fabric nobody else can send on)";
+  return auth_.set_secret(secret);
 }
 
 // The port, behind the fault injector (`<socket>.faults`, read by core 0).

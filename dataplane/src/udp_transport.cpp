@@ -20,6 +20,28 @@ std::uint32_t frame_conn(const std::uint8_t* data, std::size_t len) {
 }
 }  // namespace
 
+UdpTransport::UdpTransport(Dataplane& dp, Dataplane::Core& k) : dp_(dp), k_(k) {
+  verifier_.auth = &dp_.auth_;
+  verifier_.self = dp_.self_;
+  verifier_.keys.resize(dp_.hosts_);
+  send_keys_.resize(dp_.hosts_);
+  if (dp_.cfg_.dataplane.authenticate)
+    for (std::uint32_t h = 0; h < dp_.hosts_; ++h) send_keys_[h] = dp_.auth_.key(dp_.self_, h, dp_.boot_);
+}
+
+bool UdpTransport::Verifier::verify(const wire::FrameHeader& h, const std::uint8_t* payload, std::size_t len,
+                                    const std::uint8_t* tag) {
+  Cached& c = keys[h.src_host];
+  if (!c.valid || c.boot != h.boot) [[unlikely]] {
+    // A new incarnation, or a forgery claiming one: derive its key. The
+    // real one's is derived again at its next frame.
+    c.key = auth->key(h.src_host, self, h.boot);
+    c.boot = h.boot;
+    c.valid = true;
+  }
+  return FrameAuth::verify(c.key, payload, len, tag);
+}
+
 void UdpTransport::enqueue(std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& r, const void* payload) {
   dp_.peers_[peer].conns[conn]->enqueue(r, payload);
 }
@@ -99,7 +121,8 @@ bool UdpTransport::poll_steered(DeliverySink& sink) {
 void UdpTransport::process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now, DeliverySink& sink) {
   wire::ParsedFrame pf;
   const wire::Drop d = wire::parse_frame(data, len, dp_.self_ep_, dp_.endpoints_.data(), dp_.endpoints_.size(),
-                                         dp_.self_, dp_.conns_per_host_, &pf);
+                                         dp_.self_, dp_.conns_per_host_,
+                                         dp_.cfg_.dataplane.authenticate ? &verifier_ : nullptr, &pf);
   if (d != wire::Drop::kNone) {
     ++k_.stats.drops[std::size_t(d)];
     return;
@@ -145,19 +168,22 @@ void UdpTransport::process_frame(const std::uint8_t* data, std::size_t len, std:
 }
 
 void UdpTransport::transmit(std::uint32_t peer, const std::uint8_t* payload, std::size_t len) {
+  const bool sign = dp_.cfg_.dataplane.authenticate;
+  const std::size_t udp_payload = len + (sign ? wire::kTagBytes : 0);
   Frame fr;
-  if (!dp_.port_->alloc(std::uint32_t(wire::kL2L4Bytes + len), &fr)) {
+  if (!dp_.port_->alloc(std::uint32_t(wire::kL2L4Bytes + udp_payload), &fr)) {
     ++k_.stats.tx_failed;  // the retransmission timer covers it
     return;
   }
   std::memcpy(fr.data + wire::kL2L4Bytes, payload, len);
+  if (sign) FrameAuth::sign(send_keys_[peer], payload, len, fr.data + wire::kL2L4Bytes + len);
   if (!k_.mac_known[peer]) [[unlikely]] {
     if (const std::uint64_t l = dp_.peers_[peer].learned_mac.load(std::memory_order_relaxed); l >> 63) {
       for (int b = 0; b < 6; ++b) k_.macs[peer][std::size_t(b)] = std::uint8_t(l >> (8 * b));
       k_.mac_known[peer] = true;
     }
   }
-  wire::write_l2l4(fr.data, dp_.mac_.data(), k_.macs[peer].data(), dp_.self_ep_, dp_.peers_[peer].ep, len);
+  wire::write_l2l4(fr.data, dp_.mac_.data(), k_.macs[peer].data(), dp_.self_ep_, dp_.peers_[peer].ep, udp_payload);
   k_.tx_batch.push_back(fr);
   if (k_.tx_batch.size() >= kBurst) flush_tx();
 }

@@ -3,6 +3,9 @@
 // to their connection's core (dataplane/README.md "Polling cores").
 #pragma once
 
+#include <vector>
+
+#include "auth.hpp"
 #include "dataplane.hpp"
 #include "transport.hpp"
 
@@ -10,7 +13,7 @@ namespace gossamer::dataplane {
 
 class UdpTransport final : public Transport {
  public:
-  UdpTransport(Dataplane& dp, Dataplane::Core& k) : dp_(dp), k_(k) {}
+  UdpTransport(Dataplane& dp, Dataplane::Core& k);
   void enqueue(std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& r, const void* payload) override;
   bool poll(DeliverySink& sink) override;
   bool pump() override;
@@ -27,8 +30,25 @@ class UdpTransport final : public Transport {
   void transmit(std::uint32_t peer, const std::uint8_t* payload, std::size_t len);
   void flush_tx();
 
+  // Checks received frames' tags with the key of their sender's
+  // incarnation (derived once per incarnation seen).
+  struct Verifier final : wire::FrameVerifier {
+    const FrameAuth* auth = nullptr;
+    std::uint32_t self = 0;
+    struct Cached {
+      bool valid = false;
+      std::uint32_t boot = 0;
+      FrameKey key{};
+    };
+    std::vector<Cached> keys;  // per source host
+    bool verify(const wire::FrameHeader& h, const std::uint8_t* payload, std::size_t len,
+                const std::uint8_t* tag) override;
+  };
+
   Dataplane& dp_;
   Dataplane::Core& k_;
+  Verifier verifier_;
+  std::vector<FrameKey> send_keys_;  // per peer: our incarnation's key to it
 };
 
 }  // namespace gossamer::dataplane

@@ -51,6 +51,7 @@ const char* drop_name(Drop d) {
     case Drop::kBadHost: return "bad_host";
     case Drop::kBadConn: return "bad_connection";
     case Drop::kBadRecord: return "bad_record";
+    case Drop::kBadMac: return "bad_mac";
     case Drop::kCount: break;
   }
   return "unknown";
@@ -58,7 +59,7 @@ const char* drop_name(Drop d) {
 
 Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
                  const Endpoint* hosts, std::size_t host_count, std::uint32_t self_host,
-                 std::uint32_t connections, ParsedFrame* out) {
+                 std::uint32_t connections, FrameVerifier* verifier, ParsedFrame* out) {
   if (len < kEthBytes + kIpBytes) return Drop::kTooShort;
   if (load_be16(f + 12) != kEtherIpv4) return Drop::kNotIpv4;
   const std::uint8_t* ip = f + kEthBytes;
@@ -89,7 +90,11 @@ Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
       hosts[h.src_host].ip != src_ip || hosts[h.src_host].port != load_be16(udp))
     return Drop::kBadHost;
   if (h.conn >= connections) return Drop::kBadConn;
-  if (h.length != payload - sizeof h) return Drop::kTooShort;
+  const std::size_t tag = verifier ? kTagBytes : 0;
+  if (payload < sizeof h + tag || h.length != payload - sizeof h - tag) return Drop::kTooShort;
+  // Authenticate, then parse: nothing below is looked at in a forged frame.
+  if (verifier && !verifier->verify(h, udp + kUdpBytes, payload - tag, udp + kUdpBytes + payload - tag))
+    return Drop::kBadMac;
   if (h.type == kAckOnly && (h.length != 0 || h.records != 0 || h.seq != 0)) return Drop::kBadType;
   if (h.type == kData && h.seq == 0) return Drop::kBadType;
   const std::uint8_t* recs = udp + kUdpBytes + sizeof h;

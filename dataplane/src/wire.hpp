@@ -46,7 +46,7 @@
 namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
-inline constexpr std::uint8_t kVersion = 3;  // 2: fragment records; 3: active connections
+inline constexpr std::uint8_t kVersion = 4;  // 2: fragment records; 3: active connections; 4: tag trailer
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
@@ -82,7 +82,10 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 40);
 static_assert(std::is_trivially_copyable_v<FrameHeader>);
 
-inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader);  // 1432
+// The tag that follows the records when frames are authenticated (auth.hpp).
+// Records leave room for it either way, so both settings cut slots alike.
+inline constexpr std::size_t kTagBytes = 16;
+inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader) - kTagBytes;  // 1416
 
 enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach = 3, kRecDetach = 4 };
 
@@ -121,7 +124,7 @@ static_assert(sizeof(AttachAnnounce) == 16);
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 
 // Largest payload of one record (a fragment fills a frame alone).
-inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1400
+inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1384
 static_assert(kMaxFragmentBytes % 8 == 0);
 
 // Payload bytes that follow a record (already validated by parse_frame).
@@ -146,6 +149,7 @@ enum class Drop : std::uint8_t {
   kBadHost,         // source host unknown or not matching the source address
   kBadConn,         // connection index out of range
   kBadRecord,       // a record's kind, lengths or fragment fields are wrong
+  kBadMac,          // the tag does not verify (auth.hpp): forged, corrupted, or another secret
   kCount
 };
 const char* drop_name(Drop d);
@@ -164,12 +168,25 @@ struct Endpoint {
   std::uint16_t port;              // host order
 };
 
-// The frame's bytes are untrusted. Checks every header, every record's
-// lengths and kinds, and that the source is rack host `hdr.src_host` (its
-// address in `hosts[src_host]`, of `host_count`) — never reads beyond `len`.
+// Checks a frame's tag: `payload` is the UDP payload up to the tag (`len`
+// bytes: header and records), `h` its header (src_host already in range).
+class FrameVerifier {
+ public:
+  virtual bool verify(const FrameHeader& h, const std::uint8_t* payload, std::size_t len,
+                      const std::uint8_t* tag) = 0;
+
+ protected:
+  ~FrameVerifier() = default;
+};
+
+// The frame's bytes are untrusted. Checks every header, that the source is
+// rack host `hdr.src_host` (its address in `hosts[src_host]`, of
+// `host_count`), then — with a `verifier` — the tag after the records,
+// before any record is looked at, then every record's lengths and kinds.
+// Never reads beyond `len`. Without a verifier, frames carry no tag.
 Drop parse_frame(const std::uint8_t* frame, std::size_t len, const Endpoint& self,
                  const Endpoint* hosts, std::size_t host_count, std::uint32_t self_host,
-                 std::uint32_t connections, ParsedFrame* out);
+                 std::uint32_t connections, FrameVerifier* verifier, ParsedFrame* out);
 
 // Walks the records of a parsed frame (already validated by parse_frame).
 struct RecordView {

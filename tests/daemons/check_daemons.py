@@ -23,15 +23,25 @@ def check_dataplane(exe):
             '      data: 127.0.0.1:7800\n    - name: b\n      control: 127.0.0.2:7700\n'
             '      data: 127.0.0.2:7800\n')
     sock = os.path.join(d, "dp.sock")
-    def write(name, eal):
+    psk = os.path.join(d, "psk")
+    with open(os.open(psk, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("a rack secret of at least sixteen bytes\n")
+    def write(name, eal, psk_file=psk, extra=""):
         path = os.path.join(d, name)
         with open(path, "w") as f:
-            f.write(base + f"dataplane:\n  driver: dpdk\n  socket: {sock}\n  eal_args: {eal}\n")
+            f.write(base + f"dataplane:\n  driver: dpdk\n  socket: {sock}\n  eal_args: {eal}\n{extra}"
+                    f"controlplane:\n  psk_file: {psk_file}\n")
         return path
     noport = write("noport.yaml", '["--no-huge", "-m", "64", "--no-shconf", "--no-pci", "--file-prefix=dpw1"]')
     r = run([exe, "--config", noport])
     if r.returncode != 1 or "does not exist" not in r.stderr or "--vdev" not in r.stderr:
         failures.append(f"config without a port: rc={r.returncode} stderr={r.stderr[-400:]!r}")
+    # Frames are authenticated by default: no rack secret, no dataplane.
+    nopsk = write("nopsk.yaml", '["--no-huge", "-m", "64", "--no-shconf", "--no-pci", "--file-prefix=dpw3", '
+                                '"--vdev=net_null0"]', psk_file=os.path.join(d, "missing-psk"))
+    r = run([exe, "--config", nopsk])
+    if r.returncode != 1 or "start-up step 'keys'" not in r.stderr or "missing-psk" not in r.stderr:
+        failures.append(f"config without the rack secret: rc={r.returncode} stderr={r.stderr[-400:]!r}")
     null = write("null.yaml", '["--no-huge", "-m", "64", "--no-shconf", "--no-pci", "--file-prefix=dpw2", '
                               '"--vdev=net_null0"]')
     p = subprocess.Popen([exe, "--config", null], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

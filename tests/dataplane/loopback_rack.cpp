@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <random>
 #include <stdexcept>
 
 #include <gossamer/config.hpp>
@@ -25,13 +27,16 @@ namespace gossamer::dataplane::testing {
 
 namespace {
 
-config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns) {
+config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns,
+                           bool authenticate) {
   std::ostringstream y;
   y << "host: {index: " << host << "}\n"
     << "rack:\n  hosts:\n"
     << "    - {name: a, control: 127.0.0.1:17700, data: 198.18.0.1:7800, mac: \"02:00:00:00:00:0a\"}\n"
     << "    - {name: b, control: 127.0.0.1:17701, data: 198.18.0.2:7800, mac: \"02:00:00:00:00:0b\"}\n"
     << "dataplane:\n  cores: " << cores << "\n  socket: " << dir << "/{host}.sock\n"
+    << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
+    << "controlplane:\n  psk_file: " << dir << "/psk\n"
     << "connections:\n  per_remote_host: " << conns << "\n";
   auto r = config::load_string(y.str(), "loopback-rack.yaml");
   if (!r) {
@@ -48,11 +53,17 @@ LoopbackRack::LoopbackRack(const Options& o) {
   char tmpl[] = "/tmp/gossamer-loopback-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  auto [a, b] = make_loopback_pair(std::uint16_t(std::max(o.cores_a, o.cores_b)));
+  {
+    // The rack secret both dataplanes derive their frame keys from.
+    const mode_t old = ::umask(077);
+    std::ofstream(dir_ + "/psk") << "loopback rack secret " << std::random_device{}() << std::random_device{}() << "\n";
+    ::umask(old);
+  }
+  auto [a, b] = make_loopback_pair(std::uint16_t(std::max(o.cores_a, o.cores_b)), &inject_);
   std::unique_ptr<Port> ports[2] = {std::move(a), std::move(b)};
   const std::uint32_t cores[2] = {o.cores_a, o.cores_b};
   for (int h = 0; h < 2; ++h) {
-    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns));
+    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns, o.authenticate));
     if (!o.faults.empty()) std::ofstream(socket(h) + ".faults") << o.faults << "\n";
     auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
       *out = std::move(ports[h]);
@@ -84,8 +95,10 @@ std::uint64_t LoopbackRack::stat(int host, const std::string& name) const {
   std::ifstream in(socket(host) + ".stats");
   std::string key;
   std::uint64_t v, sum = 0;
+  // `name` with labels ("dropped{reason=\"bad_mac\"}") matches that line only.
+  const bool labelled = name.find('{') != std::string::npos;
   while (in >> key >> v) {
-    if (const auto brace = key.find('{'); brace != std::string::npos) key.resize(brace);
+    if (const auto brace = key.find('{'); !labelled && brace != std::string::npos) key.resize(brace);
     if (key == name) sum += v;
   }
   return sum;

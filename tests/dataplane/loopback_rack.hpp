@@ -15,6 +15,7 @@
 #include <gossamer/abi/slots.hpp>
 
 #include "dataplane.hpp"
+#include "port_loopback.hpp"
 
 namespace gossamer::dataplane::testing {
 
@@ -27,12 +28,16 @@ class LoopbackRack {
     std::uint32_t cores_a = 1, cores_b = 1;
     std::uint32_t conns = 2;
     std::string faults;  // written to both hosts' <socket>.faults before start
+    bool authenticate = true;
   };
   explicit LoopbackRack(const Options& o);
   ~LoopbackRack();  // stops both, removes the directory
   void stop();      // joins the dataplanes (they write their stats files)
   std::string socket(int host) const;
-  // A counter of host h's <socket>.stats file, summed over its label sets.
+  // A frame from a third party on the link, to host `to`.
+  bool inject(int to, const std::vector<std::uint8_t>& frame) { return inject_(to, frame); }
+  // A counter of host h's <socket>.stats file, summed over its label sets
+  // (or one labelled line, when `name` has labels).
   std::uint64_t stat(int host, const std::string& name) const;
   const std::string& dir() const { return dir_; }
 
@@ -41,6 +46,7 @@ class LoopbackRack {
   std::atomic<bool> stop_{false};
   std::unique_ptr<Dataplane> dp_[2];
   std::thread threads_[2];
+  LoopbackInjector inject_;
   bool stopped_ = false;
 };
 

@@ -4,6 +4,7 @@
 // client; a detaching application's last doorbells are drained before the
 // dataplane confirms; a silent attach does not stall core 0. No root, no EAL
 // (DESIGN.md §5); runs under ASan/UBSan and TSan in CI.
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -291,6 +292,87 @@ TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   // And the attached applications were never disturbed.
   warm.extend(warm.sent_max() + 20);
   ASSERT_TRUE(run_until(warm, std::chrono::seconds(60)));
+}
+
+// A frame from host a (index 0) to host b claiming incarnation `boot`, as an
+// attacker on the link would write it: every field right, but the tag
+// (when there is one) made up.
+std::vector<std::uint8_t> forged(std::uint32_t boot, bool with_tag, std::uint8_t type = wire::kAckOnly) {
+  wire::FrameHeader h{};
+  h.magic = wire::kMagic;
+  h.version = wire::kVersion;
+  h.type = type;
+  h.conn = 0;
+  h.src_host = 0;
+  h.dst_host = 1;
+  h.boot = boot;
+  h.seq = type == wire::kData ? 1 : 0;
+  h.credit = 32;
+  const std::size_t payload = sizeof h + (with_tag ? wire::kTagBytes : 0);
+  std::vector<std::uint8_t> f(wire::kL2L4Bytes + payload, 0x5a);
+  std::memcpy(f.data() + wire::kL2L4Bytes, &h, sizeof h);
+  const std::uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0x0a}, mac_b[6] = {0x02, 0, 0, 0, 0, 0x0b};
+  const wire::Endpoint a{::htonl(0xc6120001), 7800}, b{::htonl(0xc6120002), 7800};  // 198.18.0.1, .2
+  wire::write_l2l4(f.data(), mac_a, mac_b, a, b, payload);
+  return f;
+}
+
+// Newer than any incarnation started before now (4 ms ticks, start.cpp).
+std::uint32_t future_boot() {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::uint32_t(std::uint64_t(ms) >> 2) + 100'000;
+}
+
+// Issue 18 finding 3: one forged frame with a newer incarnation cut a host
+// pair for good. With authentication it is counted (bad_mac) and dropped;
+// so are forged data frames, and the rack stays exact.
+TEST(LoopbackRack, ForgedRestartsAndFramesAreDropped) {
+  LoopbackRack rack({1, 1, 2, ""});
+  const std::uint64_t key = fresh_key();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
+  Traffic t(a, b, 20);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(rack.inject(1, forged(future_boot() + std::uint32_t(i), true)));
+    ASSERT_TRUE(rack.inject(1, forged(future_boot(), true, wire::kData)));
+    ASSERT_TRUE(rack.inject(1, forged(future_boot(), false)));  // no tag at all
+  }
+  t.extend(120);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60))) << "the pair stopped after forged frames";
+  rack.stop();
+  EXPECT_EQ(rack.stat(1, "dropped{reason=\"bad_mac\"}"), 100u);
+  EXPECT_EQ(rack.stat(1, "dropped{reason=\"too_short\"}"), 50u);
+  EXPECT_EQ(rack.stat(0, "resets") + rack.stat(1, "resets"), 0u) << "a forged frame restarted a connection";
+}
+
+// The same attack with dataplane.authenticate: false (what every rack was
+// before): the forged restart cuts the pair. This is the attack the test
+// above defends against, shown to work where nothing defends.
+TEST(LoopbackRack, WithoutAuthenticationAForgedRestartCutsThePair) {
+  LoopbackRack::Options o{1, 1, 2, ""};
+  o.authenticate = false;
+  LoopbackRack rack(o);
+  const std::uint64_t key = fresh_key();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
+  Traffic t(a, b, 20);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
+  ASSERT_TRUE(rack.inject(1, forged(future_boot(), false)));
+  t.extend(1'000'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the forged frame lands
+  const std::uint64_t landed = t.answers();
+  const auto end = Clock::now() + std::chrono::seconds(2);
+  while (Clock::now() < end) {
+    t.step();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  std::printf("without authentication: %llu answers in the 2 s after a forged restart\n",
+              static_cast<unsigned long long>(t.answers() - landed));
+  EXPECT_LT(t.answers() - landed, 10u) << "the forged restart did not cut the pair";
+  rack.stop();
+  EXPECT_GT(rack.stat(1, "resets"), 0u);
 }
 
 }  // namespace

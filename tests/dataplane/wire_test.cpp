@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "auth.hpp"
 #include "wire.hpp"
 
 namespace {
@@ -112,7 +113,7 @@ const std::vector<RecSpec> kThree = {
 Drop parse_exact(const std::uint8_t* p, std::size_t len, ParsedFrame* out = nullptr) {
   std::vector<std::uint8_t> buf(p, p + len);
   ParsedFrame pf{};
-  return parse_frame(buf.data(), len, kHosts[kSelf], kHosts, kHostCount, kSelf, kConns,
+  return parse_frame(buf.data(), len, kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr,
                      out ? out : &pf);
 }
 Drop parse_exact(const std::vector<std::uint8_t>& f) { return parse_exact(f.data(), f.size()); }
@@ -208,7 +209,7 @@ void check_accepted_walk(const ParsedFrame& pf) {
 void expect_walk(const std::vector<RecSpec>& specs) {
   auto f = data_frame(specs, 42);
   ParsedFrame pf{};
-  ASSERT_EQ(parse_frame(f.data(), f.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+  ASSERT_EQ(parse_frame(f.data(), f.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr, &pf),
             Drop::kNone);
   EXPECT_EQ(pf.hdr.magic, kMagic);
   EXPECT_EQ(pf.hdr.type, kData);
@@ -256,17 +257,18 @@ TEST(WireParse, AttachAndDetachRecords) {
 }
 
 TEST(WireParse, FullSizeFrame) {
-  // One record filling kMaxRecordBytes: the frame is kMaxFrame bytes.
+  // One record filling kMaxRecordBytes: with its tag, the frame is
+  // kMaxFrame bytes.
   std::uint16_t body = std::uint16_t(kMaxRecordBytes - sizeof(WireRecord));
   auto f = data_frame({{kRecRequest, 100, std::uint16_t(body - 100), 9}});
-  EXPECT_EQ(f.size(), kMaxFrame);
+  EXPECT_EQ(f.size() + kTagBytes, kMaxFrame);
   expect_walk({{kRecRequest, 100, std::uint16_t(body - 100), 9}});
 }
 
 TEST(WireParse, AckOnlyFrame) {
   auto f = assemble(make_header(kAckOnly, 0, 0, 0), {});
   ParsedFrame pf{};
-  ASSERT_EQ(parse_frame(f.data(), f.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+  ASSERT_EQ(parse_frame(f.data(), f.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr, &pf),
             Drop::kNone);
   EXPECT_EQ(pf.hdr.type, kAckOnly);
   EXPECT_EQ(pf.hdr.ack, 3u);
@@ -635,14 +637,14 @@ TEST(WireFragments, FragmentRecordsParseAndWalk) {
   EXPECT_EQ(f.size(), kL2L4Bytes + sizeof(FrameHeader) + kMaxRecordBytes);
   ParsedFrame pf;
   std::vector<std::uint8_t> keep = f;
-  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr, &pf),
             Drop::kNone);
   WireRecord small{};
   small.kind = kRecResponse;
   small.primary_len = 24;
   auto g = frame_of({frag_rec(96, 4000, 2 * 1400, 4096 - 2800, false), small});
   keep = g;
-  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &pf),
+  ASSERT_EQ(parse_frame(keep.data(), keep.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr, &pf),
             Drop::kNone);
   RecordCursor cur(pf.records, pf.hdr.length);
   RecordView v;
@@ -752,7 +754,7 @@ void flip_fuzz(int mode, std::uint32_t seed, int iterations) {
     std::vector<std::uint8_t> buf(f);
     ParsedFrame pf{};
     Drop d = parse_frame(buf.data(), buf.size(), kHosts[kSelf], kHosts, kHostCount, kSelf,
-                         kConns, &pf);
+                         kConns, nullptr, &pf);
     ASSERT_LT(int(d), int(Drop::kCount));
     if (d == Drop::kNone) {
       ++accepted;
@@ -773,5 +775,112 @@ void flip_fuzz(int mode, std::uint32_t seed, int iterations) {
 TEST(WireRobust, RandomFlipsChecksumsWrong) { flip_fuzz(0, 1, 3000); }
 TEST(WireRobust, RandomFlipsNoUdpChecksum) { flip_fuzz(1, 2, 3000); }
 TEST(WireRobust, RandomFlipsChecksumsRepaired) { flip_fuzz(2, 3, 3000); }
+
+// ---- authenticated frames (auth.hpp) ----------------------------------------
+
+struct SecretVerifier final : FrameVerifier {
+  explicit SecretVerifier(const std::string& secret) { EXPECT_EQ(auth.set_secret(secret), ""); }
+  bool verify(const FrameHeader& h, const std::uint8_t* payload, std::size_t len, const std::uint8_t* tag) override {
+    ++calls;
+    return gossamer::dataplane::FrameAuth::verify(auth.key(h.src_host, kSelf, h.boot), payload, len, tag);
+  }
+  gossamer::dataplane::FrameAuth auth;
+  int calls = 0;
+};
+
+const std::string kSecret = "a rack secret of thirty-two bytes";
+
+// `f` (unauthenticated, from host 0) with the tag `secret` gives it under
+// the incarnation its header names.
+std::vector<std::uint8_t> sign(std::vector<std::uint8_t> f, const std::string& secret = kSecret) {
+  gossamer::dataplane::FrameAuth a;
+  EXPECT_EQ(a.set_secret(secret), "");
+  FrameHeader h;
+  std::memcpy(&h, f.data() + kL2L4Bytes, sizeof h);
+  const std::size_t payload = f.size() - kL2L4Bytes;
+  f.resize(f.size() + kTagBytes);
+  gossamer::dataplane::FrameAuth::sign(a.key(h.src_host, h.dst_host, h.boot), f.data() + kL2L4Bytes, payload,
+                                       f.data() + kL2L4Bytes + payload);
+  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[h.src_host], kHosts[kSelf], payload + kTagBytes);
+  return f;
+}
+
+Drop parse_signed(const std::vector<std::uint8_t>& f, SecretVerifier& v, ParsedFrame* out = nullptr) {
+  std::vector<std::uint8_t> buf(f);
+  ParsedFrame pf{};
+  return parse_frame(buf.data(), buf.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, &v, out ? out : &pf);
+}
+
+TEST(WireAuth, SignedFramesParse) {
+  SecretVerifier v(kSecret);
+  ParsedFrame pf{};
+  EXPECT_EQ(parse_signed(sign(data_frame(kThree)), v, &pf), Drop::kNone);
+  EXPECT_EQ(pf.hdr.records, 3);
+  EXPECT_EQ(parse_signed(sign(assemble(make_header(kAckOnly, 0, 0, 0), {})), v), Drop::kNone);
+  // The largest frame, with its tag, fills the MTU exactly.
+  std::uint16_t body = std::uint16_t(kMaxRecordBytes - sizeof(WireRecord));
+  auto full = sign(data_frame({{kRecRequest, 100, std::uint16_t(body - 100), 9}}));
+  EXPECT_EQ(full.size(), kMaxFrame);
+  EXPECT_EQ(parse_signed(full, v), Drop::kNone);
+}
+
+TEST(WireAuth, EveryChangedByteIsRefused) {
+  SecretVerifier v(kSecret);
+  const auto good = sign(data_frame(kThree));
+  // Any byte of the UDP payload (header, records, tag), changed, fails the
+  // tag (or an earlier header check); UDP checksum fixed up each time.
+  for (std::size_t i = kL2L4Bytes; i < good.size(); ++i) {
+    auto f = good;
+    f[i] ^= 0x20;
+    write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], f.size() - kL2L4Bytes);
+    const Drop d = parse_signed(f, v);
+    EXPECT_NE(d, Drop::kNone) << "byte " << i;
+    if (i >= kL2L4Bytes + sizeof(FrameHeader)) {
+      EXPECT_EQ(d, Drop::kBadMac) << "byte " << i;
+    }
+  }
+}
+
+TEST(WireAuth, ForgeriesAreRefusedBeforeTheRecords) {
+  SecretVerifier v(kSecret);
+  // Another secret: refused.
+  EXPECT_EQ(parse_signed(sign(data_frame(kThree), "somebody else's secret, 32 bytes"), v), Drop::kBadMac);
+  // A newer incarnation than the one the tag was made for (a forged
+  // restart): refused, the key depends on it.
+  auto f = sign(data_frame(kThree));
+  FrameHeader h;
+  std::memcpy(&h, f.data() + kL2L4Bytes, sizeof h);
+  h.boot += 1000;
+  std::memcpy(f.data() + kL2L4Bytes, &h, sizeof h);
+  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], f.size() - kL2L4Bytes);
+  EXPECT_EQ(parse_signed(f, v), Drop::kBadMac);
+  // No tag at all: the lengths do not add up.
+  EXPECT_EQ(parse_signed(data_frame(kThree), v), Drop::kTooShort);
+  // Malformed records behind a bad tag are never looked at: kBadMac, not
+  // kBadRecord.
+  auto bad = data_frame({{kRecRequest, 40, 0, 11}});
+  bad[kL2L4Bytes + sizeof(FrameHeader)] = 0x77;  // the record's kind
+  write_l2l4(bad.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], bad.size() - kL2L4Bytes);
+  auto forged = bad;
+  forged.resize(forged.size() + kTagBytes, 0xab);
+  write_l2l4(forged.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], forged.size() - kL2L4Bytes);
+  EXPECT_EQ(parse_signed(forged, v), Drop::kBadMac);
+  // ... and with a good tag they are (authenticated, then parsed).
+  EXPECT_EQ(parse_signed(sign(bad), v), Drop::kBadRecord);
+}
+
+TEST(WireAuth, KeysDifferPerDirectionAndIncarnation) {
+  gossamer::dataplane::FrameAuth a;
+  ASSERT_EQ(a.set_secret(kSecret), "");
+  const auto k = a.key(0, 1, 7);
+  auto same = [](const gossamer::dataplane::FrameKey& x, const gossamer::dataplane::FrameKey& y) {
+    return std::memcmp(x.bytes, y.bytes, sizeof x.bytes) == 0;
+  };
+  EXPECT_TRUE(same(k, a.key(0, 1, 7)));
+  EXPECT_FALSE(same(k, a.key(1, 0, 7)));
+  EXPECT_FALSE(same(k, a.key(0, 1, 8)));
+  EXPECT_FALSE(same(k, a.key(0, 2, 7)));
+  EXPECT_NE(a.set_secret("short"), "");
+}
 
 }  // namespace

@@ -10,10 +10,25 @@
 #include <cstring>
 #include <memory>
 
+#include "auth.hpp"
 #include "fuzz_inputs.hpp"
 #include "wire.hpp"
 
 namespace {
+
+const gossamer::dataplane::FrameAuth g_auth = [] {
+  gossamer::dataplane::FrameAuth a;
+  if (!a.set_secret("fuzzing rack secret, 32 bytes..").empty()) std::abort();
+  return a;
+}();
+
+struct TestVerifier final : gossamer::dataplane::wire::FrameVerifier {
+  bool verify(const gossamer::dataplane::wire::FrameHeader& h, const std::uint8_t* payload, std::size_t len,
+              const std::uint8_t* tag) override {
+    return gossamer::dataplane::FrameAuth::verify(g_auth.key(h.src_host, self, h.boot), payload, len, tag);
+  }
+  std::uint32_t self = 0;
+};
 
 using namespace gossamer::dataplane::wire;
 using namespace gossamer::fuzz;
@@ -140,10 +155,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < kHostCount; ++i) hosts[i] = host_endpoint(i);
 
   ParsedFrame pf;
-  const Drop d = parse_frame(frame.get(), len, self, hosts, kHostCount, self_host, connections, &pf);
+  const Drop d = parse_frame(frame.get(), len, self, hosts, kHostCount, self_host, connections, nullptr, &pf);
   if (d == Drop::kNone)
     check_accepted(frame.get(), len, pf, self_host, connections);
   else if (d >= Drop::kCount || std::strcmp(drop_name(d), "unknown") == 0)
     std::abort();
+
+  // The MAC-checked path (auth.hpp): the same UDP payload with a tag. A
+  // correct tag changes nothing else; a wrong one is always kBadMac.
+  if (sel.mode == kRebuild && len >= kL2L4Bytes + sizeof(FrameHeader)) {
+    const std::size_t payload = len - kL2L4Bytes;
+    std::uint8_t buf[kMaxFrame + kTagBytes] = {};
+    std::memcpy(buf, frame.get(), len);
+    FrameHeader h;
+    std::memcpy(&h, buf + kL2L4Bytes, sizeof h);
+    const auto key = g_auth.key(h.src_host, self_host, h.boot);
+    gossamer::dataplane::FrameAuth::sign(key, buf + kL2L4Bytes, payload, buf + len);
+    write_l2l4(buf, kMacs[sel.src], kMacs[kSelfIndex], host_endpoint(sel.src), host_endpoint(kSelfIndex),
+               payload + kTagBytes);
+    auto signed_frame = exact(buf, len + kTagBytes);
+    TestVerifier v;
+    v.self = self_host;
+    ParsedFrame spf;
+    const Drop sd = parse_frame(signed_frame.get(), len + kTagBytes, self, hosts, kHostCount, self_host,
+                                connections, &v, &spf);
+    if (sd != d) std::abort();
+    if (sd == Drop::kNone) check_accepted(signed_frame.get(), len + kTagBytes, spf, self_host, connections);
+    signed_frame[len + kTagBytes - 1] ^= 1;
+    const Drop bad = parse_frame(signed_frame.get(), len + kTagBytes, self, hosts, kHostCount, self_host,
+                                 connections, &v, &spf);
+    if (d == Drop::kNone && bad != Drop::kBadMac) std::abort();
+  }
   return 0;
 }

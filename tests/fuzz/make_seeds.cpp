@@ -128,7 +128,7 @@ void frame_seed(const std::string& name, std::uint16_t src, std::uint32_t self_h
   for (std::size_t i = 0; i < kHostCount; ++i) hosts[i] = host_endpoint(i);
   ParsedFrame pf;
   const Drop d = parse_frame(f.data(), f.size(), host_endpoint(kSelfIndex), hosts, kHostCount,
-                             self_host, connections, &pf);
+                             self_host, connections, nullptr, &pf);
   if (d != Drop::kNone) {
     std::fprintf(stderr, "make_seeds: seed %s does not parse: %s\n", name.c_str(), drop_name(d));
     std::exit(1);
@@ -175,10 +175,10 @@ void frame_seeds() {
   frame_seed("fragment-first", 0, self, 1,
              payload(0, self, 0, kData, 8, {{kRecRequest, 112, 3984, kFragment | kFragMore, fr, 0}}));
   frame_seed("fragment-middle", 2, self, 1,
-             payload(2, self, 0, kData, 9, {{kRecResponse, 104, 3992, kFragment | kFragMore, 8, 1400}}));
+             payload(2, self, 0, kData, 9, {{kRecResponse, 104, 3992, kFragment | kFragMore, 8, fr}}));
   frame_seed("fragment-last", 0, self, 1,
              payload(0, self, 0, kData, 10,
-                     {{kRecRequest, 112, 3984, kFragment, std::uint16_t(4096 - 2 * 1400), 2 * 1400}, req}));
+                     {{kRecRequest, 112, 3984, kFragment, std::uint16_t(4096 - 2 * fr), 2u * fr}, req}));
   // Another host index and connection count (self_host 3 on host 1's
   // address, connections 8) and one outside the table.
   frame_seed("self3", 1, 3, 8, payload(1, 3, 7, kData, 1, {req, resp}));

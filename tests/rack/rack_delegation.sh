@@ -54,6 +54,13 @@ before=$(stat_of 1 dropped)
 sleep 1.5
 after=$(stat_of 1 dropped)
 reasons=$(grep '^dropped' "$GOSSAMER_RACK_DIR/h1/dataplane.sock.stats" | grep -vc ' 0$')
+bad_mac=$(awk '$1 == "dropped{reason=\"bad_mac\"}" { print $2 }' "$GOSSAMER_RACK_DIR/h1/dataplane.sock.stats")
+# 3 forged frames of every 12 (send_garbage.py): a restart, a request, an announce.
+if [ "${bad_mac:-0}" -ge 120 ]; then
+  pass "forged frames (restart, request, detach announce): $bad_mac dropped as bad_mac"
+else
+  fail "forged frames: bad_mac is ${bad_mac:-missing}, want 120"
+fi
 if dp_alive 1 && [ $((after - before)) -ge 200 ] && [ "$reasons" -ge 6 ]; then
   pass "malformed frames: $((after - before)) counted and dropped; $(grep '^dropped' "$GOSSAMER_RACK_DIR/h1/dataplane.sock.stats" | grep -v ' 0$' | tr '\n' ' ')"
 else

@@ -2,7 +2,9 @@
 """Sends malformed frames from a raw socket on IFACE to DST_MAC: random
 bytes, truncated headers, UDP to the dataplane port with a bad magic, a bad
 version, wrong lengths, a bogus source host, and truncated copies of a
-plausible frame. Run inside a rack-in-a-box host namespace.
+plausible frame; and well-formed frames with a forged tag (a restart, a
+request, a detach announce), which must fail authentication. Run inside a
+rack-in-a-box host namespace.
 
   send_garbage.py IFACE DST_MAC SRC_IP DST_IP PORT COUNT"""
 import os
@@ -11,6 +13,7 @@ import re
 import socket
 import struct
 import sys
+import time
 
 
 def csum(b):
@@ -41,9 +44,13 @@ def wire_version():
 VERSION = wire_version()
 
 
-def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0):
-    return struct.pack("<IBBBBHHIIIIHHHHI", magic, version, typ, conn, 0, src, dst, 12345, seq, 0, 32,
+def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0,
+           boot=12345):
+    return struct.pack("<IBBBBHHIIIIHHHHI", magic, version, typ, conn, 0, src, dst, boot, seq, 0, 32,
                        records, length, 0, 0, 0)
+
+
+TAG = 16  # the tag after the records (dataplane/src/auth.hpp)
 
 
 def main():
@@ -67,6 +74,17 @@ def main():
         frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(records=1, length=len(rec)) + rec))
         good = udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header())
         frames.append(good[:rnd.randint(14, len(good) - 1)])
+        # Well formed but forged (the tag is made up): a restart with a
+        # newer incarnation, a request invoking closure 1 on trustee 1, a
+        # non-graceful detach announce. Each must be dropped as bad_mac.
+        future = ((int(time.time() * 1000) >> 2) + 100000) & 0xFFFFFFFF
+        tag = bytes(rnd.getrandbits(8) for _ in range(TAG))
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(typ=2, seq=0, boot=future) + tag))
+        req = struct.pack("<BBHHHIHHHHIQ", 1, 0, 1, 0, 1, 1, 8, 0, 0, 0, 0, 1) + struct.pack("<Q", 1)
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port,
+                                header(conn=1, records=1, length=len(req)) + req + tag))
+        det = struct.pack("<BBHHHIHHHHIQ", 4, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 1) + b"\0" * 16
+        frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(records=1, length=len(det)) + det + tag))
     for f in frames:
         s.send(f.ljust(14, b"\0"))
     print(f"sent {len(frames)} malformed frames")
