@@ -7,7 +7,8 @@
 #                round trip, allocation bound, parse_header) on any body
 #   fuzz_metrics gossamerd's reader of the dataplane's metrics file
 #   fuzz_exposition gossamerctl top's Prometheus text parser
-# The dataplane ones link dataplane/src/wire.cpp and app.cpp alone (no DPDK,
+# The dataplane ones link dataplane/src/wire.cpp, app.cpp and auth.cpp (with
+# libsodium) alone (no DPDK,
 # no meson); fuzz_cp links controlplane/src/proto.cpp and -lcrypto;
 # fuzz_metrics links controlplane/src/metrics_file.cpp alone, fuzz_exposition
 # tools/gossamerctl/exposition.cpp alone.
@@ -46,7 +47,7 @@ if ! "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$out/probe.cpp" -o "
 fi
 
 inc=(-I dataplane/src -I runtime/include -I tests/fuzz)
-lib=(dataplane/src/wire.cpp dataplane/src/app.cpp)
+lib=(dataplane/src/wire.cpp dataplane/src/app.cpp dataplane/src/auth.cpp -lsodium)
 cp_inc=(-I controlplane/src -I tests/fuzz)
 cp_lib=(controlplane/src/proto.cpp -lcrypto)
 # -fno-sanitize-recover: a UBSan report aborts, so libFuzzer records it.
