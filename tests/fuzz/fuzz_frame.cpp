@@ -182,6 +182,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (sd != d) std::abort();
     if (sd == Drop::kNone) check_accepted(signed_frame.get(), len + kTagBytes, spf, self_host, connections);
     signed_frame[len + kTagBytes - 1] ^= 1;
+    write_l2l4(signed_frame.get(), kMacs[sel.src], kMacs[kSelfIndex], host_endpoint(sel.src),
+               host_endpoint(kSelfIndex), payload + kTagBytes);  // the UDP checksum covers the tag
     const Drop bad = parse_frame(signed_frame.get(), len + kTagBytes, self, hosts, kHostCount, self_host,
                                  connections, &v, &spf);
     if (d == Drop::kNone && bad != Drop::kBadMac) std::abort();
