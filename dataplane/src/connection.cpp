@@ -9,8 +9,14 @@ namespace gossamer::dataplane {
 
 using wire::FrameHeader;
 
+namespace {
+// RFC 1982: a is after b (sequence numbers and credit limits wrap at 2^32).
+bool after(std::uint32_t a, std::uint32_t b) { return std::int32_t(a - b) > 0; }
+std::uint32_t later(std::uint32_t a, std::uint32_t b) { return after(a, b) ? a : b; }
+}  // namespace
+
 Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t index,
-                       std::uint32_t credits, std::uint32_t boot, std::uint64_t tsc_hz)
+                       std::uint32_t credits, std::uint32_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq)
     : self_(self),
       peer_(peer),
       index_(index),
@@ -19,9 +25,13 @@ Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t inde
       rto_base_(tsc_hz / 200),   // 5 ms: a sleeping peer answers within ~2 ms
       rto_max_(tsc_hz / 5),      // 200 ms
       rto_(rto_base_),
-      credit_limit_(index == 0 ? credits_ : 0),
+      first_seq_(first_seq),
+      next_seq_(first_seq),
+      acked_(first_seq - 1),
+      credit_limit_(first_seq - 1 + (index == 0 ? credits_ : 0)),
       out_active_(index == 0),
-      grant_(index == 0 ? credits_ : 0),
+      expected_(first_seq),
+      grant_(first_seq - 1 + (index == 0 ? credits_ : 0)),
       in_active_(index == 0) {}
 
 void Connection::put_record(const wire::WireRecord& w, const std::uint8_t* p, std::size_t n) {
@@ -74,7 +84,7 @@ void Connection::set_inbound_active(bool active) {
   in_active_ = active;
   ack_owed_ = true;  // tell the peer now, not at its next renewal
   if (active) {
-    grant_ = std::max(grant_, expected_ - 1 + credits_);
+    grant_ = later(grant_, expected_ - 1 + credits_);
     activation_pending_ = true;
     reminders_left_ = 8;
   }
@@ -90,7 +100,7 @@ void Connection::renewal_asked(std::uint16_t coalescing, bool probe) {
   if (!probe) reported_u_ += std::max<std::uint16_t>(coalescing, 1);
   ack_owed_ = true;
   if (in_active_ || reassembly_.active()) {
-    grant_ = std::max(grant_, expected_ - 1 + credits_);
+    grant_ = later(grant_, expected_ - 1 + credits_);
     if (!probe) ++stats_.renewals_granted;
   } else if (!probe) {
     ++stats_.renewals_declined;
@@ -221,7 +231,7 @@ void Connection::fill_header(FrameHeader* h, std::uint8_t type, std::uint32_t se
 std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
   std::size_t frames = 0;
   while (pending_bytes_) {
-    if (next_seq_ > credit_limit_) {
+    if (after(next_seq_, credit_limit_)) {
       if (!stalled_since_) {
         stalled_since_ = now;
         ++stats_.credit_stalls;
@@ -288,12 +298,12 @@ void Connection::reset(std::uint32_t new_boot) {
   // an application that no longer exists there.
   ++stats_.resets;
   peer_boot_ = new_boot;
-  expected_ = 1;
-  next_seq_ = 1;
-  acked_ = 0;
+  expected_ = first_seq_;
+  next_seq_ = first_seq_;
+  acked_ = first_seq_ - 1;
   // Back to the start: connection 0 active, the others until the peer's
   // scheduler (and ours) activate them.
-  grant_ = credit_limit_ = index_ == 0 ? credits_ : 0;
+  grant_ = credit_limit_ = first_seq_ - 1 + (index_ == 0 ? credits_ : 0);
   in_active_ = out_active_ = index_ == 0;
   activation_pending_ = false;
   reported_u_ = 0;

@@ -98,8 +98,13 @@ class Connection {
   // payload = FrameHeader + records (the UDP payload); len <= kMaxUdpPayload.
   using Emit = std::function<void(const std::uint8_t* payload, std::size_t len)>;
 
+  // `first_seq`: the first data frame's number in each direction (both
+  // ends must agree). 1 in the dataplane; tests start near 2^32 to cross
+  // the wrap. Every comparison of sequence numbers and credit limits is
+  // serial-number arithmetic (RFC 1982), and 0 is a data frame's number
+  // like any other.
   Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t index, std::uint32_t credits,
-             std::uint32_t boot, std::uint64_t tsc_hz);
+             std::uint32_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq = 1);
 
   // Queues one record; `payload` is primary_len + overflow_len bytes.
   void enqueue(const wire::WireRecord& r, const void* payload);
@@ -137,7 +142,7 @@ class Connection {
     if (kind == wire::kRecResponse) ++stats_.responses_received;
   }
   std::uint32_t credits_left() const {
-    return credit_limit_ >= next_seq_ ? credit_limit_ - next_seq_ + 1 : 0;
+    return std::int32_t(credit_limit_ - next_seq_) >= 0 ? credit_limit_ - next_seq_ + 1 : 0;
   }
   std::uint32_t peer_boot() const { return peer_boot_; }
 
@@ -177,7 +182,7 @@ class Connection {
   // A connection that never heard from the peer but sent to it resets too:
   // its sequence numbers went to the previous incarnation.
   void peer_restarted(std::uint32_t boot) {
-    if (peer_boot_ == 0 ? next_seq_ > 1 : std::int32_t(boot - peer_boot_) > 0) reset(boot);
+    if (peer_boot_ == 0 ? next_seq_ != first_seq_ : std::int32_t(boot - peer_boot_) > 0) reset(boot);
   }
 
  private:
@@ -198,13 +203,14 @@ class Connection {
   std::uint32_t credits_;
   std::uint32_t boot_;
   std::uint64_t rto_base_, rto_max_, rto_;
+  std::uint32_t first_seq_;
 
   // tx
   std::vector<std::uint8_t> pending_;     // records, back to back
   std::size_t pending_head_ = 0, pending_bytes_ = 0;
   std::size_t pending_records_ = 0;
-  std::uint32_t next_seq_ = 1;
-  std::uint32_t acked_ = 0;
+  std::uint32_t next_seq_;
+  std::uint32_t acked_;
   std::uint32_t credit_limit_;
   bool renew_asked_ = false;
   std::deque<Sent> unacked_;
@@ -217,7 +223,7 @@ class Connection {
 
   // rx
   std::uint32_t peer_boot_ = 0;
-  std::uint32_t expected_ = 1;
+  std::uint32_t expected_;
   std::uint32_t grant_;
   bool ack_owed_ = false;
   bool in_active_;

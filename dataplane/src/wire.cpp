@@ -96,7 +96,6 @@ Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
   if (verifier && !verifier->verify(h, udp + kUdpBytes, payload - tag, udp + kUdpBytes + payload - tag))
     return Drop::kBadMac;
   if (h.type == kAckOnly && (h.length != 0 || h.records != 0 || h.seq != 0)) return Drop::kBadType;
-  if (h.type == kData && h.seq == 0) return Drop::kBadType;
   const std::uint8_t* recs = udp + kUdpBytes + sizeof h;
   // Every record must be whole and of a known kind, and the count exact.
   std::size_t off = 0;

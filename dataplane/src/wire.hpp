@@ -6,7 +6,8 @@
 //
 // Every frame belongs to one connection: (source host, destination host,
 // connection index). Each direction of a connection is a reliable, in-order
-// stream of data frames numbered from 1 (`seq`); `ack` acknowledges, for the
+// stream of data frames numbered from 1 (`seq`, wrapping at 2^32, compared
+// as serial numbers; 0 comes after 2^32 - 1); `ack` acknowledges, for the
 // reverse direction, every frame up to and including that number; `credit`
 // is the highest seq the frame's receiver may send (FLOCK credits, papers
 // 002 §3.4.1). `boot` names the sender's incarnation: a new value resets the
@@ -70,7 +71,7 @@ struct FrameHeader {
   std::uint16_t src_host;
   std::uint16_t dst_host;
   std::uint32_t boot;       // sender incarnation
-  std::uint32_t seq;        // data: this frame's number (from 1); ack-only: 0
+  std::uint32_t seq;        // data: this frame's number (from 1, wrapping); ack-only: 0
   std::uint32_t ack;        // every frame <= ack of the reverse direction arrived
   std::uint32_t credit;     // the receiver of this frame may send up to this seq
   std::uint16_t records;

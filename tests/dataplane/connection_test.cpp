@@ -176,10 +176,10 @@ struct Side {
 
 struct Sim {
   Sim(std::uint32_t credits, std::uint32_t seed, Faults f, std::uint32_t boot_a = 100,
-      std::uint32_t boot_b = 200, std::uint8_t index = kIndex)
+      std::uint32_t boot_b = 200, std::uint8_t index = kIndex, std::uint32_t first_seq = 1)
       : rng(seed), ab(&rng, f), ba(&rng, f), credits(credits) {
-    a.conn = std::make_unique<Connection>(0, 1, index, credits, boot_a, kHz);
-    b.conn = std::make_unique<Connection>(1, 0, index, credits, boot_b, kHz);
+    a.conn = std::make_unique<Connection>(0, 1, index, credits, boot_a, kHz, first_seq);
+    b.conn = std::make_unique<Connection>(1, 0, index, credits, boot_b, kHz, first_seq);
     big_limits(*a.conn);
     big_limits(*b.conn);
   }
@@ -500,6 +500,35 @@ TEST(ConnectionCredits, LostGrantFramesDoNotDeadlock) {
   sim.ba.filter = [&](const FrameHeader& h) { return sim.now < until && h.credit > kC; };
   run_with_credit_checks(sim, 1'000, 400'000);
   EXPECT_GT(sim.ba.filtered, 0u);
+}
+
+// ---- sequence numbers across 2^32 (issue 18 finding 4) -----------------------------
+
+// Started 300 frames below the wrap, both directions cross 2^32 (frame 0
+// included) under loss, duplication and reordering, with windows small
+// enough that credit limits wrap too: everything arrives exactly once and
+// in order, and neither side stalls. Before, the sender stopped at the wrap
+// (an unsigned `next_seq > credit_limit` and a std::max on the grant) and
+// the receiver dropped data frame 0 as bad_type.
+TEST(ConnectionWrap, CrossesTwoToThe32UnderFaults) {
+  for (const std::uint32_t credits : {4u, 32u}) {
+    SCOPED_TRACE("credits " + std::to_string(credits));
+    constexpr std::uint32_t kN = 3'000;
+    Sim sim(credits, 31, kFaults, 100, 200, kIndex, 0xFFFF'FFFFu - 300);
+    for (std::uint32_t s = 1; s <= kN; ++s) enqueue_record(*sim.a.conn, s);
+    for (std::uint32_t s = 1; s <= kN / 3; ++s) enqueue_record(*sim.b.conn, s);
+    const std::uint64_t steps = sim.run(
+        [&] { return sim.b.delivered.size() >= kN && sim.a.delivered.size() >= kN / 3 && sim.quiet(); },
+        2'000'000);
+    EXPECT_LT(steps, 2'000'000u) << "stalled at the wrap";
+    expect_sequence(sim.b.delivered, iota(1, kN));
+    expect_sequence(sim.a.delivered, iota(1, kN / 3));
+    EXPECT_EQ(sim.b.payload_errors + sim.a.payload_errors, 0u);
+    // It did cross: more than 300 frames went each way.
+    EXPECT_GT(sim.a.conn->stats().frames_sent, 300u);
+    EXPECT_GT(sim.b.conn->stats().frames_received, 300u);
+    EXPECT_GT(sim.a.conn->credits_left(), 0u);
+  }
 }
 
 // ---- peer restart ------------------------------------------------------------------
