@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <map>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -29,12 +30,12 @@ class Families {
  public:
   Families(std::vector<MetricFamily>& out, std::string host) : out_(out), host_(std::move(host)) {}
 
-  void counter(const std::string& name, const char* help, Labels labels, double v) {
+  void counter(const std::string& name, std::string_view help, Labels labels, double v) {
     ClientMetric m = metric(std::move(labels));
     m.counter.value = v;
     family(name, help, MetricType::Counter).metric.push_back(std::move(m));
   }
-  void gauge(const std::string& name, const char* help, Labels labels, double v) {
+  void gauge(const std::string& name, std::string_view help, Labels labels, double v) {
     ClientMetric m = metric(std::move(labels));
     m.gauge.value = v;
     family(name, help, MetricType::Gauge).metric.push_back(std::move(m));
@@ -48,7 +49,7 @@ class Families {
     for (auto& l : labels) m.label.push_back(std::move(l));
     return m;
   }
-  MetricFamily& family(const std::string& name, const char* help, MetricType type) {
+  MetricFamily& family(const std::string& name, std::string_view help, MetricType type) {
     auto [it, fresh] = index_.try_emplace(name, out_.size());
     if (fresh) {
       MetricFamily f;
@@ -64,6 +65,31 @@ class Families {
   std::string host_;
   std::map<std::string, std::size_t> index_;
 };
+
+// The rows of one table of gossamer/abi/counters.hpp for one struct: one
+// series each, labelled `scope` and the row's own label.
+template <class S, std::size_t N>
+void add_rows(Families& f, const abi::Counter<S> (&table)[N], const S& values, const Labels& scope, double hz) {
+  for (const abi::Counter<S>& c : table) {
+    if (c.kind == abi::CounterKind::kPeerGauge) continue;  // add_peer_rows
+    Labels l = scope;
+    if (!c.prom.key.empty()) l.push_back({std::string(c.prom.key), std::string(c.prom.value)});
+    const double v = double(values.*c.member) / (c.kind == abi::CounterKind::kCycles ? hz : 1);
+    const std::string name(c.prom.name);
+    if (c.is_counter()) f.counter(name, c.help, std::move(l), v);
+    else f.gauge(name, c.help, std::move(l), v);
+  }
+}
+
+// The kPeerGauge rows: summed over one peer's connections.
+void add_peer_rows(Families& f, const abi::ConnCounters* conns, std::uint32_t count, const std::string& peer) {
+  for (const auto& c : abi::kConnCounters) {
+    if (c.kind != abi::CounterKind::kPeerGauge) continue;
+    double sum = 0;
+    for (std::uint32_t i = 0; i < count; ++i) sum += double(conns[i].*c.member);
+    f.gauge(std::string(c.prom.name), c.help, {{"peer", peer}}, sum);
+  }
+}
 
 }  // namespace
 
@@ -99,174 +125,31 @@ void add_threads(Families& f, const DataplaneSample& s) {
             double(a.entry.local_threads));
     f.gauge("gossamer_app_rack_threads", "The run's threads across the rack.", {{"app", app}},
             double(a.entry.total_threads));
-    for (std::size_t t = 0; t < a.threads.size(); ++t) {
-      const abi::ThreadCounters& c = a.threads[t];
-      const std::string thread = std::to_string(std::uint64_t(a.entry.first_thread) + t);
-      auto l = [&](Labels extra = {}) {
-        Labels ls{{"app", app}, {"thread", thread}};
-        for (auto& e : extra) ls.push_back(std::move(e));
-        return ls;
-      };
-      f.counter("gossamer_trustee_busy_seconds_total",
-                "Time in loop iterations that found work (fibers, requests, responses).", l(),
-                double(c.busy_cycles) / hz);
-      f.counter("gossamer_trustee_idle_seconds_total", "Time polling and finding nothing, yielding or asleep.",
-                l(), double(c.idle_cycles) / hz);
-      f.counter("gossamer_trustee_serve_seconds_total", "Part of busy time spent serving delegated requests.",
-                l(), double(c.serve_cycles) / hz);
-      f.counter("gossamer_trustee_requests_served_total", "Requests served, by where the client is.",
-                l({{"source", "local"}}), double(c.requests_served_local));
-      f.counter("gossamer_trustee_requests_served_total", "Requests served, by where the client is.",
-                l({{"source", "remote"}}), double(c.requests_served_remote));
-      f.counter("gossamer_trustee_slots_served_total", "Request slots (batches) served.", l(),
-                double(c.slots_served));
-      f.gauge("gossamer_trustee_fibers_ready", "Fibers ready to run at the last loop iteration.", l(),
-              double(c.fibers_ready));
-      f.counter("gossamer_client_requests_sent_total", "Requests sent to a trustee, by where it is.",
-                l({{"dest", "local"}}), double(c.requests_sent_local));
-      f.counter("gossamer_client_requests_sent_total", "Requests sent to a trustee, by where it is.",
-                l({{"dest", "remote"}}), double(c.requests_sent_remote));
-      f.counter("gossamer_client_responses_received_total", "Responses received.", l(),
-                double(c.responses_received));
-      f.counter("gossamer_client_direct_applies_total",
-                "Applies on the thread's own trustee, run in place with no request.", l(),
-                double(c.local_applies));
-      f.counter("gossamer_thread_tcp_bytes_total",
-                "Request and response bodies above the large-request threshold that crossed hosts over "
-                "gossamerd's TCP connections, by direction.",
-                l({{"direction", "sent"}}), double(c.tcp_bytes_sent));
-      f.counter("gossamer_thread_tcp_bytes_total",
-                "Request and response bodies above the large-request threshold that crossed hosts over "
-                "gossamerd's TCP connections, by direction.",
-                l({{"direction", "received"}}), double(c.tcp_bytes_received));
-    }
+    for (std::size_t t = 0; t < a.threads.size(); ++t)
+      add_rows(f, abi::kThreadCounters, a.threads[t],
+               {{"app", app}, {"thread", std::to_string(std::uint64_t(a.entry.first_thread) + t)}}, hz);
   }
 }
 
 void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std::string>& names) {
   const double hz = double(s.header.tsc_hz);
-  for (std::size_t i = 0; i < s.cores.size(); ++i) {
-    Labels core{{"core", std::to_string(i)}};
-    f.counter("gossamer_dataplane_busy_seconds_total", "Dataplane polling core: iterations that found work.",
-              core, double(s.cores[i].busy_cycles) / hz);
-    f.counter("gossamer_dataplane_idle_seconds_total", "Dataplane polling core: finding nothing, or asleep.",
-              core, double(s.cores[i].idle_cycles) / hz);
-  }
-  const abi::HostCounters& h = s.host;
-  f.counter("gossamer_dataplane_frames_received_total", "Frames from the NIC.", {}, double(h.rx_frames));
-  f.counter("gossamer_dataplane_frames_sent_total", "Frames handed to the NIC.", {}, double(h.tx_frames));
-  f.counter("gossamer_dataplane_transmit_failures_total", "Frames the NIC did not take.", {}, double(h.tx_failed));
+  for (std::size_t i = 0; i < s.cores.size(); ++i)
+    add_rows(f, abi::kCoreCounters, s.cores[i], {{"core", std::to_string(i)}}, hz);
+  add_rows(f, abi::kHostCounters, s.host, {}, hz);
   for (std::size_t d = 0; d < s.drop_names.size(); ++d)
     if (!s.drop_names[d].empty())
-      f.counter("gossamer_dataplane_dropped_frames_total", "Malformed or unexpected frames dropped, by reason.",
-                {{"reason", s.drop_names[d]}}, double(h.drops[d]));
-  f.counter("gossamer_dataplane_dropped_records_total", "Records dropped, by reason.", {{"reason", "no_app"}},
-            double(h.records_no_app));
-  f.counter("gossamer_dataplane_dropped_records_total", "Records dropped, by reason.", {{"reason", "rejected"}},
-            double(h.records_rejected));
-  f.gauge("gossamer_dataplane_apps", "Applications attached.", {}, double(h.apps));
-  f.counter("gossamer_dataplane_thread_moves_total", "Threads the thread scheduler moved to another connection.", {},
-            double(h.thread_moves));
-  f.gauge("gossamer_dataplane_max_active_connections", "The QP scheduler's limit (connections.max_active_qps).", {},
-          double(h.max_active_qps));
+      f.counter(std::string(abi::kDroppedFrames.prom), abi::kDroppedFrames.help,
+                {{std::string(abi::kDroppedFrames.label), s.drop_names[d]}}, double(s.host.drops[d]));
   f.gauge("gossamer_dataplane_apps_hidden",
           "Attached applications whose threads are not reported (beyond 32 instances or 4096 threads).", {},
           double(s.header.apps_hidden));
-  f.counter("gossamer_dataplane_attaches_total", "Attach requests, by result.", {{"result", "accepted"}},
-            double(h.apps_attached));
-  f.counter("gossamer_dataplane_attaches_total", "Attach requests, by result.", {{"result", "refused"}},
-            double(h.apps_refused));
-  f.counter("gossamer_dataplane_detaches_total", "Applications gone, by how.", {{"how", "clean"}},
-            double(h.apps_detached));
-  f.counter("gossamer_dataplane_detaches_total", "Applications gone, by how.", {{"how", "lost"}},
-            double(h.apps_lost));
-  const char* faults = "Frames affected by test fault injection, by kind.";
-  f.counter("gossamer_dataplane_injected_faults_total", faults, {{"kind", "loss"}}, double(h.injected_loss));
-  f.counter("gossamer_dataplane_injected_faults_total", faults, {{"kind", "duplicate"}},
-            double(h.injected_duplicates));
-  f.counter("gossamer_dataplane_injected_faults_total", faults, {{"kind", "reorder"}},
-            double(h.injected_reorders));
-
   const std::uint32_t per = s.header.conns_per_host;
   for (std::uint32_t p = 0; p < s.header.host_count; ++p) {
     if (p == s.header.host_index) continue;
-    const std::string& peer = names[p];
-    std::uint64_t active = 0;
-    for (std::uint32_t c = 0; c < per; ++c) {
-      const abi::ConnCounters& k = s.conns[std::size_t(p) * per + c];
-      active += k.established ? 1 : 0;
-      auto l = [&](Labels extra = {}) {
-        Labels ls{{"peer", peer}, {"conn", std::to_string(c)}};
-        for (auto& e : extra) ls.push_back(std::move(e));
-        return ls;
-      };
-      f.counter("gossamer_dataplane_messages_sent_total", "Data frames sent (first transmissions).", l(),
-                double(k.frames_sent));
-      f.counter("gossamer_dataplane_messages_received_total", "Frames received (data and acknowledgements).", l(),
-                double(k.frames_received));
-      f.counter("gossamer_dataplane_acks_sent_total", "Acknowledgement-only frames sent.", l(), double(k.acks_sent));
-      f.counter("gossamer_dataplane_slots_sent_total", "Slots sent, by kind; slots per message = coalescing.",
-                l({{"kind", "request"}}), double(k.requests_sent));
-      f.counter("gossamer_dataplane_slots_sent_total", "Slots sent, by kind; slots per message = coalescing.",
-                l({{"kind", "response"}}), double(k.responses_sent));
-      const char* received = "Slots received and delivered, by kind.";
-      f.counter("gossamer_dataplane_slots_received_total", received, l({{"kind", "request"}}),
-                double(k.requests_received));
-      f.counter("gossamer_dataplane_slots_received_total", received, l({{"kind", "response"}}),
-                double(k.responses_received));
-      f.counter("gossamer_dataplane_records_sent_total", "Records sent (slots and fragments).", l(),
-                double(k.records_sent));
-      f.counter("gossamer_dataplane_records_received_total", "Records received in order.", l(),
-                double(k.records_received));
-      f.gauge("gossamer_dataplane_credits", "Credits left.", l(), double(k.credits));
-      f.counter("gossamer_dataplane_credit_stalls_total", "Times the sender ran out of credit with data waiting.",
-                l(), double(k.credit_stalls));
-      f.counter("gossamer_dataplane_credit_renewals_requested_total", "Credit renewals this side asked for.", l(),
-                double(k.renewals_requested));
-      f.counter("gossamer_dataplane_credit_renewals_granted_total", "Credit renewals this side granted.", l(),
-                double(k.renewals_granted));
-      f.counter("gossamer_dataplane_credit_renewals_declined_total",
-                "Credit renewals this side declined (the connection is inactive).", l(), double(k.renewals_declined));
-      const char* act = "1 while the connection is active: inbound, this host grants the peer credit (QP "
-                        "scheduler); outbound, the peer grants this host credit.";
-      f.gauge("gossamer_dataplane_connection_active", act, l({{"direction", "inbound"}}), double(k.inbound_active));
-      f.gauge("gossamer_dataplane_connection_active", act, l({{"direction", "outbound"}}), double(k.outbound_active));
-      f.gauge("gossamer_dataplane_threads_assigned", "Application threads the thread scheduler put on the connection.",
-              l(), double(k.threads_assigned));
-      f.counter("gossamer_dataplane_retransmits_total", "Frames sent again.", l(), double(k.retransmits));
-      f.counter("gossamer_dataplane_retransmit_timeouts_total", "Retransmission timer expiries.", l(),
-                double(k.timeouts));
-      f.counter("gossamer_dataplane_fast_retransmits_total", "Retransmissions on duplicate acknowledgements.", l(),
-                double(k.fast_retransmits));
-      f.counter("gossamer_dataplane_duplicates_dropped_total", "Frames received twice, dropped.", l(),
-                double(k.duplicates));
-      f.counter("gossamer_dataplane_out_of_order_dropped_total", "Frames ahead of the next expected, dropped.",
-                l(), double(k.out_of_order));
-      const char* stale = "Frames for another incarnation, by reason.";
-      f.counter("gossamer_dataplane_stale_frames_total", stale, l({{"reason", "wrong_incarnation"}}),
-                double(k.wrong_incarnation));
-      f.counter("gossamer_dataplane_stale_frames_total", stale, l({{"reason", "stale_boot"}}),
-                double(k.stale_boot));
-      f.counter("gossamer_dataplane_connection_resets_total", "Resets because the peer restarted.", l(),
-                double(k.resets));
-      f.counter("gossamer_dataplane_fragments_sent_total", "Fragment records sent (slots larger than a frame).",
-                l(), double(k.fragments_sent));
-      f.counter("gossamer_dataplane_fragments_received_total", "Fragment records received.", l(),
-                double(k.fragments_received));
-      f.counter("gossamer_dataplane_large_slots_total", "Slots reassembled from fragments.", l(),
-                double(k.slots_reassembled));
-      const char* fd = "Fragment records dropped, by reason.";
-      f.counter("gossamer_dataplane_fragments_dropped_total", fd, l({{"reason", "bad_offset"}}),
-                double(k.frag_bad_offset));
-      f.counter("gossamer_dataplane_fragments_dropped_total", fd, l({{"reason", "oversize"}}),
-                double(k.frag_oversize));
-      f.counter("gossamer_dataplane_fragments_dropped_total", fd, l({{"reason", "mismatch"}}),
-                double(k.frag_mismatch));
-      f.counter("gossamer_dataplane_fragments_dropped_total", fd, l({{"reason", "interrupted"}}),
-                double(k.frag_interrupted));
-    }
-    f.gauge("gossamer_dataplane_connections_established",
-            "Connections that have heard from the peer's current incarnation.", {{"peer", peer}}, double(active));
+    const abi::ConnCounters* conns = &s.conns[std::size_t(p) * per];
+    for (std::uint32_t c = 0; c < per; ++c)
+      add_rows(f, abi::kConnCounters, conns[c], {{"peer", names[p]}, {"conn", std::to_string(c)}}, hz);
+    add_peer_rows(f, conns, per, names[p]);
   }
 }
 

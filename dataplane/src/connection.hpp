@@ -40,28 +40,20 @@
 #include <functional>
 #include <vector>
 
+#include <gossamer/abi/counters.hpp>
+
 #include "scheduler.hpp"
 #include "wire.hpp"
 
 namespace gossamer::dataplane {
 
+// What a connection counts itself: the connection rows of
+// gossamer/abi/counters.hpp whose source is kCounted (the gauges come from
+// its state when the metrics are written).
 struct ConnectionStats {
-  std::uint64_t frames_sent = 0, frames_received = 0, acks_sent = 0;
-  std::uint64_t records_sent = 0, records_received = 0;
-  std::uint64_t requests_sent = 0, responses_sent = 0;  // slot records, for coalescing
-  std::uint64_t requests_received = 0, responses_received = 0;  // slots delivered
-  std::uint64_t retransmits = 0, timeouts = 0, fast_retransmits = 0;
-  std::uint64_t duplicates = 0, out_of_order = 0, stale_boot = 0, resets = 0;
-  std::uint64_t wrong_incarnation = 0;  // frames naming another incarnation of us
-  std::uint64_t credit_stalls = 0, renewals_requested = 0, renewals_granted = 0;
-  std::uint64_t credit_probes = 0;
-  std::uint64_t renewals_declined = 0;  // as the receiver: this connection is inactive
-  std::uint64_t fragments_sent = 0, fragments_received = 0, slots_reassembled = 0;
-  // Fragment records dropped, by reason (a peer that breaks the format):
-  std::uint64_t frag_bad_offset = 0;    // not where the previous one ended (or no slot begun)
-  std::uint64_t frag_oversize = 0;      // the slot is larger than the destination slot
-  std::uint64_t frag_mismatch = 0;      // other kind, ids, seq, lengths or flags than its slot's
-  std::uint64_t frag_interrupted = 0;   // a whole record arrived mid-slot
+#define GOSSAMER_CONNECTION_STAT(field, source, ...) GOSSAMER_IF_OWN(source, std::uint64_t field = 0;)
+  GOSSAMER_CONN_COUNTERS(GOSSAMER_CONNECTION_STAT)
+#undef GOSSAMER_CONNECTION_STAT
 };
 
 // Reassembles fragment records into slot records. Pure, for the tests too.

@@ -52,20 +52,16 @@ inline constexpr std::uint64_t kTagControl = 2;  // core 0: a socket is ready (c
 
 namespace gossamer::dataplane {
 
+// One core's counters (summed over cores for the host): the core rows and
+// the host rows counted here of gossamer/abi/counters.hpp, and the drops.
 struct Stats {
   std::array<std::uint64_t, std::size_t(wire::Drop::kCount)> drops{};
-  std::uint64_t rx_frames = 0, tx_frames = 0, tx_failed = 0;
-  std::uint64_t records_no_app = 0, records_rejected = 0;
-  std::uint64_t apps_attached = 0, apps_refused = 0, apps_detached = 0, apps_lost = 0;
-  std::uint64_t busy_cycles = 0, idle_cycles = 0;
-  std::uint64_t injected_loss = 0, injected_duplicates = 0, injected_reorders = 0;
-  std::uint64_t thread_moves = 0;  // thread scheduler reassignments
-  // Per core (summed for the host):
-  std::uint64_t frames_processed = 0;  // frames of connections this core owns
-  std::uint64_t doorbells = 0;         // doorbell entries served
-  std::uint64_t steered = 0;           // frames from this core's queue handed to their owner
-  std::uint64_t steer_dropped = 0;     // ... dropped: the owner's ring was full
-  std::uint64_t handoffs = 0;          // records handed to another core's connection
+#define GOSSAMER_STATS_HOST(field, source, ...) GOSSAMER_IF_OWN(source, std::uint64_t field = 0;)
+#define GOSSAMER_STATS_CORE(field, ...) std::uint64_t field = 0;
+  GOSSAMER_HOST_COUNTERS(GOSSAMER_STATS_HOST)
+  GOSSAMER_CORE_COUNTERS(GOSSAMER_STATS_CORE)
+#undef GOSSAMER_STATS_HOST
+#undef GOSSAMER_STATS_CORE
 };
 static_assert(sizeof(Stats) % 8 == 0, "published word by word");
 

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
+#include "stats_file.hpp"
 
 namespace gossamer::dataplane {
 
@@ -32,40 +33,30 @@ std::uint64_t monotonic_ns() {
 
 }  // namespace
 
+// The rows whose source is kSet are set by hand below: a new one must be
+// set here too.
+template <class S, std::size_t N>
+constexpr std::size_t set_rows(const abi::Counter<S> (&table)[N]) {
+  return std::size_t(std::count_if(table, table + N, [](const abi::Counter<S>& c) {
+    return c.source == abi::CounterSource::kSet;
+  }));
+}
+static_assert(set_rows(abi::kHostCounters) == 2, "write_metrics sets apps and max_active_qps, and no other");
+static_assert(set_rows(abi::kConnCounters) == 5,
+              "fill_conn sets credits, inbound_active, outbound_active and established, write_metrics "
+              "threads_assigned, and no other");
+
+// The rows of GOSSAMER_CONN_COUNTERS: those the connection counts, then
+// the gauges of its state (threads_assigned: write_metrics).
 void fill_conn(abi::ConnCounters& o, const Connection& c) {
   const ConnectionStats& s = c.stats();
-  o.frames_sent = s.frames_sent;
-  o.frames_received = s.frames_received;
-  o.acks_sent = s.acks_sent;
-  o.records_sent = s.records_sent;
-  o.records_received = s.records_received;
-  o.requests_sent = s.requests_sent;
-  o.responses_sent = s.responses_sent;
+#define GOSSAMER_COPY(field, source, ...) GOSSAMER_IF_COPIED(source, o.field = s.field;)
+  GOSSAMER_CONN_COUNTERS(GOSSAMER_COPY)
+#undef GOSSAMER_COPY
+  o.credits = c.credits_left();
   o.inbound_active = c.inbound_active();
   o.outbound_active = c.usable();
-  o.renewals_declined = s.renewals_declined;
-  o.requests_received = s.requests_received;
-  o.responses_received = s.responses_received;
-  o.retransmits = s.retransmits;
-  o.timeouts = s.timeouts;
-  o.fast_retransmits = s.fast_retransmits;
-  o.duplicates = s.duplicates;
-  o.out_of_order = s.out_of_order;
-  o.stale_boot = s.stale_boot;
-  o.wrong_incarnation = s.wrong_incarnation;
-  o.resets = s.resets;
-  o.credit_stalls = s.credit_stalls;
-  o.renewals_requested = s.renewals_requested;
-  o.renewals_granted = s.renewals_granted;
-  o.credits = c.credits_left();
   o.established = c.peer_boot() != 0;
-  o.fragments_sent = s.fragments_sent;
-  o.fragments_received = s.fragments_received;
-  o.slots_reassembled = s.slots_reassembled;
-  o.frag_bad_offset = s.frag_bad_offset;
-  o.frag_oversize = s.frag_oversize;
-  o.frag_mismatch = s.frag_mismatch;
-  o.frag_interrupted = s.frag_interrupted;
 }
 
 namespace {
@@ -142,27 +133,20 @@ void Dataplane::write_metrics() {
   seq.store(s0 + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
 
+  // The rows of GOSSAMER_HOST_COUNTERS and GOSSAMER_CORE_COUNTERS: the
+  // cores' counters, then what only core 0 knows.
   auto* host = reinterpret_cast<abi::HostCounters*>(metrics_ + abi::kMetricsHostOffset);
-  host->rx_frames = total.rx_frames;
-  host->tx_frames = total.tx_frames;
-  host->tx_failed = total.tx_failed;
-  host->records_no_app = total.records_no_app;
-  host->records_rejected = total.records_rejected;
-  host->apps_attached = total.apps_attached;
-  host->apps_refused = total.apps_refused;
-  host->apps_detached = total.apps_detached;
-  host->apps_lost = total.apps_lost;
-  host->injected_loss = total.injected_loss;
-  host->injected_duplicates = total.injected_duplicates;
-  host->injected_reorders = total.injected_reorders;
+#define GOSSAMER_COPY(field, source, ...) GOSSAMER_IF_COPIED(source, host->field = total.field;)
+  GOSSAMER_HOST_COUNTERS(GOSSAMER_COPY)
+#undef GOSSAMER_COPY
   host->apps = apps_.size();
-  host->thread_moves = total.thread_moves;
   host->max_active_qps = cfg_.connections.max_active_qps;
   for (std::size_t d = 0; d < total.drops.size(); ++d) host->drops[d] = total.drops[d];
   auto* core = reinterpret_cast<abi::CoreCounters*>(metrics_ + abi::kMetricsCoreOffset);
   for (std::size_t k = 0; k < per_core.size() && k < abi::kMetricsCores; ++k) {
-    core[k].busy_cycles = per_core[k].busy_cycles;
-    core[k].idle_cycles = per_core[k].idle_cycles;
+#define GOSSAMER_COPY(field, ...) core[k].field = per_core[k].field;
+    GOSSAMER_CORE_COUNTERS(GOSSAMER_COPY)
+#undef GOSSAMER_COPY
   }
 
   auto* conns = reinterpret_cast<abi::ConnCounters*>(metrics_ + metrics_layout_.conns);
@@ -212,57 +196,29 @@ void Dataplane::write_metrics() {
   seq.store(s0 + 2, std::memory_order_release);
 }
 
+// The metrics file's sample, just written, as text (stats_file.hpp), and
+// the thread scheduler's placement per application thread and peer.
 void Dataplane::write_stats() {
-  Stats t;
-  std::vector<Stats> per_core;
-  std::vector<abi::ConnCounters> conns;
-  collect(&t, &per_core, &conns);
+  write_metrics();
+  if (!metrics_) return;
+  std::vector<std::string_view> drops(std::size_t(wire::Drop::kCount));
+  for (std::size_t d = 1; d < drops.size(); ++d) drops[d] = wire::drop_name(wire::Drop(d));
+  std::vector<std::uint32_t> owner(conns_per_host_);
+  for (std::uint32_t c = 0; c < conns_per_host_; ++c) owner[c] = conn_owner(c);
+  StatsSample sample;
+  sample.self = self_;
+  sample.hosts = hosts_;
+  sample.conns_per_host = conns_per_host_;
+  sample.host = reinterpret_cast<const abi::HostCounters*>(metrics_ + abi::kMetricsHostOffset);
+  sample.cores = {reinterpret_cast<const abi::CoreCounters*>(metrics_ + abi::kMetricsCoreOffset), ncores_};
+  sample.conns = {reinterpret_cast<const abi::ConnCounters*>(metrics_ + metrics_layout_.conns),
+                  std::size_t(hosts_) * conns_per_host_};
+  sample.drop_names = drops;
+  sample.conn_core = owner;
   std::string tmp = socket_path_ + ".stats.tmp";
   {
     std::ofstream o(tmp);
-    o << "rx_frames " << t.rx_frames << "\ntx_frames " << t.tx_frames << "\ntx_failed "
-      << t.tx_failed << "\nrecords_no_app " << t.records_no_app << "\nrecords_rejected "
-      << t.records_rejected << "\napps_attached " << t.apps_attached << "\napps_refused "
-      << t.apps_refused << "\napps_detached " << t.apps_detached << "\napps_lost " << t.apps_lost
-      << "\napps " << apps_.size() << "\ninjected_loss " << t.injected_loss << "\ninjected_duplicates "
-      << t.injected_duplicates << "\ninjected_reorders " << t.injected_reorders << "\nbusy_cycles "
-      << t.busy_cycles << "\nidle_cycles " << t.idle_cycles << "\ncores " << ncores_ << "\nsteer_dropped "
-      << t.steer_dropped << "\n";
-    for (std::size_t d = 1; d < t.drops.size(); ++d)
-      o << "dropped{reason=\"" << wire::drop_name(wire::Drop(d)) << "\"} " << t.drops[d] << "\n";
-    for (std::size_t k = 0; k < per_core.size(); ++k) {
-      const Stats& c = per_core[k];
-      const std::string l = "{core=\"" + std::to_string(k) + "\"} ";
-      o << "core_busy_cycles" << l << c.busy_cycles << "\ncore_idle_cycles" << l << c.idle_cycles
-        << "\ncore_rx_frames" << l << c.rx_frames << "\ncore_frames_processed" << l << c.frames_processed
-        << "\ncore_doorbells" << l << c.doorbells << "\ncore_steered" << l << c.steered << "\ncore_handoffs" << l
-        << c.handoffs << "\n";
-    }
-    for (std::uint32_t h = 0; h < hosts_; ++h) {
-      if (h == self_) continue;
-      for (std::uint32_t c = 0; c < conns_per_host_; ++c) {
-        const abi::ConnCounters& s = conns[std::size_t(h) * conns_per_host_ + c];
-        std::string l = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\"} ";
-        o << "frames_sent" << l << s.frames_sent << "\nframes_received" << l << s.frames_received
-          << "\nrecords_sent" << l << s.records_sent << "\nrequests_sent" << l << s.requests_sent
-          << "\nresponses_sent" << l << s.responses_sent << "\nrecords_received" << l << s.records_received
-          << "\nretransmits" << l << s.retransmits << "\ntimeouts" << l << s.timeouts << "\nfast_retransmits"
-          << l << s.fast_retransmits << "\nduplicates" << l << s.duplicates << "\nout_of_order" << l
-          << s.out_of_order << "\ncredit_stalls" << l << s.credit_stalls << "\nrenewals_requested" << l
-          << s.renewals_requested << "\nrenewals_granted" << l << s.renewals_granted << "\ncredits" << l
-          << s.credits << "\nresets" << l << s.resets << "\nwrong_incarnation" << l
-          << s.wrong_incarnation << "\nfragments_sent" << l << s.fragments_sent << "\nfragments_received" << l
-          << s.fragments_received << "\nslots_reassembled" << l << s.slots_reassembled << "\ninbound_active" << l
-          << s.inbound_active << "\noutbound_active" << l << s.outbound_active << "\nrenewals_declined" << l
-          << s.renewals_declined << "\ncore" << l << conn_owner(c) << "\n";
-        std::string r = "{peer=\"" + std::to_string(h) + "\",conn=\"" + std::to_string(c) + "\",reason=\"";
-        o << "fragments_dropped" << r << "bad_offset\"} " << s.frag_bad_offset << "\nfragments_dropped" << r
-          << "oversize\"} " << s.frag_oversize << "\nfragments_dropped" << r << "mismatch\"} " << s.frag_mismatch
-          << "\nfragments_dropped" << r << "interrupted\"} " << s.frag_interrupted << "\n";
-      }
-    }
-    // The thread scheduler's placement: per application thread and peer.
-    o << "thread_moves " << t.thread_moves << "\n";
+    write_stats_text(o, sample);
     for (const auto& a : apps_)
       for (std::uint32_t h = 0; h < hosts_; ++h) {
         if (h == self_) continue;

@@ -50,6 +50,8 @@
 #include <utility>
 #include <vector>
 
+#include <gossamer/abi/metrics.hpp>
+
 #include "commands.hpp"
 #include "common.hpp"
 #include "exposition.hpp"
@@ -599,38 +601,63 @@ struct HostView {
   std::map<ThreadKey, ThreadView> threads;
 };
 
-// Files one sample of the catalog into the view; other metrics are ignored.
+// The series read below, by their rows in the counter tables
+// (gossamer/abi/counters.hpp): a row that is not there does not compile.
+template <class S, std::size_t N>
+constexpr abi::SeriesName series(const abi::Counter<S> (&table)[N], std::uint64_t S::*member) {
+  return abi::counter_of(table, member).prom;
+}
+constexpr abi::SeriesName kThreadBusy = series(abi::kThreadCounters, &abi::ThreadCounters::busy_cycles);
+constexpr abi::SeriesName kThreadIdle = series(abi::kThreadCounters, &abi::ThreadCounters::idle_cycles);
+constexpr abi::SeriesName kThreadServe = series(abi::kThreadCounters, &abi::ThreadCounters::serve_cycles);
+constexpr abi::SeriesName kSlotsServed = series(abi::kThreadCounters, &abi::ThreadCounters::slots_served);
+constexpr abi::SeriesName kFibersReady = series(abi::kThreadCounters, &abi::ThreadCounters::fibers_ready);
+constexpr abi::SeriesName kServedLocal = series(abi::kThreadCounters, &abi::ThreadCounters::requests_served_local);
+constexpr abi::SeriesName kServedRemote = series(abi::kThreadCounters, &abi::ThreadCounters::requests_served_remote);
+constexpr abi::SeriesName kSentLocal = series(abi::kThreadCounters, &abi::ThreadCounters::requests_sent_local);
+constexpr abi::SeriesName kSentRemote = series(abi::kThreadCounters, &abi::ThreadCounters::requests_sent_remote);
+constexpr abi::SeriesName kApps = series(abi::kHostCounters, &abi::HostCounters::apps);
+constexpr abi::SeriesName kCoreBusy = series(abi::kCoreCounters, &abi::CoreCounters::busy_cycles);
+constexpr abi::SeriesName kCoreIdle = series(abi::kCoreCounters, &abi::CoreCounters::idle_cycles);
+constexpr abi::SeriesName kMessagesSent = series(abi::kConnCounters, &abi::ConnCounters::frames_sent);
+constexpr abi::SeriesName kMessagesReceived = series(abi::kConnCounters, &abi::ConnCounters::frames_received);
+constexpr abi::SeriesName kRequestsSent = series(abi::kConnCounters, &abi::ConnCounters::requests_sent);
+constexpr abi::SeriesName kResponsesSent = series(abi::kConnCounters, &abi::ConnCounters::responses_sent);
+constexpr abi::SeriesName kRetransmits = series(abi::kConnCounters, &abi::ConnCounters::retransmits);
+
+// The sample is that series (its name, and its label if it has one).
+bool is(const exposition::Sample& s, const abi::SeriesName& n) {
+  return s.name == n.name && (n.key.empty() || s.label(n.key) == n.value);
+}
+
+// Files one sample into the view; other metrics are ignored.
 void add_thread_sample(const exposition::Sample& s, std::optional<double> d, HostView& v) {
   const auto app = s.label("app"), thread = s.label("thread");
   if (!app || !thread) return;
   ThreadView& t = v.threads[{std::string(*app), std::string(*thread)}];
-  const std::string_view n = s.name;
-  if (n == "gossamer_trustee_busy_seconds_total") t.busy.add(d);
-  else if (n == "gossamer_trustee_idle_seconds_total") t.idle.add(d);
-  else if (n == "gossamer_trustee_serve_seconds_total") t.serve.add(d);
-  else if (n == "gossamer_trustee_slots_served_total") t.slots.add(d);
-  else if (n == "gossamer_trustee_fibers_ready") add_gauge(t.ready, s.value);
-  else if (n == "gossamer_trustee_requests_served_total") {
+  if (is(s, kThreadBusy)) t.busy.add(d);
+  else if (is(s, kThreadIdle)) t.idle.add(d);
+  else if (is(s, kThreadServe)) t.serve.add(d);
+  else if (is(s, kSlotsServed)) t.slots.add(d);
+  else if (is(s, kFibersReady)) add_gauge(t.ready, s.value);
+  else if (is(s, kServedLocal)) t.served.add(d);
+  else if (is(s, kServedRemote)) {
     t.served.add(d);
-    if (s.label("source") == "remote") t.served_remote.add(d);
-  } else if (n == "gossamer_client_requests_sent_total") {
-    const auto dest = s.label("dest");
-    if (dest == "local") t.sent_local.add(d);
-    else if (dest == "remote") t.sent_remote.add(d);
-  }
+    t.served_remote.add(d);
+  } else if (is(s, kSentLocal)) t.sent_local.add(d);
+  else if (is(s, kSentRemote)) t.sent_remote.add(d);
 }
 
 void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, HostView& v) {
-  const std::string_view n = s.name;
-  if (n == "gossamer_dataplane_up") add_gauge(v.dataplane_up, s.value);
-  else if (n == "gossamer_dataplane_apps") add_gauge(v.apps, s.value);
-  else if (n == "gossamer_dataplane_busy_seconds_total" || n == "gossamer_dataplane_idle_seconds_total") {
+  if (s.name == "gossamer_dataplane_up") add_gauge(v.dataplane_up, s.value);  // gossamerd's, not a counter
+  else if (is(s, kApps)) add_gauge(v.apps, s.value);
+  else if (is(s, kCoreBusy) || is(s, kCoreIdle)) {
     if (auto core = s.label("core")) v.cores.insert(std::string(*core));
-    (n == "gossamer_dataplane_busy_seconds_total" ? v.dp_busy : v.dp_idle).add(d);
-  } else if (n == "gossamer_dataplane_messages_sent_total") v.messages_sent.add(d);
-  else if (n == "gossamer_dataplane_messages_received_total") v.messages_received.add(d);
-  else if (n == "gossamer_dataplane_slots_sent_total") v.slots_sent.add(d);
-  else if (n == "gossamer_dataplane_retransmits_total") v.retransmits.add(d);
+    (is(s, kCoreBusy) ? v.dp_busy : v.dp_idle).add(d);
+  } else if (is(s, kMessagesSent)) v.messages_sent.add(d);
+  else if (is(s, kMessagesReceived)) v.messages_received.add(d);
+  else if (is(s, kRequestsSent) || is(s, kResponsesSent)) v.slots_sent.add(d);
+  else if (is(s, kRetransmits)) v.retransmits.add(d);
 }
 
 // Reads one scrape into `v` and `cur`, with increases since `prev`.
@@ -645,8 +672,8 @@ void fill_view(const exposition::Document& doc, const Snapshot* prev, Snapshot& 
       d = increase(prev, key, s.value);
       cur.counters[std::move(key)] = s.value;
     }
-    if (starts_with(s.name, "gossamer_trustee_") || starts_with(s.name, "gossamer_client_")) add_thread_sample(s, d, v);
-    else if (starts_with(s.name, "gossamer_dataplane_")) add_dataplane_sample(s, d, v);
+    add_thread_sample(s, d, v);  // those with labels app and thread
+    add_dataplane_sample(s, d, v);
   }
   if (prev) v.seconds = std::chrono::duration<double>(cur.at - prev->at).count();
   for (const auto& h : other_hosts) v.notes.push_back("serves metrics of host=" + printable(h, 32));

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <gossamer/abi/counters.hpp>
 #include <gossamer/abi/slots.hpp>
 
 namespace gossamer::abi {
@@ -71,33 +72,22 @@ inline constexpr std::uint32_t kStatusPiece = 0x8000'0000u;
 // record of a response batch may have it.
 inline constexpr std::uint32_t kStatusBulk = 0x4000'0000u;
 
-// One application thread's counters (issue 6; monitoring/README.md). The
-// thread stores each field (relaxed, whole words) once per loop iteration;
-// nothing else writes them. Monotonic unless noted.
+// One application thread's counters (issue 6; monitoring/README.md): the
+// rows of GOSSAMER_THREAD_COUNTERS (counters.hpp), in that order. The thread
+// stores each field (relaxed, whole words) once per loop iteration; nothing
+// else writes them. Each exported series is one word the thread keeps
+// monotonic (a reader never subtracts two words it loaded at different
+// times); fibers_ready is a gauge.
+inline constexpr std::size_t kThreadCounterFields = 0 GOSSAMER_THREAD_COUNTERS(GOSSAMER_COUNTER_ONE);
 struct ThreadCounters {
-  std::uint64_t busy_cycles;          // TSC cycles in loop iterations that found work
-  std::uint64_t serve_cycles;         // of which serving requests (running closures)
-  std::uint64_t idle_cycles;          // polling and finding nothing, yielding, asleep
-  // Each exported series is one word the thread keeps monotonic (a reader
-  // never subtracts two words it loaded at different times).
-  std::uint64_t requests_served_local;   // from clients on this host
-  std::uint64_t requests_served_remote;  // from clients on other hosts
-  std::uint64_t slots_served;         // request batches
-  std::uint64_t requests_sent_local;  // to other trustees on this host
-  std::uint64_t requests_sent_remote; // to trustees on other hosts
-  std::uint64_t responses_received;
-  std::uint64_t local_applies;        // ran in place on the thread's own trustee
-  std::uint64_t fibers_ready;         // a gauge: ready queue length
-  // Request and response bodies above controlplane.large_request_threshold_bytes
-  // that crossed hosts over gossamerd's TCP connections (runtime/src/bulk.hpp).
-  std::uint64_t tcp_bytes_sent;       // handed to the connection by this thread
-  std::uint64_t tcp_bytes_received;   // taken from it by this thread
-  std::uint64_t reserved[3];
+  GOSSAMER_THREAD_COUNTERS(GOSSAMER_COUNTER_FIELD)
+  std::uint64_t reserved[16 - kThreadCounterFields];
 };
 static_assert(sizeof(ThreadCounters) == 128);
+static_assert(offsetof(ThreadCounters, busy_cycles) == 0);
 static_assert(offsetof(ThreadCounters, fibers_ready) == 80);
+static_assert(offsetof(ThreadCounters, tcp_bytes_received) == 8 * (kThreadCounterFields - 1));
 static_assert(std::is_trivially_copyable_v<ThreadCounters>);
-inline constexpr std::size_t kThreadCounterFields = 13;
 
 struct SegmentHeader {
   std::uint64_t magic;               // kSegmentMagic

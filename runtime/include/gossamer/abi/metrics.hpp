@@ -27,11 +27,14 @@
 #include <type_traits>
 
 #include <gossamer/abi/attach.hpp>
+#include <gossamer/abi/counters.hpp>
 
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
-inline constexpr std::uint32_t kMetricsVersion = 2;  // 2: active connections, thread placement
+// 2: active connections, thread placement; 3: the rows of counters.hpp
+// (per-core counters, credit probes).
+inline constexpr std::uint32_t kMetricsVersion = 3;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -62,45 +65,39 @@ static_assert(sizeof(MetricsHeader) == 256);
 static_assert(offsetof(MetricsHeader, seq) == 16);
 static_assert(std::is_trivially_copyable_v<MetricsHeader>);
 
+// The counters' fields are the rows of the tables in counters.hpp, in
+// order; each struct keeps its size (the rest is reserved).
+inline constexpr std::size_t kHostCounterFields = 0 GOSSAMER_HOST_COUNTERS(GOSSAMER_COUNTER_ONE);
+inline constexpr std::size_t kCoreCounterFields = 0 GOSSAMER_CORE_COUNTERS(GOSSAMER_COUNTER_ONE);
+inline constexpr std::size_t kConnCounterFields = 0 GOSSAMER_CONN_COUNTERS(GOSSAMER_COUNTER_ONE);
+
 // Host-wide dataplane counters.
 struct HostCounters {
-  std::uint64_t rx_frames, tx_frames, tx_failed;
-  std::uint64_t records_no_app, records_rejected;
-  std::uint64_t apps_attached, apps_refused, apps_detached, apps_lost;
-  std::uint64_t injected_loss, injected_duplicates, injected_reorders;
-  std::uint64_t apps;                            // a gauge
-  std::uint64_t thread_moves;                    // thread scheduler reassignments
-  std::uint64_t max_active_qps;                  // the configured limit (a gauge)
-  std::uint64_t reserved[1];
-  std::uint64_t drops[kMetricsDropReasons];      // frames dropped, by reason
+  GOSSAMER_HOST_COUNTERS(GOSSAMER_COUNTER_FIELD)
+  std::uint64_t reserved[16 - kHostCounterFields];
+  std::uint64_t drops[kMetricsDropReasons];      // frames dropped, by reason (counters.hpp's kDroppedFrames)
 };
 static_assert(sizeof(HostCounters) == 128 + 8 * kMetricsDropReasons);
+static_assert(offsetof(HostCounters, rx_frames) == 0);
+static_assert(offsetof(HostCounters, drops) == 128);
 
+// One polling core's counters.
 struct CoreCounters {
-  std::uint64_t busy_cycles, idle_cycles;
+  GOSSAMER_CORE_COUNTERS(GOSSAMER_COUNTER_FIELD)
+  std::uint64_t reserved[16 - kCoreCounterFields];
 };
+static_assert(sizeof(CoreCounters) == 128);
+static_assert(offsetof(CoreCounters, busy_cycles) == 0);
 
-// One connection to one peer. Gauges: credits, established.
+// One connection to one peer.
 struct ConnCounters {
-  std::uint64_t frames_sent, frames_received, acks_sent;
-  std::uint64_t records_sent, records_received;
-  std::uint64_t requests_sent, responses_sent;   // slots
-  std::uint64_t retransmits, timeouts, fast_retransmits;
-  std::uint64_t duplicates, out_of_order, stale_boot, wrong_incarnation, resets;
-  std::uint64_t credit_stalls, renewals_requested, renewals_granted;
-  std::uint64_t credits;
-  std::uint64_t established;                     // 1: heard from the peer's current incarnation
-  std::uint64_t fragments_sent, fragments_received, slots_reassembled;
-  std::uint64_t frag_bad_offset, frag_oversize, frag_mismatch, frag_interrupted;
-  std::uint64_t requests_received, responses_received;  // slots delivered
-  // Gauges of the QP and thread schedulers (issue 7): this host grants the
-  // peer credit here (inbound), the peer grants us (outbound); our threads
-  // placed here.
-  std::uint64_t inbound_active, outbound_active, threads_assigned;
-  std::uint64_t renewals_declined;
-  std::uint64_t reserved[7];
+  GOSSAMER_CONN_COUNTERS(GOSSAMER_COUNTER_FIELD)
+  std::uint64_t reserved[40 - kConnCounterFields];
 };
 static_assert(sizeof(ConnCounters) == 320);
+static_assert(offsetof(ConnCounters, frames_sent) == 0);
+static_assert(std::is_trivially_copyable_v<HostCounters> && std::is_trivially_copyable_v<CoreCounters> &&
+              std::is_trivially_copyable_v<ConnCounters>);
 
 struct AppEntry {
   std::uint32_t pid;
@@ -136,5 +133,23 @@ constexpr bool metrics_layout(std::uint32_t host_count, std::uint32_t conns_per_
   *out = l;
   return true;
 }
+
+// The tables of counters.hpp, as data: one Counter per row, in order.
+#define GOSSAMER_HOST_ROW(f, src, st, k, p, h) \
+  Counter<HostCounters>{&HostCounters::f, #f, CounterSource::src, CounterKind::k, st, "", p, h},
+#define GOSSAMER_CORE_ROW(f, st, total, k, p, h) \
+  Counter<CoreCounters>{&CoreCounters::f, #f, CounterSource::kCounted, CounterKind::k, st, total, p, h},
+#define GOSSAMER_CONN_ROW(f, src, st, k, p, h) \
+  Counter<ConnCounters>{&ConnCounters::f, #f, CounterSource::src, CounterKind::k, st, "", p, h},
+#define GOSSAMER_THREAD_ROW(f, k, p, h) \
+  Counter<ThreadCounters>{&ThreadCounters::f, #f, CounterSource::kCounted, CounterKind::k, "", "", p, h},
+inline constexpr Counter<HostCounters> kHostCounters[] = {GOSSAMER_HOST_COUNTERS(GOSSAMER_HOST_ROW)};
+inline constexpr Counter<CoreCounters> kCoreCounters[] = {GOSSAMER_CORE_COUNTERS(GOSSAMER_CORE_ROW)};
+inline constexpr Counter<ConnCounters> kConnCounters[] = {GOSSAMER_CONN_COUNTERS(GOSSAMER_CONN_ROW)};
+inline constexpr Counter<ThreadCounters> kThreadCounters[] = {GOSSAMER_THREAD_COUNTERS(GOSSAMER_THREAD_ROW)};
+#undef GOSSAMER_HOST_ROW
+#undef GOSSAMER_CORE_ROW
+#undef GOSSAMER_CONN_ROW
+#undef GOSSAMER_THREAD_ROW
 
 }  // namespace gossamer::abi
