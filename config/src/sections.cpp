@@ -159,6 +159,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   r.integer("cores", out.cores, {1, 8});
   read_polling(r, out.polling);
   r.boolean("authenticate", out.authenticate);
+  r.integer("max_applications", out.max_applications, {1, 4096});
   read_socket(r, out.socket, out.socket_group);
 }
 

@@ -262,6 +262,13 @@ void Dataplane::attach(int fd) {
   a->out_req.assign(cells, 0);
   a->in_req.assign(cells, 0);
   a->out_resp.assign(cells, 0);
+  if (apps_.size() >= cfg_.dataplane.max_applications) {
+    ::munmap(base, layout.bytes);
+    a->base = nullptr;
+    close_fds();
+    return refuse(fd, "this dataplane has " + std::to_string(apps_.size()) +
+                          " applications attached, its limit (dataplane.max_applications)");
+  }
   for (const auto& other : apps_)
     if (other->key == a->key) {
       ::munmap(base, layout.bytes);

@@ -71,12 +71,19 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
 void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an) {
   auto& apps = peers_[src].apps;
   if (r.kind == wire::kRecAttach) {
+    if (apps.size() >= cfg_.dataplane.max_applications && !apps.contains(r.app)) {
+      ++cores_[0]->stats.records_rejected;  // more than the rack allows a host
+      return;
+    }
     apps[r.app] = RemoteApp{an};
     check_starts();
     return;
   }
+  // Only the instance we know of: a detach of another (an earlier instance
+  // of the run) must not end ours.
   auto it = apps.find(r.app);
-  if (it != apps.end() && it->second.a.instance == an.instance) apps.erase(it);
+  if (it == apps.end() || it->second.a.instance != an.instance) return;
+  apps.erase(it);
   if (App* a = app_by_key(*cores_[0], r.app); a && a->started && !(r.slot_flags & wire::kDetachGraceful))
     send_msg(*a, abi::kMsgPeerLost, src,
              "its instance on host " + std::to_string(src) + " (" + cfg_.rack.hosts[src].name +

@@ -31,6 +31,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.dataplane.cores, 1u);
   EXPECT_EQ(c.dataplane.polling, Polling::adaptive);
   EXPECT_TRUE(c.dataplane.authenticate);
+  EXPECT_EQ(c.dataplane.max_applications, 64u);
   EXPECT_EQ(c.dataplane.socket, "/run/gossamer/dataplane.sock");
   EXPECT_EQ(c.dataplane.socket_group, "");
 

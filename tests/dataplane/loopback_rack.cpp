@@ -28,7 +28,7 @@ namespace gossamer::dataplane::testing {
 namespace {
 
 config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns,
-                           bool authenticate) {
+                           bool authenticate, std::uint32_t max_apps) {
   std::ostringstream y;
   y << "host: {index: " << host << "}\n"
     << "rack:\n  hosts:\n"
@@ -36,6 +36,7 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
     << "    - {name: b, control: 127.0.0.1:17701, data: 198.18.0.2:7800, mac: \"02:00:00:00:00:0b\"}\n"
     << "dataplane:\n  cores: " << cores << "\n  socket: " << dir << "/{host}.sock\n"
     << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
+    << "  max_applications: " << max_apps << "\n"
     << "controlplane:\n  psk_file: " << dir << "/psk\n"
     << "connections:\n  per_remote_host: " << conns << "\n";
   auto r = config::load_string(y.str(), "loopback-rack.yaml");
@@ -63,7 +64,7 @@ LoopbackRack::LoopbackRack(const Options& o) {
   std::unique_ptr<Port> ports[2] = {std::move(a), std::move(b)};
   const std::uint32_t cores[2] = {o.cores_a, o.cores_b};
   for (int h = 0; h < 2; ++h) {
-    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns, o.authenticate));
+    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns, o.authenticate, o.max_applications));
     if (!o.faults.empty()) std::ofstream(socket(h) + ".faults") << o.faults << "\n";
     auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
       *out = std::move(ports[h]);

@@ -29,6 +29,7 @@ class LoopbackRack {
     std::uint32_t conns = 2;
     std::string faults;  // written to both hosts' <socket>.faults before start
     bool authenticate = true;
+    std::uint32_t max_applications = 64;
   };
   explicit LoopbackRack(const Options& o);
   ~LoopbackRack();  // stops both, removes the directory

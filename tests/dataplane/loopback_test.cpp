@@ -375,5 +375,35 @@ TEST(LoopbackRack, WithoutAuthenticationAForgedRestartCutsThePair) {
   EXPECT_GT(rack.stat(1, "resets"), 0u);
 }
 
+// Issue 18 finding 7: the number of attached applications was unbounded
+// (each maps ~100 MB). Beyond dataplane.max_applications an attach is
+// refused with the reason; once one leaves there is room again.
+TEST(LoopbackRack, AttachesBeyondTheLimitAreRefused) {
+  LoopbackRack::Options o{1, 1, 1, ""};
+  o.max_applications = 2;
+  LoopbackRack rack(o);
+  std::vector<std::unique_ptr<FakeApp>> apps;
+  for (int i = 0; i < 2; ++i) {
+    apps.push_back(std::make_unique<FakeApp>(rack.socket(0), 0, kHosts, kTotal, fresh_key()));
+    ASSERT_EQ(apps.back()->attach().type, abi::kMsgAttachOk) << i;
+  }
+  FakeApp extra(rack.socket(0), 0, kHosts, kTotal, fresh_key());
+  const abi::DataplaneMessage m = extra.attach();
+  EXPECT_EQ(m.type, abi::kMsgRefused);
+  EXPECT_NE(std::strstr(m.text, "dataplane.max_applications"), nullptr) << m.text;
+  // One leaves: there is room again.
+  apps[0]->send_detach();
+  ASSERT_TRUE(apps[0]->wait_message(abi::kMsgDetached, 10'000));
+  apps.erase(apps.begin());
+  // It is swept out right after its Detached; allow a moment on a busy machine.
+  std::uint32_t answer = 0;
+  for (int tries = 0; tries < 100 && answer != abi::kMsgAttachOk; ++tries) {
+    FakeApp again(rack.socket(0), 0, kHosts, kTotal, fresh_key());
+    answer = again.attach().type;
+    if (answer != abi::kMsgAttachOk) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(answer, abi::kMsgAttachOk);
+}
+
 }  // namespace
 }  // namespace gossamer::dataplane::testing

@@ -140,6 +140,10 @@ struct DataplaneConfig {
   // (controlplane.psk_file). false only on a fabric nobody else can send
   // on; it must be the same on every host.
   bool authenticate = true;
+  // Application instances attached at once; more are refused. Each maps its
+  // segment (~100 MB for 64 threads) into the dataplane. The same bound
+  // holds for each peer's announced instances.
+  std::uint32_t max_applications = 64;
   // Unix socket applications attach to. "{host}" in it is replaced by
   // host.name (rack in a box: hosts share a file system and a rack file).
   std::string socket = "/run/gossamer/dataplane.sock";
