@@ -1,9 +1,25 @@
 // FLOCK's schedulers on the dataplane's connections (papers 002 §3.4;
 // scheduler.hpp has the pure decisions).
+#include <algorithm>
+
 #include "dataplane.hpp"
 
 namespace gossamer::dataplane {
 
+// One decision per host, whatever the number of cores (issue 17 item 6).
+// Each core applies the decision to the connections it owns, at its own
+// interval, so a decision that core 0 applied at once and the other cores
+// later mixed two decisions on the host: more than max_active_qps active.
+// Now a decision goes out in phases, each applied by every core before the
+// next one starts: first the revocations (each peer keeps the smaller of
+// its old and new count), then the grants (the new counts). A peer's active
+// connections are a prefix (0..count-1), so whatever mix of two consecutive
+// phases the cores hold, each peer has the larger of the two counts, which
+// are both those of the phase with the larger sum (one phase is below the
+// other for every peer): never over the limit. A core publishes its
+// counters when it applies a phase, before acknowledging it, so that the
+// stats and metrics files (the published counters of the other cores,
+// core 0's own at the time) never show a mix either.
 void Dataplane::decide_active() {
   std::vector<SenderLoad> loads;
   std::vector<std::uint32_t> senders;
@@ -21,8 +37,44 @@ void Dataplane::decide_active() {
     loads.push_back(l);
     senders.push_back(h);
   }
-  const auto active = assign_active_connections(loads, cfg_.connections.max_active_qps, schedule_rotation_++);
-  for (std::size_t i = 0; i < senders.size(); ++i) peers_[senders[i]].active.store(active[i], std::memory_order_relaxed);
+  // The last phase has not reached every core yet: wait for it.
+  const std::uint64_t epoch = activation_epoch_.load(std::memory_order_relaxed);
+  for (const auto& k : cores_)
+    if (k->activation_seen.load(std::memory_order_acquire) != epoch) return;
+  // In force on every core: before any decision, connection 0 only.
+  std::vector<std::uint32_t> granted(senders.size());
+  for (std::size_t i = 0; i < senders.size(); ++i) {
+    const std::uint32_t a = peers_[senders[i]].active.load(std::memory_order_relaxed);
+    granted[i] = a == UINT32_MAX ? 1 : a;
+  }
+  if (activation_goal_.empty()) {
+    auto goal = assign_active_connections(loads, cfg_.connections.max_active_qps, schedule_rotation_++);
+    if (goal == granted) return;
+    activation_goal_ = std::move(goal);
+  }
+  std::vector<std::uint32_t> next(senders.size());
+  for (std::size_t i = 0; i < senders.size(); ++i) next[i] = std::min(granted[i], activation_goal_[i]);
+  if (next == granted) {  // nothing (more) to revoke: grant
+    next = std::move(activation_goal_);
+    activation_goal_.clear();
+  }
+  for (std::size_t i = 0; i < senders.size(); ++i)
+    peers_[senders[i]].active.store(next[i], std::memory_order_relaxed);
+  activation_epoch_.store(epoch + 1, std::memory_order_release);
+}
+
+void Dataplane::apply_activation(Core& k) {
+  const std::uint64_t epoch = activation_epoch_.load(std::memory_order_acquire);
+  if (epoch == k.activation_seen.load(std::memory_order_relaxed)) return;
+  if (k.active_applied.empty()) k.active_applied.assign(hosts_, UINT32_MAX);
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    const std::uint32_t active = peers_[h].active.load(std::memory_order_relaxed);
+    k.active_applied[h] = active;
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) peers_[h].conns[j]->set_inbound_active(j < active);
+  }
+  publish(k);
+  k.activation_seen.store(epoch, std::memory_order_release);
 }
 
 void Dataplane::schedule(Core& k) {
@@ -35,9 +87,11 @@ void Dataplane::schedule(Core& k) {
     p.utilization.fetch_add(u, std::memory_order_relaxed);
   }
   if (k.index == 0) decide_active();
-  for (std::uint32_t h = 0; h < hosts_; ++h) {
+  apply_activation(k);
+  // Again every interval: a peer's restart resets its connections.
+  for (std::uint32_t h = 0; h < hosts_ && !k.active_applied.empty(); ++h) {
     if (h == self_) continue;
-    const std::uint32_t active = peers_[h].active.load(std::memory_order_relaxed);
+    const std::uint32_t active = k.active_applied[h];
     if (active == UINT32_MAX) continue;  // no decision yet
     for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
       Connection& c = *peers_[h].conns[j];
