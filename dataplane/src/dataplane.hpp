@@ -157,6 +157,7 @@ class Dataplane {
     // carry it, and are dropped if the peer restarted before they landed.
     std::atomic<std::uint32_t> boot_seen{0};
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
+    std::atomic<bool> sent_data{false};          // ... and whether it sent data at all
     // QP scheduler: its active connections to us in the current phase
     // (activation_epoch_); written by core 0 only once every core applied
     // the previous phase.
@@ -164,6 +165,7 @@ class Dataplane {
     // Core 0 only:
     std::map<std::uint64_t, RemoteApp> apps;  // by run key
     std::uint32_t intervals_heard = 0;        // scheduler intervals since we first heard from it
+    SmoothedUtilization load;                 // its U_i over the last intervals (QP scheduler)
     std::uint32_t handled_boot = 0;           // the incarnation we last re-announced to
   };
   // An application removed from the list, freed once every core moved on.
@@ -251,6 +253,8 @@ class Dataplane {
   void decide_active();
   // Every core: the current phase on its own connections, then acknowledged.
   void apply_activation(Core& k);
+  // Scheduler intervals over which both schedulers weigh load (flock.cpp).
+  std::uint32_t load_window() const;
   std::uint32_t route(App& a, std::uint32_t host, std::uint32_t local_i);
 
   config::Config cfg_;
