@@ -4,11 +4,13 @@
 // gossamer_dataplane_connection_active{direction="inbound"}), and its
 // thread_moves counter. A file is rewritten every kMetricsPeriodMs; only new
 // samples (sample_ns) count. Prints, per host and in total:
-//   host H samples N over M max X values V:COUNT... moves_per_s R
+//   host H samples N over M max X values V:COUNT... changes B W A moves_per_s R
 //   total samples N over M
-// where `over` counts samples above LIMIT and moves_per_s is the rate of
-// thread moves between the first sample after WARMUP_S seconds and the last.
-//   active_sampler LIMIT INTERVAL_MS SECONDS WARMUP_S METRICS_FILE...
+// where `over` counts samples above LIMIT; B, W and A the samples whose
+// active connections per peer differ from the previous sample's, before,
+// within and after the window from FROM_S to TO_S seconds after the start;
+// and moves_per_s the thread moves per second within the window.
+//   active_sampler LIMIT INTERVAL_MS SECONDS FROM_S TO_S METRICS_FILE...
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,7 +31,8 @@ using namespace gossamer::abi;
 
 struct Sample {
   std::uint64_t sample_ns = 0, thread_moves = 0;
-  std::uint64_t active = 0;  // inbound, summed over peers and connections
+  std::uint64_t active = 0;           // inbound, summed over peers and connections
+  std::vector<std::uint64_t> per_peer;  // inbound, per peer
 };
 
 // One consistent sample (sequence lock), or false.
@@ -54,13 +57,15 @@ bool read_sample(const std::string& path, Sample* out) {
     Sample s;
     s.sample_ns = h2.sample_ns;
     s.thread_moves = host.thread_moves;
+    s.per_peer.assign(h2.host_count, 0);
     for (std::uint32_t p = 0; p < h2.host_count; ++p) {
       if (p == h2.host_index) continue;
       for (std::uint32_t c = 0; c < h2.conns_per_host; ++c) {
         ConnCounters k;
         std::memcpy(&k, buf.data() + l.conns + (std::size_t(p) * h2.conns_per_host + c) * sizeof k, sizeof k);
-        s.active += k.inbound_active;
+        s.per_peer[p] += k.inbound_active;
       }
+      s.active += s.per_peer[p];
     }
     *out = s;
     ok = true;
@@ -72,36 +77,47 @@ bool read_sample(const std::string& path, Sample* out) {
 struct Host {
   std::string path;
   std::uint64_t last_ns = 0, samples = 0, over = 0, max = 0;
+  std::uint64_t changes[3] = {};  // before, within, after the window
   std::map<std::uint64_t, std::uint64_t> values;
-  Sample first_after_warmup{}, last{};
+  Sample first_in_window{}, last_in_window{}, last{};
   bool have_first = false;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6) {
-    std::fprintf(stderr, "usage: active_sampler LIMIT INTERVAL_MS SECONDS WARMUP_S METRICS_FILE...\n");
+  if (argc < 7) {
+    std::fprintf(stderr, "usage: active_sampler LIMIT INTERVAL_MS SECONDS FROM_S TO_S METRICS_FILE...\n");
     return 2;
   }
+  using clock = std::chrono::steady_clock;
   const std::uint64_t limit = std::strtoull(argv[1], nullptr, 10);
   const auto interval = std::chrono::milliseconds(std::atoi(argv[2]));
-  const auto start = std::chrono::steady_clock::now();
-  const auto end = start + std::chrono::duration<double>(std::atof(argv[3]));
-  const auto warm = start + std::chrono::duration<double>(std::atof(argv[4]));
+  const auto start = clock::now();
+  auto at = [&](const char* s) { return start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::atof(s))); };
+  const auto end = at(argv[3]), from = at(argv[4]), to = at(argv[5]);
   std::vector<Host> hosts;
-  for (int i = 5; i < argc; ++i) hosts.push_back(Host{argv[i]});
-  while (std::chrono::steady_clock::now() < end) {
-    const bool warmed = std::chrono::steady_clock::now() >= warm;
+  for (int i = 6; i < argc; ++i) hosts.push_back(Host{argv[i]});
+  while (clock::now() < end) {
+    const auto now = clock::now();
+    const bool in_window = now >= from && now < to;
+    const int part = now < from ? 0 : in_window ? 1 : 2;
     for (Host& h : hosts) {
       Sample s;
       if (!read_sample(h.path, &s) || s.sample_ns == h.last_ns) continue;
+      const bool changed = h.samples > 0 && s.per_peer != h.last.per_peer;
       h.last_ns = s.sample_ns;
       ++h.samples;
       ++h.values[s.active];
       if (s.active > limit) ++h.over;
       if (s.active > h.max) h.max = s.active;
-      if (warmed && !h.have_first) h.first_after_warmup = s, h.have_first = true;
+      if (in_window && !h.have_first) {
+        h.first_in_window = s, h.have_first = true;  // its change, if any, was before
+        h.changes[0] += changed;
+      } else {
+        h.changes[part] += changed;
+      }
+      if (in_window) h.last_in_window = s;
       h.last = s;
     }
     std::this_thread::sleep_for(interval);
@@ -112,11 +128,12 @@ int main(int argc, char** argv) {
     std::string values;
     for (auto [v, n] : h.values) values += " " + std::to_string(v) + ":" + std::to_string(n);
     double rate = -1;
-    if (h.have_first && h.last.sample_ns > h.first_after_warmup.sample_ns)
-      rate = double(h.last.thread_moves - h.first_after_warmup.thread_moves) * 1e9 /
-             double(h.last.sample_ns - h.first_after_warmup.sample_ns);
-    std::printf("host %zu samples %llu over %llu max %llu values%s moves_per_s %.1f\n", i,
+    if (h.have_first && h.last_in_window.sample_ns > h.first_in_window.sample_ns)
+      rate = double(h.last_in_window.thread_moves - h.first_in_window.thread_moves) * 1e9 /
+             double(h.last_in_window.sample_ns - h.first_in_window.sample_ns);
+    std::printf("host %zu samples %llu over %llu max %llu values%s changes %llu %llu %llu moves_per_s %.1f\n", i,
                 (unsigned long long)h.samples, (unsigned long long)h.over, (unsigned long long)h.max, values.c_str(),
+                (unsigned long long)h.changes[0], (unsigned long long)h.changes[1], (unsigned long long)h.changes[2],
                 rate);
     samples += h.samples;
     over += h.over;
