@@ -151,10 +151,10 @@ void Dataplane::schedule(Core& k) {
     }
     // Algorithm 1 looks at the interval since the last scheduling. Our
     // intervals are short (a thread sending 8 KiB round trips may send none
-    // in one), so the counts decay instead of starting from zero, by
-    // 1/window per interval (about kLoadWindowUs; by half, issue 17 saw
-    // equally busy threads swap places at every other interval), and the
-    // median is over the thread's last slots, whenever they went.
+    // in one), so the counts decay instead of starting from zero: by
+    // 1/window per interval, over about kLoadWindowUs (by half until issue
+    // 17: too little history for assign_threads' hysteresis to compare),
+    // and the median is over the thread's last slots, whenever they went.
     for (App::Flow* f : flows) {
       f->bytes -= (f->bytes + window - 1) / window;
       f->slots -= (f->slots + window - 1) / window;

@@ -14,7 +14,8 @@
 // (when there are more senders than max_active, the ones left without a
 // connection take turns: `rotation` picks who, interval after interval).
 // U_i is the sum of the median coalescing degrees the sender reported in
-// its credit renewals since the last interval.
+// its credit renewals since the last interval (at least 1 if it sent
+// data), which the dataplane averages over intervals (SmoothedUtilization).
 //
 // Sender side (§3.4.2, Algorithm 1): threads sorted by median request size,
 // then by requests sent, are dealt to the active connections in order, each
