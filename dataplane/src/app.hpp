@@ -73,8 +73,8 @@ struct App {
     std::atomic_ref<std::uint32_t>(at(v, local_i, g)).store(x, std::memory_order_relaxed);
   }
   // Per (peer host, local thread): what the thread sent to that host lately
-  // (sizes of its last slots; bytes and slots halved every scheduler
-  // interval), and the connection the thread scheduler put it on (papers
+  // (sizes of its last slots; bytes and slots decaying over ~64 ms, see
+  // flock.cpp), and the connection the thread scheduler put it on (papers
   // 002 §3.4.2).
   struct Flow {
     RunningMedian size;

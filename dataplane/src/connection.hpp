@@ -156,7 +156,16 @@ class Connection {
   // renewals only; with intervals shorter than C/2 frames of a moderate
   // sender, that would call a busy sender dormant every other interval.)
   std::uint64_t take_utilization() {
-    std::uint64_t u = reported_u_ ? reported_u_ : (data_since_take_ ? 1 : 0);
+    bool data = false;
+    const std::uint64_t u = take_utilization(&data);
+    return u ? u : data;
+  }
+  // The same in two parts: the reported sum, and whether data came at all,
+  // so that the "at least 1" can be applied once per peer (issue 17: once
+  // per connection, a sender with more active connections looked busier).
+  std::uint64_t take_utilization(bool* sent_data) {
+    const std::uint64_t u = reported_u_;
+    *sent_data = data_since_take_;
     reported_u_ = 0;
     data_since_take_ = false;
     return u;

@@ -148,6 +148,12 @@ class Dataplane {
     std::atomic<std::uint64_t> pub_seq{0};
     Stats pub_stats;
     std::vector<abi::ConnCounters> pub_conns;  // [peer * conns + conn]
+    // The QP scheduler's decision as this core applies it to its own
+    // connections (flock.cpp): per peer, its active connections to us
+    // (UINT32_MAX: none yet), and the phase (Dataplane::activation_epoch_)
+    // it applied, which acknowledges that phase to core 0.
+    std::vector<std::uint32_t> active_applied;
+    std::atomic<std::uint64_t> activation_seen{0};
     std::thread thread;
   };
   struct RemoteApp {
@@ -167,10 +173,15 @@ class Dataplane {
     // carry it, and are dropped if the peer restarted before they landed.
     std::atomic<std::uint32_t> boot_seen{0};
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
-    std::atomic<std::uint32_t> active{UINT32_MAX};  // QP scheduler: its active connections to us
+    std::atomic<bool> sent_data{false};          // ... and whether it sent data at all
+    // QP scheduler: its active connections to us in the current phase
+    // (activation_epoch_); written by core 0 only once every core applied
+    // the previous phase.
+    std::atomic<std::uint32_t> active{UINT32_MAX};
     // Core 0 only:
     std::map<std::uint64_t, RemoteApp> apps;  // by run key
     std::uint32_t intervals_heard = 0;        // scheduler intervals since we first heard from it
+    SmoothedUtilization load;                 // its U_i over the last intervals (QP scheduler)
     std::uint32_t handled_boot = 0;           // the incarnation we last re-announced to
   };
   // An application removed from the list, freed once every core moved on.
@@ -267,7 +278,13 @@ class Dataplane {
   // thread uses (each core over its threads and its connections), and
   // moving records off connections that became unusable.
   void schedule(Core& k);
+  // Core 0: a new phase of the QP scheduler's decision when every core
+  // applied the last one (revocations first, then grants).
   void decide_active();
+  // Every core: the current phase on its own connections, then acknowledged.
+  void apply_activation(Core& k);
+  // Scheduler intervals over which both schedulers weigh load (flock.cpp).
+  std::uint32_t load_window() const;
   std::uint32_t route(App& a, std::uint32_t host, std::uint32_t local_i);
 
   config::Config cfg_;
@@ -313,6 +330,11 @@ class Dataplane {
   std::uint8_t* metrics_ = nullptr;
   abi::MetricsLayout metrics_layout_{};
   std::uint32_t schedule_rotation_ = 0;
+  // The QP scheduler's decision reaches the cores in phases (flock.cpp):
+  // core 0 writes each peer's Peer::active, then a new epoch; each core
+  // applies it and stores the epoch in Core::activation_seen.
+  std::atomic<std::uint64_t> activation_epoch_{0};
+  std::vector<std::uint32_t> activation_goal_;  // core 0: the grants still to come, per sender
 };
 
 }  // namespace gossamer::dataplane

@@ -132,7 +132,4 @@ void Dataplane::enqueue(Core& k, std::uint32_t peer, std::uint32_t conn, const w
   hand_over(k, m);
 }
 
-// Core 0, every interval: how many of each peer's connections to us are
-// active (formula 3.1), from the utilization every core added for its own
-
 }  // namespace gossamer::dataplane

@@ -6,7 +6,8 @@
 namespace gossamer::dataplane {
 
 std::vector<std::uint32_t> assign_active_connections(const std::vector<SenderLoad>& senders,
-                                                     std::uint32_t max_active, std::uint32_t rotation) {
+                                                     std::uint32_t max_active, std::uint32_t rotation,
+                                                     const std::vector<std::uint32_t>* granted) {
   const std::size_t n = senders.size();
   std::vector<std::uint32_t> out(n, 0);
   if (n == 0 || max_active == 0) return out;
@@ -14,24 +15,23 @@ std::vector<std::uint32_t> assign_active_connections(const std::vector<SenderLoa
   std::uint32_t functioning = 0, functioning_share = 0;
   for (const auto& s : senders)
     if (s.known && s.utilization > 0) total_u += s.utilization, ++functioning;
+  auto is_functioning = [&](std::size_t i) { return senders[i].known && senders[i].utilization > 0; };
 
-  // Formula 3.1, floored; the remainders decide who gets what is left.
-  std::vector<double> remainder(n, 0.0);
+  // Formula 3.1: the share of each functioning sender. Each has one
+  // connection at least; the newcomers get the average of the functioning
+  // ones' (floored) shares, the dormant ones keep one.
+  std::vector<double> share(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
-    const SenderLoad& s = senders[i];
-    if (!s.known || s.utilization == 0) continue;
-    const double share = double(max_active) * double(s.utilization) / double(total_u);
-    out[i] = std::max<std::uint32_t>(1, std::uint32_t(share));
-    remainder[i] = share - double(std::uint32_t(share));
-    functioning_share += out[i];
+    if (!is_functioning(i)) continue;
+    share[i] = double(max_active) * double(senders[i].utilization) / double(total_u);
+    functioning_share += std::max<std::uint32_t>(1, std::uint32_t(share[i]));
   }
   const std::uint32_t newcomer =
       functioning ? std::max<std::uint32_t>(1, functioning_share / functioning)
                   : std::max<std::uint32_t>(1, max_active / std::uint32_t(n));
   for (std::size_t i = 0; i < n; ++i) {
     const SenderLoad& s = senders[i];
-    if (!s.known) out[i] = newcomer;
-    else if (s.utilization == 0) out[i] = 1;  // dormant: one, for what comes next
+    out[i] = !s.known ? newcomer : 1;
     out[i] = std::min(out[i], s.connections);
   }
 
@@ -56,27 +56,52 @@ std::vector<std::uint32_t> assign_active_connections(const std::vector<SenderLoa
     }
     return out;
   }
-  // Under the limit: what the flooring left goes to functioning senders by
-  // largest remainder, then by utilization, within their connection counts.
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (remainder[a] != remainder[b]) return remainder[a] > remainder[b];
-    return senders[a].utilization > senders[b].utilization;
-  });
-  for (bool gave = true; gave && sum() < max_active;) {
-    gave = false;
-    for (std::size_t i : order) {
-      if (sum() >= max_active) break;
-      const SenderLoad& s = senders[i];
-      if (s.known && s.utilization > 0 && out[i] < s.connections) ++out[i], gave = true;
+  // The rest goes to functioning senders one connection at a time, within
+  // their connection counts, each to the largest claim: a sender's claim on
+  // its k-th connection is share - (k - 1) (so the whole parts of the shares
+  // first, then the largest remainders: formula 3.1 rounded), plus
+  // kIncumbency if it holds k now; ties to the larger utilization.
+  auto claim = [&](std::size_t i) {
+    const std::uint32_t k = out[i] + 1;
+    return share[i] - double(k - 1) + (granted && i < granted->size() && (*granted)[i] >= k ? kIncumbency : 0.0);
+  };
+  for (std::uint64_t left = max_active - sum(); left > 0; --left) {
+    std::size_t best = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!is_functioning(i) || out[i] >= senders[i].connections) continue;
+      if (best == n || claim(i) > claim(best) ||
+          (claim(i) == claim(best) && senders[i].utilization > senders[best].utilization))
+        best = i;
     }
+    if (best == n) break;
+    ++out[best];
   }
   return out;
 }
 
-std::vector<std::uint32_t> assign_threads(const std::vector<ThreadLoad>& threads,
-                                          const std::vector<std::uint32_t>& active) {
+bool next_activation_phase(const std::vector<std::uint32_t>& granted, const std::vector<std::uint32_t>& goal,
+                           std::vector<std::uint32_t>* next) {
+  next->resize(goal.size());
+  for (std::size_t i = 0; i < goal.size(); ++i) (*next)[i] = i < granted.size() ? std::min(granted[i], goal[i]) : 0;
+  if (*next == goal) return true;      // only revocations
+  if (*next != granted) return false;  // revocations first
+  *next = goal;
+  return true;
+}
+
+void SmoothedUtilization::add(std::uint64_t raw, std::uint32_t window) {
+  if (raw == 0 && n_ == 0) return;  // dormant, and still
+  n_ = std::min(n_ + 1, std::max<std::uint32_t>(window, 1));
+  mean_ += (double(raw) - mean_) / double(n_);
+  value_ = std::uint64_t(mean_ * double(kScale) + 0.5);
+  if (value_ == 0) mean_ = 0, n_ = 0;  // below half a unit: dormant, the next start is new
+}
+
+namespace {
+
+// Algorithm 1 with size classes (scheduler.hpp), from scratch.
+std::vector<std::uint32_t> place_threads(const std::vector<ThreadLoad>& threads,
+                                         const std::vector<std::uint32_t>& active) {
   std::vector<std::uint32_t> out(threads.size(), 0);
   if (active.empty() || threads.empty()) return out;
   std::vector<std::size_t> order(threads.size());
@@ -145,6 +170,47 @@ std::vector<std::uint32_t> assign_threads(const std::vector<ThreadLoad>& threads
     first += c.conns;
   }
   return out;
+}
+
+struct PlacementCost {
+  std::size_t mixed = 0;      // connections carrying requests kClassRatio times apart in median size
+  std::uint64_t busiest = 0;  // bytes on the busiest connection
+};
+
+PlacementCost cost_of(const std::vector<ThreadLoad>& threads, const std::vector<std::uint32_t>& at) {
+  struct Conn {
+    std::uint64_t bytes = 0;
+    std::uint32_t small = UINT32_MAX, large = 0;
+  };
+  std::vector<std::pair<std::uint32_t, Conn>> conns;  // few: a linear search is enough
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    auto it = std::find_if(conns.begin(), conns.end(), [&](const auto& c) { return c.first == at[i]; });
+    if (it == conns.end()) it = conns.insert(conns.end(), {at[i], Conn{}});
+    it->second.bytes += threads[i].bytes;
+    it->second.small = std::min(it->second.small, threads[i].median_bytes);
+    it->second.large = std::max(it->second.large, threads[i].median_bytes);
+  }
+  PlacementCost c;
+  for (const auto& [id, k] : conns) {
+    c.busiest = std::max(c.busiest, k.bytes);
+    if (std::uint64_t(k.large) >= kClassRatio * std::max<std::uint64_t>(k.small, 1)) ++c.mixed;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> assign_threads(const std::vector<ThreadLoad>& threads,
+                                          const std::vector<std::uint32_t>& active,
+                                          const std::vector<std::uint32_t>* current) {
+  std::vector<std::uint32_t> fresh = place_threads(threads, active);
+  if (!current || current->size() != threads.size() || active.empty()) return fresh;
+  for (std::uint32_t c : *current)
+    if (std::find(active.begin(), active.end(), c) == active.end()) return fresh;
+  const PlacementCost now = cost_of(threads, *current), next = cost_of(threads, fresh);
+  if (now.mixed > next.mixed) return fresh;
+  if (double(now.busiest) > double(next.busiest) * (1 + kPlacementSlack)) return fresh;
+  return *current;
 }
 
 void RunningMedian::add(std::uint32_t v) {

@@ -6,8 +6,8 @@
 # injected loss. Checks:
 #   - every 100 ms, on both hosts, the connections the QP scheduler keeps
 #     active (gossamer_dataplane_connection_active{direction="inbound"})
-#     never exceed the limit, and the schedulers did act (activations and
-#     deactivations seen, threads moved);
+#     never exceed the limit, and the schedulers did act (connections
+#     activated up to the limit, threads moved);
 #   - every request ran exactly once (flock_app counts both sides) although
 #     connections were deactivated with frames in flight and loss;
 #   - the thread scheduler put the 8 KiB threads on other connections than
@@ -102,17 +102,24 @@ else
   fail "active connections over the limit, or too few samples: $(cat "$out/samples")"
 fi
 
-# The schedulers acted: renewals declined somewhere, threads moved on host 0.
+# The schedulers acted: a sample at the limit (connections activated beyond
+# connection 0), threads moved on host 0. Renewals declined are shown, not
+# required: one steady sender keeps its connections since issue 17's
+# hysteresis (before, it was taken for dormant, and deactivated, whenever
+# one scheduler interval saw no frame from it: 12 renewals declined and 318
+# thread moves in a run on 59a3a15). Decisions under changing load, and the
+# limit meanwhile, are rack-flock-cores's.
 declined=0 moves=0
 for h in 0 1; do
   s="$GOSSAMER_RACK_DIR/h$h/dataplane.sock.stats"
   declined=$((declined + $(awk '/^renewals_declined/ { s += $2 } END { print s + 0 }' "$s")))
 done
 moves=$(awk '/^thread_moves/ { print $2 }' "$stats0")
-if [ "$declined" -gt 0 ] && [ "${moves:-0}" -gt 0 ]; then
-  pass "the schedulers acted: $declined renewals declined, $moves thread moves on host 0"
+if grep -qw "$LIMIT" <<<"${seen//[\[\],]/ }" && [ "${moves:-0}" -gt 0 ]; then
+  pass "the schedulers acted: $LIMIT connections active in some samples, $moves thread moves on host 0" \
+    "($declined renewals declined)"
 else
-  fail "no renewal declined ($declined) or no thread moved (${moves:-0})"
+  fail "no sample with $LIMIT connections active (values seen: $seen) or no thread moved (${moves:-0})"
 fi
 
 # Placement: in how many samples were the large threads on connections that
