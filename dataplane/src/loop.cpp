@@ -164,7 +164,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
         control_ready_ = true;  // core 0's set only
       }
     }
-    if (k.index == 0) slept_ = true;
+    if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
   }
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
