@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
+#include "shm_access.hpp"
 #include "udp_transport.hpp"
 
 namespace gossamer::dataplane {
@@ -35,7 +36,7 @@ void load_words(void* dst, const void* src, std::size_t bytes) {
 }  // namespace
 
 void Dataplane::wake(Core& k) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
+  fence(std::memory_order_seq_cst);  // Dekker with sleep_until_work
   if (k.sleeping.load(std::memory_order_relaxed)) {
     std::uint64_t one = 1;
     (void)!::write(k.wake_fd, &one, sizeof one);
@@ -207,7 +208,7 @@ void Dataplane::publish(Core& k) {
   k.stats.injected_reorders = f.reorders;
   std::uint64_t s0 = k.pub_seq.load(std::memory_order_relaxed);
   k.pub_seq.store(s0 + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  fence(std::memory_order_release);
   store_words(&k.pub_stats, &k.stats, sizeof(Stats));
   abi::ConnCounters c;
   for (std::uint32_t h = 0; h < hosts_; ++h)
@@ -232,7 +233,7 @@ bool Dataplane::read_published(const Core& k, Stats* stats, std::vector<abi::Con
         const std::size_t at = std::size_t(h) * conns_per_host_ + j;
         load_words(&(*conns)[at], &k.pub_conns[at], sizeof(abi::ConnCounters));
       }
-    std::atomic_thread_fence(std::memory_order_acquire);
+    fence(std::memory_order_acquire);
     if (k.pub_seq.load(std::memory_order_relaxed) == s0) return true;
   }
   return false;

@@ -9,6 +9,7 @@
 // idle host. An iteration that finds no work makes no system call but the
 // sleep.
 #include "dataplane.hpp"
+#include "shm_access.hpp"
 
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -140,7 +141,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   const std::uint32_t bit = 1u << (k.index % 32);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_or(bit, std::memory_order_seq_cst);
   k.sleeping.store(true, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with wake()
+  fence(std::memory_order_seq_cst);  // Dekker with wake()
   const std::uint64_t deadline = k.transport->next_deadline();
   const std::uint64_t since_work = now - k.last_work;
   std::uint64_t timeout_ns =

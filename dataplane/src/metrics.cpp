@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
+#include "shm_access.hpp"
 #include "stats_file.hpp"
 
 namespace gossamer::dataplane {
@@ -131,7 +132,7 @@ void Dataplane::write_metrics() {
   std::atomic_ref<std::uint64_t> seq(hdr->seq);
   const std::uint64_t s0 = seq.load(std::memory_order_relaxed);
   seq.store(s0 + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  fence(std::memory_order_release);
 
   // The rows of GOSSAMER_HOST_COUNTERS and GOSSAMER_CORE_COUNTERS: the
   // cores' counters, then what only core 0 knows.
