@@ -74,7 +74,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     worked |= poll_doorbells(k);              // our threads' rings -> connections
     worked |= k.transport->pump();            // our connections -> frames: data, timers, acks
     if (k.backlogged) flush_backlog(k);       // messages that found another core's ring full
-    if (control_ready_ && k.index == 0) worked |= poll_control(k);  // sockets epoll reported
+    if (k.index == 0 && control_ready_) worked |= poll_control(k);  // core 0: sockets epoll reported
     std::uint64_t now = tsc_now();
     (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
