@@ -8,7 +8,7 @@
 //     which carries the announces, and is always active);
 //   - local thread i of an application (its doorbell ring, its flows): core
 //     i % N;
-//   - NIC queue k (rx and tx): core k;
+//   - port queue k (rx and tx): core k;
 //   - sockets, the attach/detach lifecycle, the peers' applications, the
 //     start barrier, the QP scheduler's decision, metrics: core 0.
 // What crosses cores goes through rings (ring.hpp): received frames (port

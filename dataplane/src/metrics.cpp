@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,20 +18,12 @@
 #include <spdlog/spdlog.h>
 
 #include "dataplane.hpp"
+#include "clock.hpp"
 #include "shm_access.hpp"
 #include "stats_file.hpp"
 
 namespace gossamer::dataplane {
 
-namespace {
-
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec);
-}
-
-}  // namespace
 
 // The rows whose source is kSet are set by hand below: a new one must be
 // set here too.

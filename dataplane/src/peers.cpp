@@ -67,7 +67,7 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   cores_[0]->transport->enqueue(peer, 0, w, &an);
 }
 
-// A peer's application attached or detached (rx.cpp posted it).
+// A peer's application attached or detached (deliver.cpp posted it).
 void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an) {
   auto& apps = peers_[src].apps;
   if (r.kind == wire::kRecAttach) {
