@@ -32,14 +32,14 @@ UdpTransport::UdpTransport(Dataplane& dp, Dataplane::Core& k) : dp_(dp), k_(k) {
 bool UdpTransport::Verifier::verify(const wire::FrameHeader& h, const std::uint8_t* payload, std::size_t len,
                                     const std::uint8_t* tag) {
   Cached& c = keys[h.src_host];
-  if (!c.valid || c.boot != h.boot) [[unlikely]] {
-    // A new incarnation, or a forgery claiming one: derive its key. The
-    // real one's is derived again at its next frame.
-    c.key = auth->key(h.src_host, self, h.boot);
-    c.boot = h.boot;
-    c.valid = true;
-  }
-  return FrameAuth::verify(c.key, payload, len, tag);
+  if (c.valid && c.boot == h.boot) [[likely]] return FrameAuth::verify(c.key, payload, len, tag);
+  // A new incarnation, or a forgery claiming one: derive its key, and keep
+  // it only if the frame verifies (forged frames must not evict the real
+  // incarnation's key and make every real frame derive it again).
+  const FrameKey k = auth->key(h.src_host, self, h.boot);
+  if (!FrameAuth::verify(k, payload, len, tag)) return false;
+  c = Cached{true, h.boot, k};
+  return true;
 }
 
 void UdpTransport::enqueue(std::uint32_t peer, std::uint32_t conn, const wire::WireRecord& r, const void* payload) {

@@ -31,7 +31,7 @@ class UdpTransport final : public Transport {
   void flush_tx();
 
   // Checks received frames' tags with the key of their sender's
-  // incarnation (derived once per incarnation seen).
+  // incarnation (derived once per incarnation that sent a valid frame).
   struct Verifier final : wire::FrameVerifier {
     const FrameAuth* auth = nullptr;
     std::uint32_t self = 0;
