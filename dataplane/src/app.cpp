@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -26,6 +27,14 @@ std::string check_attach(const void* msg, std::size_t msg_len, const abi::Segmen
            std::to_string(abi::kLayoutVersion) + " (rebuild the application against this libgossamer)";
   if (r.build_id_len == 0 || r.build_id_len > abi::kMaxBuildId)
     return "the executable has no GNU build-id (link with --build-id)";
+  const std::size_t id_len = ::strnlen(r.run_id, sizeof r.run_id);
+  for (std::size_t i = 0; i < id_len; ++i)
+    if (r.run_id[i] < 0x20 || r.run_id[i] > 0x7e)
+      return "the run id (GOSSAMER_RUN_ID) has a byte that is not printable ASCII";
+  const std::size_t token_len = ::strnlen(r.run_token, sizeof r.run_token);
+  if (token_len != 0 && token_len != sizeof r.run_token)
+    return std::string("the run token (") + abi::kRunTokenEnv + ") is not " + std::to_string(sizeof r.run_token) +
+           " hex digits";
   if (c.host_count == 0 || c.host_index >= c.host_count) return "the dataplane's rack is empty";
   if (c.fds != 2) return "attach needs exactly two descriptors (memfd, eventfd)";
   if (!c.sealed) return "the segment memfd is not sealed against shrinking and growing";
@@ -59,6 +68,34 @@ std::string check_attach(const void* msg, std::size_t msg_len, const abi::Segmen
   return "";
 }
 
+std::string claim_run(const abi::AttachRequest& r, std::uint32_t host, const RunTokens& tokens, RunClaim* out) {
+  RunClaim c;
+  c.id.assign(r.run_id, ::strnlen(r.run_id, sizeof r.run_id));
+  const std::string_view token(r.run_token, ::strnlen(r.run_token, sizeof r.run_token));
+  const std::string env = abi::kRunTokenEnv;
+  if (!c.id.starts_with(abi::kIssuedRunPrefix)) {
+    if (!token.empty())
+      return "a run token (" + env + ") comes only with a run id gossamerd issued (" + abi::kIssuedRunPrefix +
+             "...), not with '" + c.id + "'";
+    c.key = (c.id.empty() ? hash_build_id(r.build_id, std::min<std::size_t>(r.build_id_len, abi::kMaxBuildId))
+                          : hash_run_id(c.id)) &
+            ~kIssuedRunBit;
+  } else {
+    if (token.empty())
+      return "run " + c.id + " was started by gossamerd: only its own instances, which have the run's token (" +
+             env + "), may attach to it";
+    if (!tokens.has_secret())
+      return "this dataplane has no rack secret (controlplane.psk_file) to check run tokens with";
+    RunToken t{};
+    if (!RunTokens::from_hex(token, &t) || !tokens.verify(c.id, host, t))
+      return "the run token (" + env + ") is not the one gossamerd issued for run " + c.id + " on this host";
+    c.key = hash_run_id(c.id) | kIssuedRunBit;
+    c.issued = true;
+  }
+  *out = std::move(c);
+  return "";
+}
+
 void App::wake_thread(std::uint32_t local_i) {
   // The thread announced its sleep with 1 (seq_cst) and re-checked its
   // slots; our slot write is published, so fence and look (Dekker).
@@ -78,6 +115,10 @@ std::uint64_t hash_build_id(const std::uint8_t* id, std::size_t len) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (std::size_t i = 0; i < len; ++i) h = (h ^ id[i]) * 1099511628211ull;
   return h;
+}
+
+std::uint64_t hash_run_id(std::string_view id) {
+  return hash_build_id(reinterpret_cast<const std::uint8_t*>(id.data()), id.size());
 }
 
 }  // namespace gossamer::dataplane

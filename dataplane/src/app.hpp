@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gossamer/abi/attach.hpp>
 
+#include "rack_keys.hpp"
 #include "scheduler.hpp"
 
 namespace gossamer::dataplane {
@@ -28,14 +30,38 @@ struct AttachCheck {
 std::string check_attach(const void* msg, std::size_t msg_len, const abi::SegmentHeader& hdr,
                          const AttachCheck& c, abi::SegmentLayout* layout);
 
+// The run an attach request names (abi::AttachRequest::run_id), once
+// check_attach has accepted the request. Run keys of gossamerd's runs have
+// kIssuedRunBit set, all others have it clear: an instance without a token
+// can never land in a run gossamerd started, whatever id it claims.
+inline constexpr std::uint64_t kIssuedRunBit = 1ull << 63;
+struct RunClaim {
+  std::string id;         // GOSSAMER_RUN_ID; "" when the build-id names the run
+  std::uint64_t key = 0;  // the run key, in the records and announces
+  bool issued = false;    // gossamerd's run, admitted by its token
+};
+// "" when the attacher may claim the run it names (*out set), else why not:
+// a gossamerd run id without the token for this host, a token with any other
+// run id, or no rack secret to check the token with. Such a refusal is a
+// denial (counted as apps_denied).
+std::string claim_run(const abi::AttachRequest& r, std::uint32_t host, const RunTokens& tokens, RunClaim* out);
+
+// A run without a token is bound to its owner: the uid (SO_PEERCRED) of its
+// first instance in the rack. Another instance may join it with that uid,
+// or as root (which then joins under the run's owner).
+constexpr bool may_join(std::uint32_t uid, std::uint32_t owner) { return uid == owner || uid == 0; }
+
 struct App {
   int sock = -1;
   int memfd = -1;
   int eventfd = -1;
   std::uint32_t pid = 0;           // as the application says
   std::uint32_t peer_pid = 0;      // as the kernel says (SO_PEERCRED)
+  std::uint32_t uid = 0;           // SO_PEERCRED
+  std::uint32_t owner = 0;         // the uid its run is bound to (may_join); announced
   std::string name;                // /proc/<peer_pid>/comm, for metrics
-  std::uint64_t key = 0;          // run key
+  std::uint64_t key = 0;          // run key (RunClaim)
+  bool issued = false;             // a gossamerd run, admitted by its token
   std::uint64_t build_hash = 0;
   std::uint32_t instance = 0;
   std::uint32_t total = 0, first = 0, local = 0;
@@ -118,5 +144,7 @@ struct App {
 };
 
 std::uint64_t hash_build_id(const std::uint8_t* id, std::size_t len);
+// The key of a run named by GOSSAMER_RUN_ID, before kIssuedRunBit.
+std::uint64_t hash_run_id(std::string_view id);
 
 }  // namespace gossamer::dataplane

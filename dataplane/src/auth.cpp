@@ -5,27 +5,19 @@
 
 #include <sodium.h>
 
+#include "rack_keys.hpp"
+
 namespace gossamer::dataplane {
 
 static_assert(crypto_shorthash_siphashx24_BYTES == kTagBytes);
 static_assert(crypto_shorthash_siphashx24_KEYBYTES == sizeof(FrameKey));
 
 std::string FrameAuth::set_secret(const std::string& secret) {
-  if (sodium_init() < 0) return "libsodium cannot initialise";
-  if (secret.size() < 16) return "the rack secret has " + std::to_string(secret.size()) + " bytes; at least 16 needed";
-  // BLAKE2b takes keys of 16 to 64 bytes: a longer secret is hashed first.
-  std::uint8_t k[crypto_generichash_KEYBYTES_MAX];
-  std::size_t klen = secret.size();
-  if (klen > sizeof k) {
-    crypto_generichash(k, sizeof k, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), nullptr, 0);
-    klen = sizeof k;
-  } else {
-    std::memcpy(k, secret.data(), klen);
-  }
-  static constexpr char kLabel[] = "gossamer frame keys v1";
-  crypto_generichash(master_, sizeof master_, reinterpret_cast<const unsigned char*>(kLabel), sizeof kLabel - 1, k,
-                     klen);
-  sodium_memzero(k, sizeof k);
+  SecretKey master{};
+  if (std::string err = derive_secret_key(secret, "gossamer frame keys v1", &master); !err.empty()) return err;
+  static_assert(sizeof master_ == sizeof master);
+  std::memcpy(master_, master.data(), sizeof master_);
+  sodium_memzero(master.data(), master.size());
   return "";
 }
 

@@ -4,7 +4,8 @@
 // any field but the few needed to pick the key is trusted.
 //
 // Keys are per direction of a host pair and per sender incarnation, derived
-// from the rack secret (controlplane.psk_file) with keyed BLAKE2b:
+// from the rack secret (controlplane.psk_file) with keyed BLAKE2b
+// (rack_keys.hpp):
 //   master        = BLAKE2b-256(key = secret, "gossamer frame keys v1")
 //   key(s, d, b)  = BLAKE2b-128(key = master, s | d | b)   (little-endian u32s)
 // So a frame that claims a new incarnation of its sender (a restart) verifies

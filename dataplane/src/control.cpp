@@ -29,11 +29,14 @@ namespace gossamer::dataplane {
 
 namespace {
 
-// claims are not used to name it).
-std::uint32_t peer_pid(int fd) {
+// Who is at the other end of an attach socket, as the kernel says
+// (SO_PEERCRED: the credentials at connect time); what the request claims is
+// not used to decide anything. Without an answer, nobody: uid -1.
+ucred peer_cred(int fd) {
   ucred cr{};
   socklen_t len = sizeof cr;
-  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? std::uint32_t(cr.pid) : 0;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) cr = {0, uid_t(-1), gid_t(-1)};
+  return cr;
 }
 
 // Its executable's short name, for the metrics' `app` label: letters,
@@ -175,9 +178,10 @@ void Dataplane::send_msg(App& a, std::uint32_t type, std::uint32_t host, const s
   ::send(a.sock, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void Dataplane::refuse(int fd, const std::string& why) {
-  ++cores_[0]->stats.apps_refused;
-  spdlog::warn("attach refused: {}", why);
+void Dataplane::refuse(int fd, const std::string& why, bool denied) {
+  if (denied) ++cores_[0]->stats.apps_denied;
+  else ++cores_[0]->stats.apps_refused;
+  spdlog::warn("attach {}: {}", denied ? "denied" : "refused", why);
   abi::DataplaneMessage m{};
   m.type = abi::kMsgRefused;
   m.host = self_;
@@ -230,6 +234,16 @@ void Dataplane::attach(int fd) {
   }
   abi::AttachRequest req;
   std::memcpy(&req, buf, sizeof req);
+  // Which run, and may this attacher join it (app.hpp claim_run, may_join)?
+  const ucred cred = peer_cred(fd);
+  RunClaim claim;
+  why = claim_run(req, self_, tokens_, &claim);
+  std::uint32_t owner = cred.uid;
+  if (why.empty() && !claim.issued) why = check_owner(claim, cred.uid, &owner);
+  if (!why.empty()) {
+    close_fds();
+    return refuse(fd, why, true);
+  }
   void* base = ::mmap(nullptr, layout.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
   if (base == MAP_FAILED) {
     close_fds();
@@ -240,12 +254,15 @@ void Dataplane::attach(int fd) {
   a->memfd = fds[0];
   a->eventfd = fds[1];
   a->pid = req.pid;
-  a->peer_pid = peer_pid(fd);
+  a->peer_pid = std::uint32_t(cred.pid);
+  a->uid = cred.uid;
+  a->owner = owner;
   a->name = process_name(a->peer_pid);
   // A run is named by GOSSAMER_RUN_ID when given (so that a different
   // build on another host is found and refused), else by the build-id.
   a->build_hash = hash_build_id(req.build_id, req.build_id_len);
-  a->key = req.run_key ? req.run_key : a->build_hash;
+  a->key = claim.key;
+  a->issued = claim.issued;
   a->instance = std::random_device{}();
   a->total = req.total_threads;
   abi::host_threads(a->total, hosts_, self_, &a->first, &a->local);
@@ -287,14 +304,33 @@ void Dataplane::attach(int fd) {
   for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, a->eventfd, &ev);
   watch(control_epoll_fd_, a->sock, kTagApp);
   ++cores_[0]->stats.apps_attached;
-  spdlog::info("attached pid {} ({} threads in the rack, {} here from {}), run key {:016x}", a->pid,
-               a->total, a->local, a->first, a->key);
+  spdlog::info("attached pid {} uid {} ({} threads in the rack, {} here from {}), run {} key {:016x}", a->pid,
+               a->uid, a->total, a->local, a->first, claim.id.empty() ? "by build-id" : claim.id, a->key);
   send_msg(*a, abi::kMsgAttachOk, self_, "");
   apps_.push_back(std::move(a));
   publish_apps();
   for (std::uint32_t h = 0; h < hosts_; ++h)
     if (h != self_) announce(h, wire::kRecAttach, *apps_.back());
   check_starts();
+}
+
+// A run without a token (a hand-started one) is bound to the uid of its
+// first instance in the rack: when a peer has announced one, its owner
+// decides; else this attacher becomes the owner. "" or why not.
+std::string Dataplane::check_owner(const RunClaim& claim, std::uint32_t uid, std::uint32_t* owner) const {
+  *owner = uid;
+  for (std::uint32_t h = 0; h < hosts_; ++h) {
+    if (h == self_) continue;
+    auto it = peers_[h].apps.find(claim.key);
+    if (it == peers_[h].apps.end()) continue;
+    const std::uint32_t o = it->second.a.owner;
+    if (!may_join(uid, o))
+      return "run " + (claim.id.empty() ? std::string("of this build-id") : claim.id) + " belongs to uid " +
+             std::to_string(o) + " (its instance on host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name +
+             ")); uid " + std::to_string(uid) + " may not join it";
+    *owner = o;
+  }
+  return "";
 }
 
 // Out of the list at once; its memory and descriptors go when every core

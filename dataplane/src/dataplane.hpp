@@ -206,8 +206,11 @@ class Dataplane {
   void control_event(std::uint64_t tag);
   void accept_apps();
   void attach(int fd);
+  std::string check_owner(const RunClaim& claim, std::uint32_t uid, std::uint32_t* owner) const;
   void app_message(App& a);
-  void refuse(int fd, const std::string& why);
+  // Answers Refused with `why` and closes fd; counted as apps_refused, or as
+  // apps_denied when the attacher may not join the run it names.
+  void refuse(int fd, const std::string& why, bool denied = false);
   void expire_attaches(std::uint64_t now);
   void drop_app(std::size_t i, bool announce, const char* why);
   void sweep_apps();
@@ -298,6 +301,7 @@ class Dataplane {
   std::array<std::uint8_t, 6> mac_{};
   std::unique_ptr<FaultPort> port_;  // the opened port, behind the fault injector
   FrameAuth auth_;                   // frame keys (dataplane.authenticate)
+  RunTokens tokens_;                 // checks gossamerd's run tokens (app.hpp claim_run)
   int icmp_guard_fd_ = -1;
   std::uint32_t boot_ = 0;
   std::uint64_t tsc_hz_ = 0;

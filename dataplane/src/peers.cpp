@@ -22,6 +22,19 @@ void Dataplane::check_starts() {
         continue;
       }
       const wire::AttachAnnounce& r = it->second.a;
+      // Two instances of a run without a token that attached at the same
+      // time on two hosts, each before the other's announce came, may have
+      // taken different owners (check_owner): neither runs.
+      if (!a.issued && r.owner != a.owner) {
+        std::string why = "host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name +
+                          ") attached an instance of this run for uid " + std::to_string(r.owner) +
+                          " at the same time as this one for uid " + std::to_string(a.owner);
+        ++cores_[0]->stats.apps_denied;
+        send_msg(a, abi::kMsgRefused, h, why);
+        a.bad = true;
+        a.bad_reason = why;
+        continue;
+      }
       if (r.build_hash != a.build_hash || r.total_threads != a.total) {
         std::string why = "host " + std::to_string(h) + " (" + cfg_.rack.hosts[h].name + ") runs " +
                           (r.build_hash != a.build_hash ? "a different build of this program (build-id differs)"
@@ -63,7 +76,7 @@ void Dataplane::announce(std::uint32_t peer, std::uint8_t kind, const App& a) {
   if (kind == wire::kRecDetach && a.bad_reason == "detached") w.slot_flags = wire::kDetachGraceful;
   w.app = a.key;
   w.primary_len = sizeof(wire::AttachAnnounce);
-  wire::AttachAnnounce an{a.build_hash, a.total, a.instance};
+  wire::AttachAnnounce an{a.build_hash, a.total, a.instance, a.owner, 0};
   cores_[0]->transport->enqueue(peer, 0, w, &an);
 }
 

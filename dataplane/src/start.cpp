@@ -101,15 +101,23 @@ std::string Dataplane::start(const PortOpener& open) {
   return "";
 }
 
-// The rack secret every frame key derives from (auth.hpp).
+// The rack secret every frame key (auth.hpp) and run token (rack_keys.hpp)
+// derives from. Without frame authentication the secret is still read when
+// it can be, for the run tokens; without it, runs that gossamerd started
+// cannot attach here (claim_run says why).
 std::string Dataplane::load_keys() {
+  std::string secret, err;
+  const bool loaded = config::load_rack_secret(cfg_.controlplane.psk_file, &secret, &err);
+  if (loaded) {
+    if (std::string e = tokens_.set_secret(secret); !e.empty()) return e;
+  }
   if (!cfg_.dataplane.authenticate) {
     spdlog::warn("dataplane.authenticate is false: frames are not authenticated; anyone who can send on the "
                  "data network can inject requests");
+    if (!loaded) spdlog::warn("{}: runs started by gossamerd cannot attach (their tokens cannot be checked)", err);
     return "";
   }
-  std::string secret, err;
-  if (!config::load_rack_secret(cfg_.controlplane.psk_file, &secret, &err))
+  if (!loaded)
     return err + " (frames are authenticated with keys derived from it; dataplane.authenticate: false turns "
                  "that off on a fabric nobody else can send on)";
   return auth_.set_secret(secret);

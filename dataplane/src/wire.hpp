@@ -47,7 +47,8 @@
 namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
-inline constexpr std::uint8_t kVersion = 4;  // 2: fragment records; 3: active connections; 4: tag trailer
+// 2: fragment records; 3: active connections; 4: tag trailer; 5: the announce's owner
+inline constexpr std::uint8_t kVersion = 5;
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
@@ -119,8 +120,10 @@ struct AttachAnnounce {
   std::uint64_t build_hash;     // hash of the executable's build-id
   std::uint32_t total_threads;
   std::uint32_t instance;       // random per attach, names this instance
+  std::uint32_t owner;          // the uid a run without a token is bound to (app.hpp may_join)
+  std::uint32_t reserved;       // 0
 };
-static_assert(sizeof(AttachAnnounce) == 16);
+static_assert(sizeof(AttachAnnounce) == 24);
 
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 

@@ -64,12 +64,19 @@ int find_build_id(dl_phdr_info* info, std::size_t, void* data) {
 }
 
 
-std::uint64_t run_key() {
-  const char* id = std::getenv("GOSSAMER_RUN_ID");
-  if (!id || !*id) return 0;
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char* p = id; *p; ++p) h = (h ^ std::uint8_t(*p)) * 1099511628211ull;
-  return h;
+// GOSSAMER_RUN_ID and GOSSAMER_RUN_TOKEN, as the dataplane gets them
+// (abi::AttachRequest); the dataplane checks what they say.
+void copy_run(abi::AttachRequest* req) {
+  const std::string id = std::getenv("GOSSAMER_RUN_ID") ? std::getenv("GOSSAMER_RUN_ID") : "";
+  if (id.size() > sizeof req->run_id)
+    die("GOSSAMER_RUN_ID='" + id + "' is longer than " + std::to_string(sizeof req->run_id) + " bytes");
+  std::memcpy(req->run_id, id.data(), id.size());
+  const std::string token = std::getenv(abi::kRunTokenEnv) ? std::getenv(abi::kRunTokenEnv) : "";
+  if (token.size() > sizeof req->run_token)
+    die(std::string(abi::kRunTokenEnv) + " is longer than " + std::to_string(sizeof req->run_token) + " hex digits");
+  std::memcpy(req->run_token, token.data(), token.size());
+  // For this instance alone: a program it starts must not attach in its name.
+  ::unsetenv(abi::kRunTokenEnv);
 }
 
 bool recv_msg(int fd, abi::DataplaneMessage* m, int timeout_ms) {
@@ -164,7 +171,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
   dl_iterate_phdr(find_build_id, &id);
   std::memcpy(req.build_id, id.bytes, id.len);
   req.build_id_len = id.len;
-  req.run_key = run_key();
+  copy_run(&req);
   req.total_threads = r->total_;
   req.pid = std::uint32_t(::getpid());
   req.segment_bytes = r->layout_.bytes;

@@ -1,7 +1,10 @@
 // The attach contract (runtime/include/gossamer/abi/attach.hpp) and the
 // dataplane's handshake check (dataplane/src/app.hpp check_attach): the
 // struct layouts both sides compile against, the segment layout, the split
-// of the rack's threads over hosts, and every reason to refuse an attach.
+// of the rack's threads over hosts, and every reason to refuse an attach;
+// then who may claim which run (claim_run, run tokens, may_join).
+#include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +25,12 @@ namespace {
 namespace abi = gossamer::abi;
 using gossamer::dataplane::AttachCheck;
 using gossamer::dataplane::check_attach;
+using gossamer::dataplane::claim_run;
+using gossamer::dataplane::kIssuedRunBit;
+using gossamer::dataplane::may_join;
+using gossamer::dataplane::RunClaim;
+using gossamer::dataplane::RunToken;
+using gossamer::dataplane::RunTokens;
 
 // ---- struct layouts ------------------------------------------------------------
 
@@ -51,16 +60,17 @@ static_assert(sizeof(abi::DoorbellRing) == 128);
 static_assert(offsetof(abi::DoorbellRing, head) == 0);
 static_assert(offsetof(abi::DoorbellRing, tail) == 64);
 
-static_assert(sizeof(abi::AttachRequest) == 104);
+static_assert(sizeof(abi::AttachRequest) == 224);
 static_assert(offsetof(abi::AttachRequest, type) == 0);
 static_assert(offsetof(abi::AttachRequest, attach_version) == 4);
 static_assert(offsetof(abi::AttachRequest, slot_layout) == 8);
 static_assert(offsetof(abi::AttachRequest, build_id_len) == 12);
 static_assert(offsetof(abi::AttachRequest, build_id) == 16);
-static_assert(offsetof(abi::AttachRequest, run_key) == 80);
-static_assert(offsetof(abi::AttachRequest, total_threads) == 88);
-static_assert(offsetof(abi::AttachRequest, pid) == 92);
-static_assert(offsetof(abi::AttachRequest, segment_bytes) == 96);
+static_assert(offsetof(abi::AttachRequest, run_id) == 80);
+static_assert(offsetof(abi::AttachRequest, run_token) == 144);
+static_assert(offsetof(abi::AttachRequest, total_threads) == 208);
+static_assert(offsetof(abi::AttachRequest, pid) == 212);
+static_assert(offsetof(abi::AttachRequest, segment_bytes) == 216);
 
 static_assert(sizeof(abi::DataplaneMessage) == 256);
 static_assert(offsetof(abi::DataplaneMessage, host) == 4);
@@ -70,7 +80,7 @@ static_assert(sizeof(abi::AppMessage) == 8);
 
 static_assert(sizeof(gossamer::dataplane::wire::FrameHeader) == 40);
 static_assert(sizeof(gossamer::dataplane::wire::WireRecord) == 32);
-static_assert(sizeof(gossamer::dataplane::wire::AttachAnnounce) == 16);
+static_assert(sizeof(gossamer::dataplane::wire::AttachAnnounce) == 24);
 
 // segment_layout is usable at compile time.
 constexpr abi::SegmentLayout kLayout8x4 = [] {
@@ -88,7 +98,7 @@ TEST(AttachAbi, Sizes) {
   EXPECT_EQ(sizeof(abi::SegmentHeader), 256u);
   EXPECT_EQ(sizeof(abi::DoorbellRing), 128u);
   EXPECT_EQ(offsetof(abi::DoorbellRing, tail), 64u);
-  EXPECT_EQ(sizeof(abi::AttachRequest), 104u);
+  EXPECT_EQ(sizeof(abi::AttachRequest), 224u);
   EXPECT_EQ(sizeof(abi::DataplaneMessage), 256u);
 }
 
@@ -214,7 +224,7 @@ struct Valid {
     req.slot_layout = abi::kLayoutVersion;
     req.build_id_len = 20;
     for (std::uint32_t i = 0; i < 20; ++i) req.build_id[i] = std::uint8_t(0xa0 + i);
-    req.run_key = 0x1234'5678'9abc'def0ull;
+    std::memcpy(req.run_id, "demo-run", 8);
     req.total_threads = total;
     req.pid = 4242;
     req.segment_bytes = layout.bytes;
@@ -270,7 +280,7 @@ TEST(CheckAttach, FieldsTheDataplaneOwnsAreIgnored) {
   v.hdr.dataplane_sleeping = 1;
   v.hdr.reserved0 = 7;
   std::memset(v.hdr.reserved, 0x5a, sizeof v.hdr.reserved);
-  v.req.run_key = 0;
+  std::memset(v.req.run_id, 0, sizeof v.req.run_id);
   v.req.pid = 0;
   std::memset(v.req.build_id + v.req.build_id_len, 0xff,
               abi::kMaxBuildId - v.req.build_id_len);
@@ -441,6 +451,143 @@ TEST(CheckAttach, RefusalOrder) {
   v.hdr.magic = 0;
   EXPECT_NE(v.run(sizeof(abi::AttachRequest) - 4).find("attach message has"), std::string::npos);
   EXPECT_EQ(v.run(), "first message is not an attach request");
+}
+
+TEST(CheckAttach, RunIdAndTokenFormat) {
+  Valid v;
+  v.req.run_id[3] = '\n';
+  EXPECT_NE(v.run().find("not printable ASCII"), std::string::npos);
+  v = Valid();
+  std::memset(v.req.run_id, 'x', sizeof v.req.run_id);  // 64 bytes, no NUL: the longest id
+  EXPECT_EQ(v.run(), "");
+  std::memset(v.req.run_token, 'a', 10);
+  EXPECT_NE(v.run().find("is not 64 hex digits"), std::string::npos);
+  std::memset(v.req.run_token, 'a', sizeof v.req.run_token);
+  EXPECT_EQ(v.run(), "");  // the format; claim_run checks the token
+}
+
+// ---- who may claim a run (issue 18, finding 12) ----------------------------------
+
+constexpr char kIssued[] = "gossamerd-00112233445566778899aabbccddeeff";
+
+RunTokens tokens(const std::string& secret = "the rack secret of this test") {
+  RunTokens t;
+  EXPECT_EQ(t.set_secret(secret), "");
+  return t;
+}
+
+struct Claim {
+  abi::AttachRequest req = Valid().req;
+  Claim(const std::string& id, const std::string& token = "") {
+    std::memset(req.run_id, 0, sizeof req.run_id);
+    std::memcpy(req.run_id, id.data(), std::min(id.size(), sizeof req.run_id));
+    std::memcpy(req.run_token, token.data(), std::min(token.size(), sizeof req.run_token));
+  }
+  std::string run(const RunTokens& t, std::uint32_t host, RunClaim* out) const { return claim_run(req, host, t, out); }
+};
+
+TEST(ClaimRun, HandStartedRunsHaveNoToken) {
+  const RunTokens t = tokens();
+  RunClaim c;
+  EXPECT_EQ(Claim("demo").run(t, 1, &c), "");
+  EXPECT_EQ(c.id, "demo");
+  EXPECT_FALSE(c.issued);
+  EXPECT_EQ(c.key, gossamer::dataplane::hash_run_id("demo") & ~kIssuedRunBit);
+  // No GOSSAMER_RUN_ID: the build-id names the run.
+  Claim b("");
+  EXPECT_EQ(b.run(t, 1, &c), "");
+  EXPECT_EQ(c.id, "");
+  EXPECT_EQ(c.key, gossamer::dataplane::hash_build_id(b.req.build_id, b.req.build_id_len) & ~kIssuedRunBit);
+  // Without a secret too: nothing to check.
+  EXPECT_EQ(Claim("demo").run(RunTokens(), 1, &c), "");
+}
+
+TEST(ClaimRun, GossamerdRunWithItsToken) {
+  const RunTokens t = tokens();
+  RunClaim c;
+  const std::string token = RunTokens::to_hex(t.token(kIssued, 1));
+  EXPECT_EQ(token.size(), 2 * abi::kRunTokenBytes);
+  EXPECT_EQ(Claim(kIssued, token).run(t, 1, &c), "");
+  EXPECT_TRUE(c.issued);
+  EXPECT_EQ(c.key, gossamer::dataplane::hash_run_id(kIssued) | kIssuedRunBit);
+  // Upper-case hex is the same token.
+  std::string upper = token;
+  for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  EXPECT_EQ(Claim(kIssued, upper).run(t, 1, &c), "");
+}
+
+TEST(ClaimRun, GossamerdRunWithoutItsTokenIsDenied) {
+  const RunTokens t = tokens();
+  RunClaim c;
+  c.key = 77;
+  const std::string good = RunTokens::to_hex(t.token(kIssued, 1));
+  std::string flipped = good;
+  flipped[10] = flipped[10] == '0' ? '1' : '0';
+  const std::vector<std::pair<const char*, std::string>> bad = {
+      {"no token", ""},
+      {"another host's", RunTokens::to_hex(t.token(kIssued, 0))},
+      {"another run's", RunTokens::to_hex(t.token("gossamerd-ffeeddccbbaa99887766554433221100", 1))},
+      {"another secret's", RunTokens::to_hex(tokens("another rack's secret, as long").token(kIssued, 1))},
+      {"one digit changed", flipped},
+      {"not hex", std::string(64, 'z')},
+      {"zeros", std::string(64, '0')},
+  };
+  for (const auto& [what, token] : bad) {
+    SCOPED_TRACE(what);
+    const std::string why = Claim(kIssued, token).run(t, 1, &c);
+    EXPECT_NE(why, "");
+    EXPECT_NE(why.find(kIssued), std::string::npos) << why;
+    EXPECT_NE(why.find(token.empty() ? "was started by gossamerd" : "is not the one gossamerd issued"),
+              std::string::npos)
+        << why;
+  }
+  EXPECT_EQ(c.key, 77u);  // untouched when refused
+  // A dataplane without the secret cannot check one: it says so.
+  EXPECT_NE(Claim(kIssued, good).run(RunTokens(), 1, &c).find("no rack secret"), std::string::npos);
+}
+
+TEST(ClaimRun, TokenOnlyWithAnIssuedId) {
+  const RunTokens t = tokens();
+  RunClaim c;
+  const std::string why = Claim("demo", RunTokens::to_hex(t.token("demo", 1))).run(t, 1, &c);
+  EXPECT_NE(why.find("comes only with a run id gossamerd issued"), std::string::npos) << why;
+}
+
+TEST(ClaimRun, KeySpacesApart) {
+  // A hand-started run never has a gossamerd run's key, whatever its id
+  // hashes to: the top bit tells them apart.
+  const RunTokens t = tokens();
+  int top_bit_hashes = 0;
+  for (int i = 0; i < 64; ++i) {
+    const std::string id = "id-" + std::to_string(i);
+    top_bit_hashes += (gossamer::dataplane::hash_run_id(id) & kIssuedRunBit) != 0;
+    RunClaim c;
+    ASSERT_EQ(Claim(id).run(t, 0, &c), "");
+    EXPECT_EQ(c.key & kIssuedRunBit, 0u) << id;
+  }
+  EXPECT_GT(top_bit_hashes, 0);  // the test covered ids whose hash has the bit
+  RunClaim c;
+  ASSERT_EQ(Claim(kIssued, RunTokens::to_hex(t.token(kIssued, 0))).run(t, 0, &c), "");
+  EXPECT_NE(c.key & kIssuedRunBit, 0u);
+}
+
+TEST(RunTokens, Hex) {
+  RunToken a{}, b{};
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::uint8_t(i * 37);
+  EXPECT_TRUE(RunTokens::from_hex(RunTokens::to_hex(a), &b));
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(RunTokens::from_hex(RunTokens::to_hex(a).substr(1), &b));
+  EXPECT_FALSE(RunTokens::from_hex(RunTokens::to_hex(a) + "0", &b));
+  EXPECT_FALSE(RunTokens::from_hex(std::string(63, '0') + " ", &b));
+}
+
+TEST(MayJoin, OwnerOrRoot) {
+  EXPECT_TRUE(may_join(1000, 1000));
+  EXPECT_TRUE(may_join(0, 1000));   // root joins under the run's owner
+  EXPECT_TRUE(may_join(0, 0));
+  EXPECT_FALSE(may_join(1001, 1000));
+  EXPECT_FALSE(may_join(1000, 0));  // nobody else joins root's run
+  EXPECT_FALSE(may_join(std::uint32_t(-1), 1000));
 }
 
 }  // namespace

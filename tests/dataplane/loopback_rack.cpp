@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <gossamer/config.hpp>
 
 #include "port_loopback.hpp"
+#include "rack_keys.hpp"
 #include "shm_access.hpp"
 
 namespace gossamer::dataplane::testing {
@@ -105,9 +107,22 @@ std::uint64_t LoopbackRack::stat(int host, const std::string& name) const {
   return sum;
 }
 
+std::string LoopbackRack::run_token(const std::string& id, int host) const {
+  std::string secret, err;
+  RunTokens tokens;
+  if (!config::load_rack_secret(dir_ + "/psk", &secret, &err) || !(err = tokens.set_secret(secret)).empty())
+    throw std::runtime_error(err);
+  return RunTokens::to_hex(tokens.token(id, std::uint32_t(host)));
+}
+
 FakeApp::FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, std::uint32_t total,
-                 std::uint64_t run_key)
-    : socket_(std::move(socket)), host_(host), hosts_(hosts), total_(total), run_key_(run_key) {
+                 std::string run_id, std::string run_token)
+    : socket_(std::move(socket)),
+      host_(host),
+      hosts_(hosts),
+      total_(total),
+      run_id_(std::move(run_id)),
+      run_token_(std::move(run_token)) {
   abi::host_threads(total, hosts, host, &first_, &local_);
   if (!abi::segment_layout(total, local_, &layout_)) throw std::runtime_error("bad thread counts");
   memfd_ = ::memfd_create("fake-app", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -141,7 +156,8 @@ abi::DataplaneMessage FakeApp::attach() {
   req.slot_layout = abi::kLayoutVersion;
   req.build_id_len = 20;
   std::memset(req.build_id, 0x5a, 20);
-  req.run_key = run_key_;
+  std::memcpy(req.run_id, run_id_.data(), std::min(run_id_.size(), sizeof req.run_id));
+  std::memcpy(req.run_token, run_token_.data(), std::min(run_token_.size(), sizeof req.run_token));
   req.total_threads = total_;
   req.pid = std::uint32_t(::getpid());
   req.segment_bytes = layout_.bytes;

@@ -41,6 +41,9 @@ class LoopbackRack {
   // (or one labelled line, when `name` has labels).
   std::uint64_t stat(int host, const std::string& name) const;
   const std::string& dir() const { return dir_; }
+  // The token gossamerd would give run `id`'s instance on `host`, as hex
+  // (GOSSAMER_RUN_TOKEN).
+  std::string run_token(const std::string& id, int host) const;
 
  private:
   std::string dir_;
@@ -55,7 +58,10 @@ class LoopbackRack {
 // runtime lays it out, attached over the dataplane's socket.
 class FakeApp {
  public:
-  FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, std::uint32_t total, std::uint64_t run_key);
+  // `run_id` and `run_token` as GOSSAMER_RUN_ID and GOSSAMER_RUN_TOKEN
+  // ("": unset).
+  FakeApp(std::string socket, std::uint32_t host, std::uint32_t hosts, std::uint32_t total, std::string run_id,
+          std::string run_token = "");
   ~FakeApp();
   // Sends the attach request; returns the answer (kMsgAttachOk or kMsgRefused).
   abi::DataplaneMessage attach();
@@ -81,7 +87,7 @@ class FakeApp {
   void ring(std::uint32_t li, std::uint32_t entry);
   std::string socket_;
   std::uint32_t host_, hosts_, total_, first_ = 0, local_ = 0;
-  std::uint64_t run_key_;
+  std::string run_id_, run_token_;
   abi::SegmentLayout layout_{};
   int memfd_ = -1, eventfd_ = -1, sock_ = -1;
   std::uint8_t* base_ = nullptr;

@@ -6,13 +6,18 @@
 // (DESIGN.md §5); runs under ASan/UBSan and TSan in CI.
 #include <arpa/inet.h>
 #include <poll.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -25,7 +30,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::uint32_t kHosts = 2, kTotal = 4;  // threads 0,1 on host a; 2,3 on host b
 
-std::uint64_t fresh_key() { return std::random_device{}() | std::uint64_t(std::random_device{}()) << 32; }
+// A fresh GOSSAMER_RUN_ID.
+std::string fresh_id() { return "t-" + std::to_string(std::random_device{}()) + "-" + std::to_string(std::random_device{}()); }
 
 // Request and response sizes: mostly a slot's primary block, every 7th with
 // an overflow larger than a frame (fragments).
@@ -166,7 +172,7 @@ bool run_until(Traffic& t, std::chrono::seconds limit) {
 
 void exact_delivery(const LoopbackRack::Options& o, std::uint32_t rounds) {
   LoopbackRack rack(o);
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   Traffic t(a, b, rounds);
@@ -231,7 +237,7 @@ TEST(LoopbackRack, ExactDeliveryTwoCoresUnderFaults) {
 // and refuses at once beyond 16 attaches in progress.
 TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   LoopbackRack rack({1, 1, 1, ""});
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   Traffic warm(a, b, 20);
@@ -329,7 +335,7 @@ std::uint32_t future_boot() {
 // so are forged data frames, and the rack stays exact.
 TEST(LoopbackRack, ForgedRestartsAndFramesAreDropped) {
   LoopbackRack rack({1, 1, 2, ""});
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   Traffic t(a, b, 20);
@@ -354,7 +360,7 @@ TEST(LoopbackRack, WithoutAuthenticationAForgedRestartCutsThePair) {
   LoopbackRack::Options o{1, 1, 2, ""};
   o.authenticate = false;
   LoopbackRack rack(o);
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   Traffic t(a, b, 20);
@@ -384,10 +390,10 @@ TEST(LoopbackRack, AttachesBeyondTheLimitAreRefused) {
   LoopbackRack rack(o);
   std::vector<std::unique_ptr<FakeApp>> apps;
   for (int i = 0; i < 2; ++i) {
-    apps.push_back(std::make_unique<FakeApp>(rack.socket(0), 0, kHosts, kTotal, fresh_key()));
+    apps.push_back(std::make_unique<FakeApp>(rack.socket(0), 0, kHosts, kTotal, fresh_id()));
     ASSERT_EQ(apps.back()->attach().type, abi::kMsgAttachOk) << i;
   }
-  FakeApp extra(rack.socket(0), 0, kHosts, kTotal, fresh_key());
+  FakeApp extra(rack.socket(0), 0, kHosts, kTotal, fresh_id());
   const abi::DataplaneMessage m = extra.attach();
   EXPECT_EQ(m.type, abi::kMsgRefused);
   EXPECT_NE(std::strstr(m.text, "dataplane.max_applications"), nullptr) << m.text;
@@ -398,11 +404,148 @@ TEST(LoopbackRack, AttachesBeyondTheLimitAreRefused) {
   // It is swept out right after its Detached; allow a moment on a busy machine.
   std::uint32_t answer = 0;
   for (int tries = 0; tries < 100 && answer != abi::kMsgAttachOk; ++tries) {
-    FakeApp again(rack.socket(0), 0, kHosts, kTotal, fresh_key());
+    FakeApp again(rack.socket(0), 0, kHosts, kTotal, fresh_id());
     answer = again.attach().type;
     if (answer != abi::kMsgAttachOk) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(answer, abi::kMsgAttachOk);
+}
+
+// Issue 18 finding 12: any attacher could claim any run key. A run gossamerd
+// started (its id has gossamerd's prefix) admits only instances with the
+// token gossamerd gave them for their host: an intruder on host b with the
+// run's id but no token, host a's token or a made-up one is denied and
+// counted, and the real instance attaches after them and runs.
+TEST(LoopbackRack, GossamerdRunAdmitsOnlyItsTokens) {
+  LoopbackRack rack({1, 1, 1, ""});
+  const std::string id = std::string(abi::kIssuedRunPrefix) + fresh_id();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, id, rack.run_token(id, 0));
+  ASSERT_EQ(a.attach().type, abi::kMsgAttachOk);
+  const std::pair<std::string, const char*> intruders[] = {
+      {"", "was started by gossamerd"},
+      {rack.run_token(id, 0), "is not the one gossamerd issued"},
+      {std::string(2 * abi::kRunTokenBytes, '7'), "is not the one gossamerd issued"},
+  };
+  for (const auto& [token, says] : intruders) {
+    FakeApp x(rack.socket(1), 1, kHosts, kTotal, id, token);
+    const abi::DataplaneMessage m = x.attach();
+    EXPECT_EQ(m.type, abi::kMsgRefused) << "token '" << token << "'";
+    EXPECT_NE(std::strstr(m.text, says), nullptr) << m.text;
+  }
+  FakeApp b(rack.socket(1), 1, kHosts, kTotal, id, rack.run_token(id, 1));
+  ASSERT_EQ(b.attach().type, abi::kMsgAttachOk);
+  ASSERT_TRUE(a.wait_message(abi::kMsgStart, 10'000)) << "host a: no start";
+  ASSERT_TRUE(b.wait_message(abi::kMsgStart, 10'000)) << "host b: no start";
+  Traffic t(a, b, 20);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
+  rack.stop();
+  EXPECT_EQ(rack.stat(1, "apps_denied"), 3u);
+  EXPECT_EQ(rack.stat(1, "apps_refused"), 0u);
+  EXPECT_EQ(rack.stat(1, "apps_attached"), 1u);
+}
+
+// An instance in a child process running as `uid`: the dataplane goes by
+// SO_PEERCRED, so the attach must come from a process of that uid. The
+// child attaches, reports the answer (and the start, if it was admitted),
+// then holds its attachment until the parent is done with it.
+class ChildApp {
+ public:
+  ChildApp(uid_t uid, const std::string& socket, std::uint32_t host, const std::string& id) {
+    if (::pipe(up_) != 0 || ::pipe(down_) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork");
+    if (pid_ > 0) {
+      ::close(up_[1]);
+      ::close(down_[0]);
+      return;
+    }
+    ::close(up_[0]);
+    ::close(down_[1]);
+    abi::DataplaneMessage m{};
+    try {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0)
+        throw std::runtime_error(std::string("cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno));
+      FakeApp app(socket, host, kHosts, kTotal, id);
+      m = app.attach();
+      tell(m);
+      if (m.type == abi::kMsgAttachOk) {
+        abi::DataplaneMessage start{};
+        app.wait_message(abi::kMsgStart, 10'000, &start);
+        tell(start);
+      }
+      char c;
+      (void)!::read(down_[0], &c, 1);  // EOF: the parent is done
+    } catch (const std::exception& e) {
+      m = {};
+      std::snprintf(m.text, sizeof m.text, "child: %s", e.what());
+      tell(m);
+    }
+    ::_exit(0);
+  }
+  ~ChildApp() {
+    ::close(down_[1]);
+    ::close(up_[0]);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  // The child's next report (type 0 and a text when it failed or is silent).
+  abi::DataplaneMessage next(int timeout_ms = 15'000) {
+    abi::DataplaneMessage m{};
+    pollfd p{up_[0], POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) != 1 || ::read(up_[0], &m, sizeof m) != ssize_t(sizeof m))
+      std::snprintf(m.text, sizeof m.text, "no report from the child");
+    return m;
+  }
+
+ private:
+  void tell(const abi::DataplaneMessage& m) { (void)!::write(up_[1], &m, sizeof m); }
+  int up_[2] = {-1, -1}, down_[2] = {-1, -1};
+  pid_t pid_ = -1;
+};
+
+// Issue 18 finding 12, runs started by hand (no token): such a run is bound
+// to the uid of its first instance in the rack, from SO_PEERCRED. Another
+// uid cannot take a host's place in it; root can join it; nobody else can
+// join root's. Needs root, to attach under other uids.
+TEST(LoopbackRack, HandStartedRunIsBoundToItsOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (attaches as other uids)";
+  LoopbackRack rack({1, 1, 1, ""});
+  // Other uids may reach the sockets (as members of dataplane.socket_group would).
+  ASSERT_EQ(::chmod(rack.dir().c_str(), 0711), 0);
+  for (int h = 0; h < 2; ++h) ASSERT_EQ(::chmod(rack.socket(h).c_str(), 0666), 0);
+  constexpr uid_t kAlice = 64001, kMallory = 64002;
+  // Host b learns of an instance from its announce, a few microseconds
+  // after the attach on an idle loopback; give a loaded machine time.
+  const auto announced = [] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); };
+
+  const std::string alices = fresh_id();
+  ChildApp alice(kAlice, rack.socket(0), 0, alices);
+  abi::DataplaneMessage m = alice.next();
+  ASSERT_EQ(m.type, abi::kMsgAttachOk) << m.text;
+  announced();
+  {
+    ChildApp mallory(kMallory, rack.socket(1), 1, alices);
+    m = mallory.next();
+    EXPECT_EQ(m.type, abi::kMsgRefused) << m.text;
+    EXPECT_NE(std::strstr(m.text, "belongs to uid 64001"), nullptr) << m.text;
+    EXPECT_NE(std::strstr(m.text, "uid 64002 may not join it"), nullptr) << m.text;
+  }
+  FakeApp root_b(rack.socket(1), 1, kHosts, kTotal, alices);
+  EXPECT_EQ(root_b.attach().type, abi::kMsgAttachOk);
+  EXPECT_TRUE(root_b.wait_message(abi::kMsgStart, 10'000)) << "root did not join alice's run";
+  EXPECT_EQ(alice.next().type, abi::kMsgStart);
+
+  const std::string roots = fresh_id();
+  FakeApp root_a(rack.socket(0), 0, kHosts, kTotal, roots);
+  ASSERT_EQ(root_a.attach().type, abi::kMsgAttachOk);
+  announced();
+  {
+    ChildApp mallory(kMallory, rack.socket(1), 1, roots);
+    m = mallory.next();
+    EXPECT_EQ(m.type, abi::kMsgRefused) << m.text;
+    EXPECT_NE(std::strstr(m.text, "belongs to uid 0"), nullptr) << m.text;
+  }
+  rack.stop();
+  EXPECT_EQ(rack.stat(1, "apps_denied"), 2u);
 }
 
 }  // namespace

@@ -154,7 +154,8 @@ Field field(AttachField f) {
     case kReqSlotLayout: return REQ(slot_layout);
     case kReqBuildIdLen: return REQ(build_id_len);
     case kReqBuildId: return {Field::kReq, offsetof(R, build_id), sizeof(R::build_id), true};
-    case kReqRunKey: return {Field::kReq, offsetof(R, run_key), sizeof(R::run_key), true};
+    case kReqRunId: return REQ(run_id);
+    case kReqRunToken: return REQ(run_token);
     case kReqTotalThreads: return REQ(total_threads);
     case kReqPid: return {Field::kReq, offsetof(R, pid), sizeof(R::pid), true};
     case kReqSegmentBytes: return REQ(segment_bytes);

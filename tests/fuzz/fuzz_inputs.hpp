@@ -34,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include <gossamer/abi/attach.hpp>
 
@@ -86,13 +87,13 @@ inline constexpr std::size_t kAttachMutateFixed = 7;   // bytes before the value
 // of the handshake check: changing them must never refuse a valid attach.
 enum AttachField : std::uint8_t {
   kFieldNone,
-  kReqType, kReqAttachVersion, kReqSlotLayout, kReqBuildIdLen, kReqBuildId, kReqRunKey,
+  kReqType, kReqAttachVersion, kReqSlotLayout, kReqBuildIdLen, kReqBuildId, kReqRunId,
   kReqTotalThreads, kReqPid, kReqSegmentBytes,
   kHdrMagic, kHdrAttachVersion, kHdrSlotLayout, kHdrSegmentBytes, kHdrTotalThreads,
   kHdrFirstThread, kHdrLocalThreads, kHdrHostIndex, kHdrHostCount, kHdrDoorbellEntries,
   kHdrRequestPrimary, kHdrResponsePrimary, kHdrRequestOverflow, kHdrResponseOverflow,
   kHdrWakeWords, kHdrDoorbells, kHdrDoorbellStride, kHdrSleeping, kHdrReserved, kHdrCounters,
-  kChkSegmentSize, kChkSealed, kChkFds, kMsgLen,
+  kChkSegmentSize, kChkSealed, kChkFds, kMsgLen, kReqRunToken,
   kFieldCount
 };
 
@@ -115,7 +116,7 @@ inline bool valid_attach(std::uint32_t total, std::uint32_t host_count, std::uin
   v.req.slot_layout = abi::kLayoutVersion;
   v.req.build_id_len = 20;
   for (std::size_t i = 0; i < 20; ++i) v.req.build_id[i] = std::uint8_t(0x11 * i);
-  v.req.run_key = 0x5eed;
+  std::memcpy(v.req.run_id, "5eed", 4);
   v.req.total_threads = total;
   v.req.pid = 4242;
   v.req.segment_bytes = l.bytes;

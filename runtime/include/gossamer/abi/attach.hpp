@@ -38,7 +38,7 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31524d4153534f47ull;  // "GOSSAMR1"
-inline constexpr std::uint32_t kAttachVersion = 2;  // 2: thread counters
+inline constexpr std::uint32_t kAttachVersion = 3;  // 2: thread counters; 3: run id and token
 inline constexpr std::uint32_t kMaxRackThreads = 4096;
 inline constexpr std::uint32_t kMaxRackHosts = 64;
 inline constexpr std::size_t kPage = 4096;
@@ -193,18 +193,34 @@ enum MessageType : std::uint32_t {
 
 inline constexpr std::uint32_t kMaxBuildId = 64;
 
+// A run is named by GOSSAMER_RUN_ID (at most kMaxRunId bytes of printable
+// ASCII), else by the executable's build-id. Run ids that start with
+// kIssuedRunPrefix are gossamerd's (`gossamerctl run`): the dataplane admits
+// an instance to such a run only with the run token gossamerd gave it
+// (GOSSAMER_RUN_TOKEN: kRunTokenBytes as hex digits, passed on as they are),
+// and never one without a token; a run named any other way has no token and is bound to the uid of
+// its first instance (dataplane/README.md "Who may join a run").
+inline constexpr std::size_t kMaxRunId = 64;
+inline constexpr char kIssuedRunPrefix[] = "gossamerd-";
+inline constexpr std::size_t kRunTokenBytes = 32;
+inline constexpr char kRunTokenEnv[] = "GOSSAMER_RUN_TOKEN";
+
 struct AttachRequest {
   std::uint32_t type;            // kMsgAttach
   std::uint32_t attach_version;  // kAttachVersion
   std::uint32_t slot_layout;     // kLayoutVersion
   std::uint32_t build_id_len;    // bytes of build_id used
   std::uint8_t build_id[kMaxBuildId];  // GNU build-id of the executable
-  std::uint64_t run_key;         // names the rack run (GOSSAMER_RUN_ID), 0 = none
+  char run_id[kMaxRunId];        // GOSSAMER_RUN_ID, NUL-padded; all NUL = none
+  char run_token[2 * kRunTokenBytes];  // GOSSAMER_RUN_TOKEN, NUL-padded; all NUL = none
   std::uint32_t total_threads;
   std::uint32_t pid;
   std::uint64_t segment_bytes;
 };
-static_assert(sizeof(AttachRequest) == 104);
+static_assert(sizeof(AttachRequest) == 224);
+static_assert(offsetof(AttachRequest, run_id) == 80);
+static_assert(offsetof(AttachRequest, run_token) == 144);
+static_assert(offsetof(AttachRequest, total_threads) == 208);
 static_assert(std::is_trivially_copyable_v<AttachRequest>);
 
 struct DataplaneMessage {

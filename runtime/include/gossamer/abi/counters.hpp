@@ -51,6 +51,8 @@
   X(apps_attached, kCounted, "apps_attached", kCounter, "gossamer_dataplane_attaches_total{result=accepted}",         \
     "Attach requests, by result.")                                                                                    \
   X(apps_refused, kCounted, "apps_refused", kCounter, "gossamer_dataplane_attaches_total{result=refused}", "")        \
+  /* the attacher may not join the run it names: no or a wrong run token, another uid's run */                        \
+  X(apps_denied, kCounted, "apps_denied", kCounter, "gossamer_dataplane_attaches_total{result=denied}", "")           \
   X(apps_detached, kCounted, "apps_detached", kCounter, "gossamer_dataplane_detaches_total{how=clean}",               \
     "Applications gone, by how.")                                                                                     \
   X(apps_lost, kCounted, "apps_lost", kCounter, "gossamer_dataplane_detaches_total{how=lost}", "")                    \

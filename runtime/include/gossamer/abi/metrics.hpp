@@ -33,8 +33,9 @@ namespace gossamer::abi {
 
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
 // 2: active connections, thread placement; 3: the rows of counters.hpp
-// (per-core counters, credit probes).
-inline constexpr std::uint32_t kMetricsVersion = 3;
+// (per-core counters, credit probes); 4: room for 24 host counters
+// (apps_denied).
+inline constexpr std::uint32_t kMetricsVersion = 4;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -74,12 +75,12 @@ inline constexpr std::size_t kConnCounterFields = 0 GOSSAMER_CONN_COUNTERS(GOSSA
 // Host-wide dataplane counters.
 struct HostCounters {
   GOSSAMER_HOST_COUNTERS(GOSSAMER_COUNTER_FIELD)
-  std::uint64_t reserved[16 - kHostCounterFields];
+  std::uint64_t reserved[24 - kHostCounterFields];
   std::uint64_t drops[kMetricsDropReasons];      // frames dropped, by reason (counters.hpp's kDroppedFrames)
 };
-static_assert(sizeof(HostCounters) == 128 + 8 * kMetricsDropReasons);
+static_assert(sizeof(HostCounters) == 192 + 8 * kMetricsDropReasons);
 static_assert(offsetof(HostCounters, rx_frames) == 0);
-static_assert(offsetof(HostCounters, drops) == 128);
+static_assert(offsetof(HostCounters, drops) == 192);
 
 // One polling core's counters.
 struct CoreCounters {
