@@ -22,7 +22,8 @@ extern char** environ;
 namespace gossamer::cp {
 
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-            int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, std::string* error) {
+            int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, const RunAs* as,
+            std::string* error) {
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
@@ -47,6 +48,16 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(s, SIG_DFL);
     if (own_group) ::setpgid(0, 0);
+    if (as) {
+      if (const char* failed = become(*as)) {
+        char msg[256];
+        int n = std::snprintf(msg, sizeof msg, "%s to user '%s' (uid %u): %s", failed, as->user.c_str(),
+                              unsigned(as->uid), std::strerror(errno));
+        (void)!::write(status_pipe[1], msg, std::size_t(n));
+        ::_exit(127);
+      }
+    }
+    // After the change of user, which clears the parent-death signal.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     // Nothing of the daemon's (sockets, listeners, pipes) crosses exec.
@@ -135,7 +146,7 @@ void Daemon::start_dataplane() {
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   std::string err;
   dataplane_started_ = Clock::now();
-  pid_t pid = spawn({opt_.dataplane_path, "--config", opt_.config_path}, env, "", -1, -1, false, {}, &err);
+  pid_t pid = spawn({opt_.dataplane_path, "--config", opt_.config_path}, env, "", -1, -1, false, {}, nullptr, &err);
   if (pid < 0) {
     ++dataplane_restarts_;
     dataplane_state_ = DataplaneState::kRestarting;

@@ -12,8 +12,12 @@ void Daemon::accept_ctl() {
       return;
     }
     {
+      // Who connected, as the kernel says: a run's instances run as that user.
+      const Requester who = peer_credentials(s.native_handle());
       auto link = std::make_shared<UnixLink>(std::move(s), 1u << 20);
-      link->start([this, l = link.get()](Type t, std::string_view body) { on_ctl_message(l->shared_from_this(), t, body); },
+      link->start([this, l = link.get(), who](Type t, std::string_view body) {
+                    on_ctl_message(l->shared_from_this(), who, t, body);
+                  },
                   [this, l = link.get()](const std::string&) {
                     // gossamerctl went away (Ctrl-C twice, killed): stop its run.
                     std::vector<std::shared_ptr<Run>> mine;
@@ -34,7 +38,8 @@ void Daemon::accept_ctl() {
   });
 }
 
-void Daemon::on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body) {
+void Daemon::on_ctl_message(const std::shared_ptr<UnixLink>& link, const Requester& who, Type t,
+                            std::string_view body) {
   switch (t) {
     case Type::kCtlStatus:
       link->send(Type::kCtlStatusReply, status());
@@ -43,7 +48,7 @@ void Daemon::on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::
     case Type::kCtlRun: {
       CtlRun m;
       if (!decode(body, m)) break;
-      return ctl_run(link, std::move(m));
+      return ctl_run(link, std::move(m), who);
     }
     case Type::kCtlStop:
       for (auto& [id, r] : runs_)
@@ -103,6 +108,7 @@ StatusReply Daemon::status() const {
     rs.origin = r->spec.origin;
     rs.state = !r->started ? "preparing" : r->stopping ? "stopping" : (r->pid && !r->reaped) ? "running" : "finishing";
     rs.pid = r->reaped ? 0 : r->pid;
+    rs.user = r->spec.user;
     s.runs.push_back(std::move(rs));
   }
   return s;

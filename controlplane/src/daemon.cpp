@@ -75,6 +75,10 @@ bool Daemon::start() {
     spdlog::error("cannot listen on {} (controlplane.listen): {}", l.to_string(), ec.message());
     return false;
   }
+  if (std::string e = tokens_.set_secret(key_); !e.empty()) {
+    spdlog::error("run tokens: {}", e);
+    return false;
+  }
   if (!start_metrics()) return false;
   // gossamerctl.
   ctl_path_ = cfg_.controlplane_socket();

@@ -23,6 +23,8 @@
 #include "link.hpp"
 #include "metrics.hpp"
 #include "proto.hpp"
+#include "rack_keys.hpp"
+#include "run_as.hpp"
 
 namespace gossamer::cp {
 
@@ -87,11 +89,12 @@ class Daemon {
 
   // ---- gossamerctl (ctl.cpp)
   void accept_ctl();
-  void on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body);
+  // `who`: SO_PEERCRED of the gossamerctl connection (run_as.hpp).
+  void on_ctl_message(const std::shared_ptr<UnixLink>& link, const Requester& who, Type t, std::string_view body);
   StatusReply status() const;
 
   // ---- runs, origin side (runs.cpp)
-  void ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req);
+  void ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req, const Requester& who);
   void on_prepared(const Prepared& p);
   void on_output(const Output& o);
   void on_exited(const Exited& e);
@@ -131,6 +134,7 @@ class Daemon {
   config::Config cfg_;
   DaemonOptions opt_;
   std::string key_;
+  dataplane::RunTokens tokens_;  // the instances' GOSSAMER_RUN_TOKEN (dataplane/src/rack_keys.hpp)
   std::uint32_t self_;
   std::uint32_t hosts_;
 

@@ -35,16 +35,19 @@ inline constexpr auto kBulkTimeout = std::chrono::seconds(8);
 inline constexpr std::size_t kMaxPendingBulk = 64;
 inline constexpr std::size_t kRememberEnded = 256;  // run ids, see forget_run()
 
-// 16 random hex digits: a run's id.
+// A run's id: abi::kIssuedRunPrefix ("gossamerd-") and 32 random hex digits.
 std::string random_id();
 // "exited with status 3", "killed by signal 9 (SIGKILL)".
 std::string describe_exit(int code, int sig);
 // fork + exec with stdin from /dev/null and the given stdout/stderr; the child
 // gets its own process group (so a stop reaches whatever it forked) and dies
 // with this daemon. Of the other descriptors it keeps `keep` (>= 3) only.
-// Returns the pid, or -1 with *error. (children.cpp)
+// With `as`, the child takes that user's groups, gid and uid (run_as.hpp
+// become) before anything else it does. Returns the pid, or -1 with *error.
+// (children.cpp)
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-            int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, std::string* error);
+            int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, const RunAs* as,
+            std::string* error);
 
 // One application run. On the origin host it also holds the gossamerctl
 // link and what every host reported; on the others only the local instance.

@@ -54,8 +54,9 @@ inline constexpr std::size_t kHeaderBytes = 8;
 inline constexpr std::uint32_t kMaxHandshakeBody = 256;
 inline constexpr std::uint32_t kMaxBody = 4u << 20;
 inline constexpr std::size_t kOutputChunk = 64 * 1024;  // instance output per message
-// A run id in a BulkHello: at most this long, [0-9A-Za-z_-] (ours are 16 hex
-// digits), so that a BulkHello stays far below kMaxHandshakeBody.
+// A run id in a BulkHello: at most this long, [0-9A-Za-z_-] (ours are
+// "gossamerd-" and 32 hex digits), so that a BulkHello stays far below
+// kMaxHandshakeBody.
 inline constexpr std::size_t kMaxRunId = 64;
 
 enum class Type : std::uint16_t {
@@ -274,8 +275,13 @@ struct Prepare {
   std::vector<std::string> args;  // argv[1..]
   std::string cwd;
   std::uint32_t threads = 0;  // 0: what the program passes to gossamer::run
+  // Who asked (SO_PEERCRED on the origin's gossamerctl socket): every host
+  // runs the instance as the user of this name in its own user database
+  // (run_as.hpp); the uid is the origin's, for messages.
+  std::string user;
+  std::uint32_t uid = 0;
   template <class A>
-  void io(A& a) { a(run), a(origin), a(path), a(sha256), a(args), a(cwd), a(threads); }
+  void io(A& a) { a(run), a(origin), a(path), a(sha256), a(args), a(cwd), a(threads), a(user), a(uid); }
 };
 
 struct Prepared {
@@ -349,8 +355,9 @@ struct RunStatus {
   std::uint32_t origin = 0;
   std::string state;    // preparing, running, stopping
   std::int32_t pid = 0;  // the local instance, 0 if none
+  std::string user;      // it runs as
   template <class A>
-  void io(A& a) { a(run), a(path), a(threads), a(origin), a(state), a(pid); }
+  void io(A& a) { a(run), a(path), a(threads), a(origin), a(state), a(pid), a(user); }
 };
 
 struct StatusReply {

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <random>
 
 #include <spdlog/spdlog.h>
 
@@ -20,10 +20,16 @@ extern char** environ;
 namespace gossamer::cp {
 
 std::string random_id() {
-  std::random_device rd;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-  return buf;
+  // Unguessable, though not secret (gossamerctl status shows it): what keeps
+  // others out of the run is its token (SECURITY.md "Runs and users").
+  const Nonce n = random_nonce();
+  std::string id = abi::kIssuedRunPrefix;
+  for (std::size_t i = 0; i < 16; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", n[i]);
+    id += hex;
+  }
+  return id;
 }
 
 std::string describe_exit(int code, int sig) {
@@ -36,7 +42,7 @@ std::string describe_exit(int code, int sig) {
 
 // ---- runs: origin side ----------------------------------------------------------------
 
-void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
+void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req, const Requester& who) {
   auto refuse = [&](const std::string& why) {
     CtlDone d;
     d.status = 2;
@@ -48,6 +54,11 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   if (req.path.empty() || req.path[0] != '/') return refuse("the binary path must be absolute");
   for (std::uint32_t h = 0; h < hosts_; ++h)
     if (h != self_ && !peers_[h].up) return refuse(host_name(h) + " is down; not starting anything");
+  // Every host runs the instance as this user (run_as.hpp), named so that
+  // each can look it up in its own user database.
+  std::string why;
+  const std::string user = user_name(who.uid, &why);
+  if (user.empty()) return refuse("gossamerd on " + host_name(self_) + " cannot tell who asked: " + why);
   auto r = std::make_shared<Run>();
   r->is_origin = true;
   r->ctl = link;
@@ -57,12 +68,14 @@ void Daemon::ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req) {
   r->spec.args = std::move(req.args);
   r->spec.cwd = std::move(req.cwd);
   r->spec.threads = req.threads;
+  r->spec.user = user;
+  r->spec.uid = who.uid;
   r->prepared.assign(hosts_, 0);
   r->finished.assign(hosts_, false);
   runs_[r->spec.run] = r;
   init_bulk(r);
-  spdlog::info("run {}: {} on {} hosts{}", r->spec.run, r->spec.path, hosts_,
-               r->spec.threads ? " with " + std::to_string(r->spec.threads) + " threads" : "");
+  spdlog::info("run {}: {} on {} hosts{}, for user {} (uid {}, pid {})", r->spec.run, r->spec.path, hosts_,
+               r->spec.threads ? " with " + std::to_string(r->spec.threads) + " threads" : "", user, who.uid, who.pid);
   r->prepare_timer = std::make_unique<asio::steady_timer>(io_);
   r->prepare_timer->expires_after(kPrepareTimeout);
   r->prepare_timer->async_wait([this, id = r->spec.run](boost::system::error_code e) {
@@ -256,7 +269,13 @@ std::string Daemon::precheck(const Prepare& p) const {
   struct stat st {};
   if (p.path.empty() || p.path[0] != '/') return "binary path '" + p.path + "' is not absolute";
   if (::stat(p.path.c_str(), &st) != 0) return "no binary at " + p.path + " (" + std::strerror(errno) + ")";
-  if (!S_ISREG(st.st_mode) || ::access(p.path.c_str(), X_OK) != 0) return p.path + " is not an executable file";
+  if (!S_ISREG(st.st_mode)) return p.path + " is not an executable file";
+  // As the user who asked, looked up here; what that user may run, as them.
+  RunAs as;
+  if (std::string e = resolve_user(p.user, &as); !e.empty())
+    return e + " (uid " + std::to_string(p.uid) + " on " + host_name(p.origin) + ")";
+  if (std::string e = may_run_as(::geteuid(), as); !e.empty()) return e;
+  if (std::string e = check_access_as(as, p.path, p.cwd); !e.empty()) return e;
   if (!opt_.dataplane_path.empty() && hosts_ > 1 && dataplane_state_ != DataplaneState::kRunning)
     return std::string("the dataplane is ") + to_string(dataplane_state_);
   if (shutting_down_) return "gossamerd is shutting down";
@@ -325,12 +344,17 @@ void Daemon::start_instance(Run& r) {
     for (char** e = environ; *e; ++e) {
       std::string_view v(*e);
       if (v.starts_with("GOSSAMER_CONFIG=") || v.starts_with("GOSSAMER_RUN_ID=") ||
-          v.starts_with("GOSSAMER_THREADS=") || v.starts_with("GOSSAMER_BULK="))
+          v.starts_with("GOSSAMER_RUN_TOKEN=") || v.starts_with("GOSSAMER_THREADS=") ||
+          v.starts_with("GOSSAMER_BULK="))
         continue;
       env.emplace_back(v);
     }
     env.push_back("GOSSAMER_CONFIG=" + opt_.config_path);
     env.push_back("GOSSAMER_RUN_ID=" + r.spec.run);
+    // What admits this instance, and no other, to the run on this host's
+    // dataplane (dataplane/src/rack_keys.hpp).
+    env.push_back(std::string(abi::kRunTokenEnv) + "=" +
+                  dataplane::RunTokens::to_hex(tokens_.token(r.spec.run, self_)));
     if (r.spec.threads) env.push_back("GOSSAMER_THREADS=" + std::to_string(r.spec.threads));
     // GOSSAMER_BULK=<host>:<fd>,...: the connection to each other host's
     // instance, inherited at the same number.
@@ -347,7 +371,15 @@ void Daemon::start_instance(Run& r) {
     std::string cwd = r.spec.cwd;
     struct stat st {};
     if (cwd.empty() || ::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) cwd = "/";
-    r.pid = spawn(argv, env, cwd, out[1], err[1], true, keep, &r.exec_error);
+    // The user who asked, as this host knows it now (precheck looked too).
+    RunAs as;
+    r.exec_error = resolve_user(r.spec.user, &as);
+    if (r.exec_error.empty()) r.exec_error = may_run_as(::geteuid(), as);
+    if (r.exec_error.empty()) {
+      user_environment(as, &env);
+      r.pid = spawn(argv, env, cwd, out[1], err[1], true, keep, as.uid == ::geteuid() ? nullptr : &as,
+                    &r.exec_error);
+    }
   }
   r.close_bulk();  // the instance has them, or never will
   for (int fd : {out[1], err[1]})
@@ -362,7 +394,7 @@ void Daemon::start_instance(Run& r) {
     return;
   }
   r.pgid = r.pid;
-  spdlog::info("run {}: started {} as pid {}", r.spec.run, r.spec.path, r.pid);
+  spdlog::info("run {}: started {} as pid {}, user {}", r.spec.run, r.spec.path, r.pid, r.spec.user);
   auto shared = runs_.at(r.spec.run);
   for (int i = 0; i < 2; ++i) {
     int fd = i == 0 ? out[0] : err[0];

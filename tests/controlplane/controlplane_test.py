@@ -370,6 +370,7 @@ def main():
     # ---- run: output with prefixes, exit status, environment -------------------------
     hello = write_script(d, "hello", host_of_config() +
                          'echo "hello from host $h run $GOSSAMER_RUN_ID threads ${GOSSAMER_THREADS:-none}"\n'
+                         'echo "token of host $h: $GOSSAMER_RUN_TOKEN"\n'
                          'echo "to stderr $h" >&2\nprintf "no newline $h"\nexit 0\n')
     r = rack.ctl(1, "run", "--threads", "6", "--", hello)
     out = r.stdout.splitlines()
@@ -377,7 +378,13 @@ def main():
     check(r.returncode == 0, f"run returns 0 when every instance exits 0 (rc={r.returncode}, {r.stderr!r})")
     check(all(any(l.startswith(f"[host {h}] hello from host {h} run ") and l.endswith("threads 6") for l in out)
               for h in range(3)), f"every host's stdout comes back prefixed, GOSSAMER_THREADS=6: {out}")
-    check(len(ids) == 1, f"one GOSSAMER_RUN_ID on every host: {ids}")
+    check(len(ids) == 1 and all(re.fullmatch(r"gossamerd-[0-9a-f]{32}", i) for i in ids),
+          f"one GOSSAMER_RUN_ID on every host, issued by gossamerd: {ids}")
+    tokens = {int(m.group(1)): m.group(2) for m in
+              (re.fullmatch(r"\[host (\d)\] token of host \1: (.*)", l) for l in out) if m}
+    check(sorted(tokens) == [0, 1, 2] and all(re.fullmatch(r"[0-9a-f]{64}", t) for t in tokens.values()) and
+          len(set(tokens.values())) == 3,
+          f"every host's instance has its own run token (GOSSAMER_RUN_TOKEN, 64 hex digits): {tokens}")
     check(all(f"[host {h}] to stderr {h}" in r.stderr for h in range(3)), f"stderr prefixed: {r.stderr!r}")
     check(all(f"[host {h}] no newline {h}" in r.stdout for h in range(3)), "a last line without newline is kept")
 

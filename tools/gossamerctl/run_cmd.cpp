@@ -194,11 +194,12 @@ int status_cmd(const Common& c) {
   if (reply.runs.empty()) {
     std::printf("no applications running with an instance on this host\n");
   } else {
-    std::printf("%-17s %-10s %-7s %-7s %-8s %s\n", "RUN", "STATE", "ORIGIN", "THREADS", "PID", "BINARY");
+    std::printf("%-42s %-10s %-7s %-7s %-8s %-12s %s\n", "RUN", "STATE", "ORIGIN", "THREADS", "PID", "USER",
+                "BINARY");
     for (const auto& r : reply.runs)
-      std::printf("%-17s %-10s %-7u %-7s %-8s %s\n", r.run.c_str(), r.state.c_str(), r.origin,
+      std::printf("%-42s %-10s %-7u %-7s %-8s %-12s %s\n", r.run.c_str(), r.state.c_str(), r.origin,
                   r.threads ? std::to_string(r.threads).c_str() : "program",
-                  r.pid ? std::to_string(r.pid).c_str() : "-", r.path.c_str());
+                  r.pid ? std::to_string(r.pid).c_str() : "-", r.user.c_str(), r.path.c_str());
   }
   int down = 0;
   for (const auto& h : reply.hosts) down += h.state == "down";
