@@ -7,7 +7,7 @@
 #                round trip, allocation bound, parse_header) on any body
 #   fuzz_metrics gossamerd's reader of the dataplane's metrics file
 #   fuzz_exposition gossamerctl top's Prometheus text parser
-# The dataplane ones link dataplane/src/wire.cpp, app.cpp and auth.cpp (with
+# The dataplane ones link dataplane/src/wire.cpp, app.cpp, auth.cpp and rack_keys.cpp (with
 # libsodium) alone (no DPDK,
 # no meson); fuzz_cp links controlplane/src/proto.cpp and -lcrypto;
 # fuzz_metrics links controlplane/src/metrics_file.cpp alone, fuzz_exposition
@@ -47,7 +47,7 @@ if ! "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$out/probe.cpp" -o "
 fi
 
 inc=(-I dataplane/src -I runtime/include -I tests/fuzz)
-lib=(dataplane/src/wire.cpp dataplane/src/app.cpp dataplane/src/auth.cpp -lsodium)
+lib=(dataplane/src/wire.cpp dataplane/src/app.cpp dataplane/src/auth.cpp dataplane/src/rack_keys.cpp -lsodium)
 cp_inc=(-I controlplane/src -I tests/fuzz)
 cp_lib=(controlplane/src/proto.cpp -lcrypto)
 # -fno-sanitize-recover: a UBSan report aborts, so libFuzzer records it.

@@ -42,7 +42,8 @@ def request(version=None, layout=None, build_id=b"\x01" * 20, threads=4, seg=409
     if layout is None:
         layout = slot_layout_version()
     bid = build_id.ljust(64, b"\0")
-    return struct.pack("<IIII64sQIIQ", ATTACH, version, layout, len(build_id), bid, 0, threads,
+    # type, versions, build-id, run id and run token (none), threads, pid, segment size
+    return struct.pack("<IIII64s64s64sIIQ", ATTACH, version, layout, len(build_id), bid, b"", b"", threads,
                        os.getpid(), seg)
 
 
@@ -64,7 +65,7 @@ def main():
     elif case == "wrong-size":
         msg = request()[:50]
     elif case == "garbage":
-        msg = os.urandom(104)
+        msg = os.urandom(224)
     else:
         msg = request()
     socket.send_fds(s, [msg], [fd, ev])
