@@ -198,8 +198,9 @@ inline constexpr std::uint32_t kMaxBuildId = 64;
 // kIssuedRunPrefix are gossamerd's (`gossamerctl run`): the dataplane admits
 // an instance to such a run only with the run token gossamerd gave it
 // (GOSSAMER_RUN_TOKEN: kRunTokenBytes as hex digits, passed on as they are),
-// and never one without a token; a run named any other way has no token and is bound to the uid of
-// its first instance (dataplane/README.md "Who may join a run").
+// and never one without a token; a run named any other way has no token and
+// is bound to the uid of its first instance (dataplane/README.md
+// "Attaching", SECURITY.md "Runs and users").
 inline constexpr std::size_t kMaxRunId = 64;
 inline constexpr char kIssuedRunPrefix[] = "gossamerd-";
 inline constexpr std::size_t kRunTokenBytes = 32;
