@@ -228,7 +228,8 @@ TEST(LoopbackRack, ExactDeliveryTwoCoresUnderFaults) {
 
 // An attach that never sends its message: core 0 keeps serving the wire
 // meanwhile (before, it waited up to 2 s in poll()), refuses it after 2 s,
-// and refuses at once beyond 16 attaches in progress.
+// and beyond 16 attaches in progress drops the oldest, so that silent
+// connections never lock an application out.
 TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   LoopbackRack rack({1, 1, 1, ""});
   const std::uint64_t key = fresh_key();
@@ -271,15 +272,27 @@ TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   EXPECT_GT(progress - before, 20u);
   EXPECT_LT(ms, 500) << "core 0 stalled while attaches were silent";
 
-  // One more than 16 in progress: refused at once.
-  const int extra = connect_silently();
-  pollfd pfd{extra, POLLIN, 0};
-  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the 17th silent attach was not refused at once";
+  // One more than 16 in progress: the oldest silent one gives way at once
+  // (refusing the newcomer instead would let 16 silent connections lock
+  // every application out), and an application still attaches.
+  silent.push_back(connect_silently());
+  pollfd pfd{silent.front(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the oldest silent attach did not give way to the 17th";
   abi::DataplaneMessage m{};
-  ASSERT_EQ(::recv(extra, &m, sizeof m, 0), ssize_t(sizeof m));
+  ASSERT_EQ(::recv(silent.front(), &m, sizeof m, 0), ssize_t(sizeof m));
   EXPECT_EQ(m.type, abi::kMsgRefused);
-  EXPECT_NE(std::strstr(m.text, "too many attaches"), nullptr) << m.text;
-  ::close(extra);
+  EXPECT_NE(std::strstr(m.text, "newer connections arrived"), nullptr) << m.text;
+  ::close(silent.front());
+  silent.erase(silent.begin());
+  FakeApp late(rack.socket(0), 0, kHosts, kTotal, fresh_key());
+  EXPECT_EQ(late.attach().type, abi::kMsgAttachOk) << "16 silent connections locked an application out";
+  // Its connection displaced the next oldest in turn.
+  pfd.fd = silent.front();
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the application's connection displaced no silent attach";
+  ASSERT_EQ(::recv(silent.front(), &m, sizeof m, 0), ssize_t(sizeof m));
+  EXPECT_NE(std::strstr(m.text, "newer connections arrived"), nullptr) << m.text;
+  ::close(silent.front());
+  silent.erase(silent.begin());
   // The silent ones are refused after 2 s, with the reason.
   for (int fd : silent) {
     pollfd p{fd, POLLIN, 0};
