@@ -36,6 +36,7 @@
 #include "app.hpp"
 #include "auth.hpp"
 #include "connection.hpp"
+#include "cpus.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
 #include "ring.hpp"
@@ -96,11 +97,15 @@ class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
   ~Dataplane();
-  // The start-up steps (start.cpp): port, keys, peers, cores, socket, metrics.
-  // Returns "" or an error naming the step.
+  // The start-up steps (start.cpp): cpus, port, keys, peers, cores, socket,
+  // metrics. Returns "" or an error naming the step.
   std::string start(const PortOpener& open_port);
-  // Runs core 0 here and cores 1.. on their own threads until `stop`.
+  // Runs core 0 here and cores 1.. on their own threads until `stop`, each
+  // on its CPUs (cpu_plan()).
   void run(const std::atomic<bool>& stop);
+  // Where the polling cores run; made from the affinity mask the process
+  // had when the Dataplane was constructed (before the port's EAL starts).
+  const CpuPlan& cpu_plan() const { return cpu_plan_; }
 
  private:
   friend class UdpTransport;  // the UDP transport works on the connections and port of its core
@@ -258,6 +263,7 @@ class Dataplane {
   void collect(Stats* total, std::vector<Stats>* per_core, std::vector<abi::ConnCounters>* conns);
 
   // ---- loop.cpp: the loop and its periodic jobs
+  void place(Core& k);
   void core_loop(Core& k, const std::atomic<bool>& stop);
   void run_periodic(Core& k, std::uint64_t now);
   void sleep_until_work(Core& k, std::uint64_t now);
@@ -292,6 +298,7 @@ class Dataplane {
   std::uint32_t hosts_;
   std::uint32_t conns_per_host_;
   std::uint32_t ncores_;
+  CpuPlan cpu_plan_;
   std::string socket_path_;
   wire::Endpoint self_ep_{};
   std::vector<wire::Endpoint> endpoints_;

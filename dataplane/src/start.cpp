@@ -32,7 +32,8 @@ Dataplane::Dataplane(const config::Config& cfg)
       self_(cfg.host.index),
       hosts_(std::uint32_t(cfg.rack.hosts.size())),
       conns_per_host_(std::max<std::uint32_t>(1, std::min<std::uint32_t>(cfg.connections.per_remote_host, 255))),
-      ncores_(std::max<std::uint32_t>(1, cfg.dataplane.cores)) {
+      ncores_(std::max<std::uint32_t>(1, cfg.dataplane.cores)),
+      cpu_plan_(cfg.dataplane.cpus, cfg.dataplane.eal_args) {
   socket_path_ = cfg.dataplane_socket();
   for (const auto& h : cfg.rack.hosts) endpoints_.push_back({parse_ip(h.data.ip), h.data.port});
   self_ep_ = endpoints_[self_];
@@ -77,6 +78,7 @@ std::string Dataplane::start(const PortOpener& open) {
     std::function<std::string()> run;
   };
   const Step steps[] = {
+      {"cpus", [&] { return cpu_plan_.check(); }},
       {"port", [&] { return open_port(open); }},
       {"keys", [&] { return load_keys(); }},
       {"peers", [&] { return make_peers(); }},

@@ -135,6 +135,10 @@ struct DataplaneConfig {
   std::uint16_t port = 0;         // DPDK port id
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores
+  // The CPU each polling core runs on (core i on cpus[i]); one per core.
+  // Empty: every core may run on any CPU of the process's affinity mask
+  // (DPDK's default pins them all to the mask's first CPU).
+  std::vector<std::uint32_t> cpus;
   Polling polling = Polling::adaptive;
   // Every frame carries a MAC under keys derived from the rack secret
   // (controlplane.psk_file). false only on a fabric nobody else can send

@@ -34,7 +34,7 @@ namespace gossamer::abi {
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
 // 2: active connections, thread placement; 3: the rows of counters.hpp
 // (per-core counters, credit probes).
-inline constexpr std::uint32_t kMetricsVersion = 3;
+inline constexpr std::uint32_t kMetricsVersion = 4;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
