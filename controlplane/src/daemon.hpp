@@ -57,12 +57,12 @@ class Daemon {
     std::unique_ptr<asio::steady_timer> redial;
     bool dialing = false;
   };
-  struct Run;
+  struct Run;  // internal.hpp
 
   // Runs fn once, `delay` from now, on the loop.
   void after(Clock::duration delay, std::function<void()> fn);
 
-  // ---- mesh
+  // ---- mesh (mesh.cpp)
   void accept_peer();
   void dial(std::uint32_t h);
   void schedule_redial(std::uint32_t h);
@@ -73,7 +73,7 @@ class Daemon {
   std::uint64_t rack_id() const;
   std::string host_name(std::uint32_t h) const;
 
-  // ---- bulk connections (one per run and pair of hosts, for the instances)
+  // ---- bulk connections (bulk.cpp: one per run and pair of hosts, for the instances)
   void init_bulk(const std::shared_ptr<Run>& r);
   void run_checked(const std::shared_ptr<Run>& r);
   void maybe_ready(const std::shared_ptr<Run>& r);
@@ -85,12 +85,12 @@ class Daemon {
   void bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link);
   void bulk_taken(std::uint32_t h, const std::string& id, int fd);
 
-  // ---- gossamerctl
+  // ---- gossamerctl (ctl.cpp)
   void accept_ctl();
   void on_ctl_message(const std::shared_ptr<UnixLink>& link, Type t, std::string_view body);
   StatusReply status() const;
 
-  // ---- runs, origin side
+  // ---- runs, origin side (runs.cpp)
   void ctl_run(const std::shared_ptr<UnixLink>& link, CtlRun req);
   void on_prepared(const Prepared& p);
   void on_output(const Output& o);
@@ -103,7 +103,7 @@ class Daemon {
   void hash_async(const std::string& path, std::function<void(std::string sum, std::string error)> done);
   void hash_step(std::shared_ptr<FileHasher> h, std::shared_ptr<std::function<void(std::string, std::string)>> done);
 
-  // ---- runs, every host
+  // ---- runs, every host (runs.cpp)
   // The checks that need no hashing: "" or why this host cannot run it.
   std::string precheck(const Prepare& p) const;
   void prepare_async(const Prepare& p, std::function<void(Prepared, std::string sha256)> done);
@@ -118,12 +118,12 @@ class Daemon {
   void forget_run(const std::string& id);
   void forget_run(std::map<std::string, std::shared_ptr<Run>>::iterator it);
 
-  // ---- children
+  // ---- children (children.cpp)
   void watch_children();
   void reap();
   void start_dataplane();
 
-  // metrics (issue 6): what the exporter reports besides the dataplane's file
+  // metrics (daemon_metrics.cpp, issue 6): what the exporter reports besides the dataplane's file
   bool start_metrics();
   void publish_view();
 
