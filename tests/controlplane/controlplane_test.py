@@ -366,6 +366,27 @@ def main():
           any(k.startswith("gossamer_build_info{") for k in m),
           f"/metrics on host 0: every host up, heartbeat ages, no dataplane: "
           f"{ {k: v for k, v in m.items() if k.startswith('gossamer_')} }")
+    # A client that never finishes its request does not stall the others
+    # (issue 18, finding 14: the one exposer thread waited 30 s on it), and
+    # is itself let go after the 2 s request timeout.
+    slow = socket.create_connection(("127.0.0.1", rack.port(0) + 4000))
+    slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    m = scrape(rack, 0)
+    took = time.monotonic() - t0
+    check(m.get('gossamer_dataplane_up{host="h0"}') == 0 and took < 1.5,
+          f"/metrics answers in {took:.2f} s while another client holds a request open")
+    slow.settimeout(6)
+    t0 = time.monotonic()
+    try:
+        while slow.recv(4096):
+            pass
+        let_go = time.monotonic() - t0
+    except OSError:
+        let_go = None
+    slow.close()
+    check(let_go is not None and let_go < 4, f"the unfinished request is closed by gossamerd after {let_go} s")
 
     # ---- run: output with prefixes, exit status, environment -------------------------
     hello = write_script(d, "hello", host_of_config() +
@@ -635,7 +656,7 @@ def main():
     # Prepare may come after a peer's dial, so host 2 keeps them, at most 64
     # per peer host (the oldest go at once), for 10 s.
     pid2 = rack.procs[2].pid
-    base2 = fd_count(pid2)
+    base2 = fds_quiet([rack.procs[2]])[0]  # not while the last run's descriptors close
     t_pending = time.time()
     kept = [bulk_dialer(rack, 2, 0, b"feed%04d" % k) for k in range(66)]
     check(all(w == "ready" for _, w in kept),
