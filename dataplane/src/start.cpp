@@ -36,12 +36,11 @@ Dataplane::Dataplane(const config::Config& cfg)
   socket_path_ = cfg.dataplane_socket();
   for (const auto& h : cfg.rack.hosts) endpoints_.push_back({parse_ip(h.data.ip), h.data.port});
   self_ep_ = endpoints_[self_];
-  // Incarnations are ordered by start time (4 ms ticks), so a frame of a
-  // previous life can be told from one of the next.
+  // Incarnations are 64-bit and ordered as plain numbers: the start time in
+  // nanoseconds, so a frame of a previous life can be told from one of the next.
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
-  boot_ = std::uint32_t((std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000) >> 2);
-  if (boot_ == 0) boot_ = 1;
+  boot_ = std::max<std::uint64_t>(std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec), 1);
 }
 
 Dataplane::~Dataplane() {
@@ -94,10 +93,10 @@ std::string Dataplane::start(const PortOpener& open) {
     if (!err.empty()) return std::string("start-up step '") + s.name + "': " + err;
   }
   spdlog::info("host {} ({}) ready: {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
-               "connections, credits {}, {} polling core{}, socket {}",
+               "connections, credits {}, {} polling core{}, socket {}, incarnation {}",
                self_, cfg_.self().name, port_->describe(), mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
                hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
-               socket_path_);
+               socket_path_, boot_);
   return "";
 }
 

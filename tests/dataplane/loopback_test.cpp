@@ -297,7 +297,7 @@ TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
 // A frame from host a (index 0) to host b claiming incarnation `boot`, as an
 // attacker on the link would write it: every field right, but the tag
 // (when there is one) made up.
-std::vector<std::uint8_t> forged(std::uint32_t boot, bool with_tag, std::uint8_t type = wire::kAckOnly) {
+std::vector<std::uint8_t> forged(std::uint64_t boot, bool with_tag, std::uint8_t type = wire::kAckOnly) {
   wire::FrameHeader h{};
   h.magic = wire::kMagic;
   h.version = wire::kVersion;
@@ -317,11 +317,11 @@ std::vector<std::uint8_t> forged(std::uint32_t boot, bool with_tag, std::uint8_t
   return f;
 }
 
-// Newer than any incarnation started before now (4 ms ticks, start.cpp).
-std::uint32_t future_boot() {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+// Newer than any incarnation started before now (nanoseconds, start.cpp).
+std::uint64_t future_boot() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();
-  return std::uint32_t(std::uint64_t(ms) >> 2) + 100'000;
+  return std::uint64_t(ns) + 400'000'000'000ull;
 }
 
 // Issue 18 finding 3: one forged frame with a newer incarnation cut a host
@@ -335,7 +335,7 @@ TEST(LoopbackRack, ForgedRestartsAndFramesAreDropped) {
   Traffic t(a, b, 20);
   ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(rack.inject(1, forged(future_boot() + std::uint32_t(i), true)));
+    ASSERT_TRUE(rack.inject(1, forged(future_boot() + std::uint64_t(i), true)));
     ASSERT_TRUE(rack.inject(1, forged(future_boot(), true, wire::kData)));
     ASSERT_TRUE(rack.inject(1, forged(future_boot(), false)));  // no tag at all
   }
