@@ -36,6 +36,7 @@
 #include "app.hpp"
 #include "auth.hpp"
 #include "connection.hpp"
+#include "incarnation.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
 #include "ring.hpp"
@@ -96,7 +97,8 @@ class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
   ~Dataplane();
-  // The start-up steps (start.cpp): port, keys, peers, cores, socket, metrics.
+  // The start-up steps (start.cpp): incarnation, port, keys, peers, cores,
+  // socket, metrics.
   // Returns "" or an error naming the step.
   std::string start(const PortOpener& open_port);
   // Runs core 0 here and cores 1.. on their own threads until `stop`.
@@ -192,6 +194,7 @@ class Dataplane {
   };
 
   // ---- start.cpp: start-up steps, in order
+  std::string take_incarnation();
   std::string open_port(const PortOpener& open);
   std::string load_keys();
   std::string make_peers();
@@ -299,7 +302,8 @@ class Dataplane {
   std::unique_ptr<FaultPort> port_;  // the opened port, behind the fault injector
   FrameAuth auth_;                   // frame keys (dataplane.authenticate)
   int icmp_guard_fd_ = -1;
-  std::uint64_t boot_ = 0;           // our incarnation: CLOCK_REALTIME in ns at start
+  Incarnation incarnation_;          // holds the state file's lock while we run
+  std::uint64_t boot_ = 0;           // our incarnation (incarnation.hpp), from the start-up step
   std::uint64_t tsc_hz_ = 0;
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Core>> cores_;
