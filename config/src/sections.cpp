@@ -166,6 +166,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   r.boolean("authenticate", out.authenticate);
   r.integer("max_applications", out.max_applications, {1, 4096});
   read_socket(r, out.socket, out.socket_group);
+  r.string("incarnation_file", out.incarnation_file, /*non_empty=*/true);
 }
 
 void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hosts) {

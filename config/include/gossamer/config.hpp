@@ -152,6 +152,11 @@ struct DataplaneConfig {
   // host.name (rack in a box: hosts share a file system and a rack file).
   std::string socket = "/run/gossamer/dataplane.sock";
   std::string socket_group;       // group allowed to attach; "" = root only
+  // Where the dataplane keeps its last incarnation, so that the next one is
+  // larger whatever the clock does (dataplane/README.md "Incarnations");
+  // "{host}" as in `socket`. `<file>.lock` next to it keeps a second
+  // dataplane of the same host from starting.
+  std::string incarnation_file = "/var/lib/gossamer/dataplane-{host}.incarnation";
   bool operator==(const DataplaneConfig&) const = default;
 };
 
@@ -219,6 +224,8 @@ struct Config {
   std::string dataplane_socket() const { return expand_host(dataplane.socket); }
   // controlplane.socket, expanded the same way.
   std::string controlplane_socket() const { return expand_host(controlplane.socket); }
+  // dataplane.incarnation_file, expanded the same way.
+  std::string incarnation_file() const { return expand_host(dataplane.incarnation_file); }
   std::string expand_host(std::string path) const {
     for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, self().name);
     return path;
