@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,8 @@ constexpr std::uint64_t kEventToken = ~std::uint64_t(0);
 // As when the dataplane reports a peer lost (rack.cpp): a consequence of
 // something outside this instance, not its own failure.
 constexpr int kExitBulkLost = 75;
+// A transfer's first buffer; it doubles as its bytes arrive.
+constexpr std::size_t kFirstChunk = 64 * 1024;
 
 bool parse_u32(const std::string& s, std::uint32_t* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -293,12 +296,16 @@ bool Bulk::receive(Peer& p) {
         close_peer(p, "malformed transfer header");
         return false;
       }
-      p.body.assign(h.length, std::byte{0});
+      // The buffer grows with the bytes that arrive, not to what the
+      // header claims: a header alone costs at most kFirstChunk.
+      p.body.assign(std::min<std::uint64_t>(h.length, kFirstChunk), std::byte{0});
       p.body_got = 0;
     } else {
       p.body_got += std::size_t(r);
+      if (p.body_got == p.body.size() && p.body.size() < p.in.length)
+        p.body.resize(std::min<std::uint64_t>(p.in.length, 2 * p.body.size()));
     }
-    if (p.body_got < p.body.size()) continue;
+    if (p.body_got < p.in.length) continue;
     // A whole transfer: to the receiving worker's inbox, then wake it.
     const std::uint32_t li = p.in.to - first_;
     bytes_received_.fetch_add(p.body.size(), std::memory_order_relaxed);

@@ -98,7 +98,7 @@ class Bulk {
     bool want_out = false;
     BulkWireHeader in{};
     std::size_t in_got = 0;     // bytes of `in` read
-    std::vector<std::byte> body;
+    std::vector<std::byte> body;  // grows as the transfer's bytes arrive
     std::size_t body_got = 0;
   };
   struct Arrival {

@@ -1,12 +1,16 @@
 // The TCP path for large bodies below the runtime (runtime/src/bulk.hpp):
 // what GOSSAMER_BULK may say, payloads between two engines (two "hosts" in
 // one process over a socketpair), and a peer that sends a bad header.
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -162,6 +166,42 @@ TEST(BulkPeer, ABadHeaderClosesTheConnection) {
 
 TEST(BulkPeer, AnOversizedLengthIsRefusedBeforeAllocating) {
   expect_refused(BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1});
+}
+
+std::size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * std::size_t(::sysconf(_SC_PAGESIZE));
+}
+
+// A header that claims the largest payload, then 16 bytes and silence: the
+// receiver holds what arrived, not what was claimed (before, it allocated
+// and zeroed the whole GiB on the header alone).
+TEST(BulkPeer, AClaimedLengthIsNotAllocatedBeforeItsBytesArrive) {
+  Pair p;
+  ASSERT_GE(p.a, 0);
+  std::string error;
+  auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
+  ASSERT_NE(h1, nullptr) << error;
+  h1->start([](std::uint32_t) {}, [] { return true; });
+  const std::size_t before = resident_bytes();
+  const BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes};
+  ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
+  const char sixteen[16] = {};
+  ASSERT_EQ(::write(p.a, sixteen, sizeof sixteen), ssize_t(sizeof sixteen));
+  // Until the receiver has read all of it (nothing left unread in the socket).
+  int unread = -1;
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_EQ(::ioctl(p.a, SIOCOUTQ, &unread), 0);
+    if (unread == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(unread, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_LT(resident_bytes(), before + (std::size_t(64) << 20));
+  EXPECT_TRUE(h1->usable(0));  // a transfer in progress, not an error
+  ::close(p.a);
 }
 
 // During the run, a lost connection ends the instance (references already
