@@ -585,6 +585,22 @@ def main():
         p.kill()
     check(p.returncode == 1 and "chmod 600" in rack.log(2), "a psk file readable by others is refused")
     os.chmod(rack.psk, 0o600)
+    # Issue 18 finding 13: a secret too weak to survive offline guessing.
+    weak_psk = os.path.join(d, "weak-psk")
+    with open(weak_psk, "w") as f:
+        f.write("our rack secret is sixteen bytes or more\n")
+    os.chmod(weak_psk, 0o600)
+    weak = os.path.join(d, "weak.yaml")
+    rack.write_config(2, weak_psk, name=weak)
+    p = rack.start(2, config=weak)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    check(p.returncode == 1 and f"the pre-shared key in {weak_psk}" in rack.log(2) and
+          "fewer than 128" in rack.log(2) and "head -c 32 /dev/urandom | base64" in rack.log(2),
+          f"a weak psk is refused, naming the file and how to make a good one (rc {p.returncode})")
     rack.start(2)
     check(rack.wait_up(0), "host 2 rejoins with the right key")
 
