@@ -41,6 +41,7 @@ void Daemon::publish_view() {
   }
   v.dataplane_restarts = dataplane_restarts_;
   v.runs = local_instances();
+  v.protocol_errors = protocol_errors_;
   exporter_->set_view(std::move(v));
 }
 }  // namespace gossamer::cp

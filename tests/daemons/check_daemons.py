@@ -25,7 +25,7 @@ def check_dataplane(exe):
     sock = os.path.join(d, "dp.sock")
     psk = os.path.join(d, "psk")
     with open(os.open(psk, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-        f.write("a rack secret of at least sixteen bytes\n")
+        f.write(os.urandom(32).hex() + "\n")
     def write(name, eal, psk_file=psk, extra=""):
         path = os.path.join(d, name)
         with open(path, "w") as f:

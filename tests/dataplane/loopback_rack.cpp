@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,9 +57,13 @@ LoopbackRack::LoopbackRack(const Options& o) : o_(o) {
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
   {
-    // The rack secret both dataplanes derive their frame keys from.
+    // The rack secret both dataplanes derive their frame keys from: 256
+    // random bits in hex (load_rack_secret refuses fewer than 128).
     const mode_t old = ::umask(077);
-    std::ofstream(dir_ + "/psk") << "loopback rack secret " << std::random_device{}() << std::random_device{}() << "\n";
+    std::random_device rd;
+    char hex[65];
+    for (int i = 0; i < 8; ++i) std::snprintf(hex + 8 * i, 9, "%08x", unsigned(rd()));
+    std::ofstream(dir_ + "/psk") << hex << "\n";
     ::umask(old);
   }
   if (!o.incarnation_b.empty()) std::ofstream(incarnation_file(1)) << o.incarnation_b;

@@ -272,11 +272,20 @@ Result load_file(const std::string& path);
 Result load_string(std::string_view yaml, std::string_view name_for_errors);
 
 // Reads the rack secret (controlplane.psk_file): the file must exist, not be
-// readable or writable by group or others, and hold at least 16 bytes
-// (trailing whitespace is dropped). gossamerd keys its mesh handshake with
-// it, the dataplane derives its frame keys from it. On failure returns false
-// and says why in *error.
+// readable or writable by group or others, and hold at least 128 bits of key
+// material by secret_bits() (trailing whitespace is dropped). gossamerd
+// derives its handshake key from it, the dataplane its frame keys. On
+// failure returns false and says why in *error.
 bool load_rack_secret(const std::string& path, std::string* key, std::string* error);
+
+// At most how many bits of key material `secret` can hold, judged by how it
+// is written: 4 a character for hex digits, 6 for base64 (padding not
+// counted), 6.5 for other printable text without spaces, 2 for text with
+// spaces (words: a passphrase), 8 a byte for anything else; and 0 when it
+// has fewer than 8 different characters. An upper bound: a secret that
+// passes can still be guessable if a person chose it (SECURITY.md).
+double secret_bits(const std::string& secret);
+inline constexpr double kMinSecretBits = 128;
 
 // Writes each error of `r` on its own line, as FILE:LINE:COLUMN: key.path:
 // message (nothing when r.ok()). What every binary prints for a bad file.
