@@ -1,6 +1,7 @@
 // The TCP path for large bodies below the runtime (runtime/src/bulk.hpp):
 // what GOSSAMER_BULK may say, payloads between two engines (two "hosts" in
-// one process over a socketpair), and a peer that sends a bad header.
+// one process over a socketpair), and a peer that sends a bad header or
+// claims more than it sends.
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
