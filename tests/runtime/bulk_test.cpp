@@ -1,7 +1,8 @@
 // The TCP path for large bodies below the runtime (runtime/src/bulk.hpp):
 // what GOSSAMER_BULK may say, payloads between two engines (two "hosts" in
-// one process over a socketpair), a peer that sends a bad header, and
-// transfers injected or replayed into the stream (their tags fail).
+// one process over a socketpair), a peer that sends a bad header or claims
+// more than it sends, and transfers injected or replayed into the stream
+// (their tags fail).
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>

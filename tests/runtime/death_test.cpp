@@ -1,5 +1,6 @@
 // What must abort, with a message that says what to do instead: blocking in
-// delegated context, calls outside gossamer::run, misuse of run. Plus
+// delegated context, calls outside gossamer::run, misuse of run, failures
+// of apply_then/launch_then (no caller to throw to). Plus
 // scenarios that hang or crash the process today and therefore run in a
 // child process (IsolatedDeathTest), where a failure cannot take the rest of
 // the suite down.
@@ -193,52 +194,6 @@ TEST_F(MisuseDeathTest, StaleRefWithApplyThen) {
   EXPECT_DEATH(stale_apply_then(), AllOf(HasSubstr("property is gone"), HasSubstr("apply()")));
 }
 
-// Then-callbacks and responses of apply_then/launch_then: no caller to throw
-// to, so the process ends with the runtime's message, never std::terminate
-// from inside its loop (which printed no gossamer message).
-void then_callback_throws(std::size_t where, bool launch) {
-  gossamer::run(2, [=] {
-    bool done = false;
-    if (launch) {
-      auto l = gossamer::trustee(where).entrust(Latch<int>(5));
-      l.launch_then([](Latch<int>& x) { return *x.lock(); },
-                    [](int) { throw std::runtime_error("boom in the callback"); });
-    } else {
-      auto t = gossamer::trustee(where).entrust(1);
-      t.apply_then([](int& v) { return v; }, [](int) { throw std::runtime_error("boom in the callback"); });
-    }
-    while (!done) gossamer::yield();
-  });
-}
-
-auto callback_message() {
-  return AllOf(HasSubstr("gossamer: fatal"), HasSubstr("callback threw"), HasSubstr("boom in the callback"));
-}
-
-TEST_F(MisuseDeathTest, ApplyThenCallbackThrows) {
-  EXPECT_DEATH(then_callback_throws(1, false), callback_message());
-  EXPECT_DEATH(then_callback_throws(0, false), callback_message());  // own trustee: runs at once
-}
-
-TEST_F(MisuseDeathTest, LaunchThenCallbackThrows) {
-  EXPECT_DEATH(then_callback_throws(1, true), callback_message());
-}
-
-void apply_then_undecodable() {
-  using gossamer_test::Undecodable;
-  gossamer::run(2, [] {
-    auto t = gossamer::trustee(1).entrust(1);
-    bool done = false;
-    t.apply_then([](int&) { return Undecodable{}; }, [&done](Undecodable) { done = true; });
-    while (!done) gossamer::yield();
-  });
-}
-
-TEST_F(MisuseDeathTest, ApplyThenResponseThatDoesNotDecode) {
-  EXPECT_DEATH(apply_then_undecodable(),
-               AllOf(HasSubstr("gossamer: fatal"), HasSubstr("apply_then"), HasSubstr("could not be decoded")));
-}
-
 TEST_F(MisuseDeathTest, NoSuchTrustee) {
   EXPECT_DEATH(gossamer::run(2, [] { (void)gossamer::trustee(2); }), HasSubstr("no such trustee"));
   EXPECT_DEATH(gossamer::run(2, [] { gossamer::spawn_on(5, [] {}); }), HasSubstr("no such thread"));
@@ -363,6 +318,57 @@ void non_std_exception_decoding() {
 
 TEST_F(IsolatedDeathTest, NonStdExceptionDecodingAResponse) {
   EXPECT_EXIT(non_std_exception_decoding(), testing::ExitedWithCode(0), "");
+}
+
+// ---- failures of apply_then/launch_then, which have no caller ------------------------
+
+class AsyncFailureDeathTest : public DeathTestBase {};
+
+// Then-callbacks and responses of apply_then/launch_then: no caller to throw
+// to, so the process ends with the runtime's message, never std::terminate
+// from inside its loop (which printed no gossamer message).
+void then_callback_throws(std::size_t where, bool launch) {
+  arm_hang_guard();
+  gossamer::run(2, [=] {
+    if (launch) {
+      auto l = gossamer::trustee(where).entrust(Latch<int>(5));
+      l.launch_then([](Latch<int>& x) { return *x.lock(); },
+                    [](int) { throw std::runtime_error("boom in the callback"); });
+    } else {
+      auto t = gossamer::trustee(where).entrust(1);
+      t.apply_then([](int& v) { return v; }, [](int) { throw std::runtime_error("boom in the callback"); });
+    }
+    for (;;) gossamer::yield();  // until the callback ends the process
+  });
+}
+
+auto callback_message() {
+  return AllOf(HasSubstr("gossamer: fatal"), HasSubstr("callback threw"), HasSubstr("boom in the callback"));
+}
+
+TEST_F(AsyncFailureDeathTest, ApplyThenCallbackThrows) {
+  EXPECT_DEATH(then_callback_throws(1, false), callback_message());
+  EXPECT_DEATH(then_callback_throws(0, false), callback_message());  // own trustee: runs at once
+}
+
+TEST_F(AsyncFailureDeathTest, LaunchThenCallbackThrows) {
+  EXPECT_DEATH(then_callback_throws(1, true), callback_message());
+}
+
+void apply_then_undecodable() {
+  using gossamer_test::Undecodable;
+  arm_hang_guard();
+  gossamer::run(2, [] {
+    auto t = gossamer::trustee(1).entrust(1);
+    bool done = false;
+    t.apply_then([](int&) { return Undecodable{}; }, [&done](Undecodable) { done = true; });
+    while (!done) gossamer::yield();
+  });
+}
+
+TEST_F(AsyncFailureDeathTest, ApplyThenResponseThatDoesNotDecode) {
+  EXPECT_DEATH(apply_then_undecodable(),
+               AllOf(HasSubstr("gossamer: fatal"), HasSubstr("apply_then"), HasSubstr("could not be decoded")));
 }
 
 }  // namespace
