@@ -233,6 +233,36 @@ bool MapReader::string_list(std::string_view key, std::vector<std::string>& out)
   return ok;
 }
 
+bool MapReader::integer_list(std::string_view key, std::vector<std::uint32_t>& out, IntRange range) {
+  const auto seq = sequence(key);
+  if (!seq) return false;
+  std::vector<std::uint32_t> items;
+  bool ok = true;
+  for (std::size_t i = 0; i < seq->size(); ++i) {
+    const YAML::Node item = (*seq)[i];
+    const std::string path = index_path(path_of(key), i);
+    std::int64_t v = 0;
+    const auto parsed = item.IsScalar() && plain_or_tagged(item, kIntTag) ? parse_int(item.Scalar(), v)
+                                                                          : IntParse::not_a_number;
+    if (parsed == IntParse::not_a_number) {
+      diag_.error(item.IsNull() ? seq->Mark() : item.Mark(), path, "expected an integer, got " + describe(item));
+      ok = false;
+    } else if (parsed == IntParse::too_large || v < range.lo || v > range.hi) {
+      diag_.error(item.Mark(), path,
+                  "value " + excerpt(item.Scalar()) + " out of range [" + std::to_string(range.lo) + ", " +
+                      std::to_string(range.hi) + "]");
+      ok = false;
+    } else if (std::find(items.begin(), items.end(), std::uint32_t(v)) != items.end()) {
+      diag_.error(item.Mark(), path, "value " + excerpt(item.Scalar()) + " is listed twice");
+      ok = false;
+    } else {
+      items.push_back(std::uint32_t(v));
+    }
+  }
+  if (ok) out = std::move(items);
+  return ok;
+}
+
 bool MapReader::address(std::string_view key, SocketAddress& out, AddressUse use) {
   std::string text;
   if (!string(key, text)) return false;

@@ -80,6 +80,8 @@ class MapReader {
   bool boolean(std::string_view key, bool& out);
   bool string(std::string_view key, std::string& out, bool non_empty = false);
   bool string_list(std::string_view key, std::vector<std::string>& out);
+  // A sequence of integers, each in `range`, none repeated.
+  bool integer_list(std::string_view key, std::vector<std::uint32_t>& out, IntRange range);
   bool address(std::string_view key, SocketAddress& out, AddressUse use);
   template <class E>
   bool choice(std::string_view key, E& out,

@@ -156,11 +156,17 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
     v.integer("port", out.verbs.port, {1, 255});
     v.integer("gid_index", out.verbs.gid_index, {0, 255});
   }
-  r.integer("cores", out.cores, {1, 8});
+  const bool cores_ok = r.integer("cores", out.cores, {1, 8}) || !r.has("cores");
+  if (r.integer_list("cpus", out.cpus, {0, 4095}) && cores_ok && !out.cpus.empty() &&
+      out.cpus.size() != out.cores)
+    r.diag().error(r.value_mark("cpus"), r.path_of("cpus"),
+                   std::to_string(out.cpus.size()) + " CPUs for " + std::to_string(out.cores) +
+                       " polling cores (dataplane.cores): give one CPU per core");
   read_polling(r, out.polling);
   r.boolean("authenticate", out.authenticate);
   r.integer("max_applications", out.max_applications, {1, 4096});
   read_socket(r, out.socket, out.socket_group);
+  r.string("incarnation_file", out.incarnation_file, /*non_empty=*/true);
 }
 
 void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hosts) {

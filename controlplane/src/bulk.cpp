@@ -13,7 +13,7 @@
 namespace gossamer::cp {
 
 void Daemon::init_bulk(const std::shared_ptr<Run>& r) {
-  r->bulk.assign(hosts_, -1);
+  r->bulk.assign(hosts_, BulkSocket{});
   r->bulk_dialing.assign(hosts_, false);
   r->bulk_error.assign(hosts_, "");
   // Connections that came before the run was known here.
@@ -26,7 +26,7 @@ void Daemon::init_bulk(const std::shared_ptr<Run>& r) {
       ++it;
     }
   }
-  for (const auto& p : mine) bulk_store(r, p.host, p.fd);
+  for (const auto& p : mine) bulk_store(r, p.host, p.socket);
 }
 
 // The binary check passed: connect to every higher host, then report ready
@@ -53,20 +53,20 @@ void Daemon::maybe_ready(const std::shared_ptr<Run>& r) {
 
 std::string Daemon::bulk_missing(const Run& r, const std::string& within) const {
   for (std::uint32_t h = 0; h < hosts_; ++h) {
-    if (h == self_ || r.bulk[h] >= 0) continue;
+    if (h == self_ || r.bulk[h].fd >= 0) continue;
     std::string why = !r.bulk_error[h].empty() ? r.bulk_error[h] : h < self_ ? "it did not connect" : "";
     return "no bulk connection with " + host_name(h) + within + (why.empty() ? "" : " (" + why + ")");
   }
   return "";
 }
 
-void Daemon::bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, int fd) {
+void Daemon::bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, BulkSocket b) {
   // A second one for the same pair: the dialer gave up on the first (its
   // handshake timed out) and holds this one.
-  if (r->bulk[h] >= 0) ::close(r->bulk[h]);
-  r->bulk[h] = fd;
+  if (r->bulk[h].fd >= 0) ::close(r->bulk[h].fd);
+  r->bulk[h] = b;
   r->bulk_error[h].clear();
-  spdlog::debug("run {}: bulk connection with {} (fd {})", r->spec.run, host_name(h), fd);
+  spdlog::debug("run {}: bulk connection with {} (fd {})", r->spec.run, host_name(h), b.fd);
   maybe_ready(r);
 }
 
@@ -76,7 +76,7 @@ void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
   auto it = runs_.find(id);
   if (shutting_down_ || it == runs_.end()) return;
   Run& r = *it->second;
-  if (!r.checked || r.started || r.done || r.bulk[h] >= 0 || r.bulk_dialing[h]) return;
+  if (!r.checked || r.started || r.done || r.bulk[h].fd >= 0 || r.bulk_dialing[h]) return;
   r.bulk_dialing[h] = true;
   const auto& a = cfg_.rack.hosts[h].control;
   boost::system::error_code ec;
@@ -97,7 +97,8 @@ void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
     }
     at->over = true;
     at->timer.cancel();
-    bulk_dial_done(id, h, fd, why);
+    bulk_dial_done(id, h, BulkSocket{fd, fd >= 0 ? at->hs.keys(Handshake::KeyUse::kInstance) : abi::SessionKeys{}},
+                   why);
   };
   at->timer.expires_after(kHandshakeTimeout);
   at->timer.async_wait([at](boost::system::error_code e) {
@@ -110,6 +111,7 @@ void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
       return finish(-1, at->timed_out ? "no connection within 2 s" : e ? e.message() : "shutting down");
     at->sock.set_option(asio::ip::tcp::no_delay(true), e);
     auto link = std::make_shared<TcpLink>(std::move(at->sock), kMaxHandshakeBody);
+    log_refusals(*link, "run " + id + ": bulk connection to " + host_name(h));
     at->timer.expires_after(kHandshakeTimeout);
     at->timer.async_wait([at, weak = std::weak_ptr<TcpLink>(link)](boost::system::error_code te) {
       if (te || at->ready || at->over) return;
@@ -125,6 +127,7 @@ void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
               return link->close("handshake failed (" + at->hs.error() + ")", true);
             }
             if (reply) link->send_raw(frame(reply->type, reply->body));
+            if (at->hs.done()) authenticate(*link, at->hs);  // BulkReady comes tagged
             return;
           }
           RunRef ready;
@@ -144,14 +147,14 @@ void Daemon::bulk_dial(const std::string& id, std::uint32_t h) {
   });
 }
 
-void Daemon::bulk_dial_done(const std::string& id, std::uint32_t h, int fd, const std::string& why) {
+void Daemon::bulk_dial_done(const std::string& id, std::uint32_t h, BulkSocket b, const std::string& why) {
   auto it = runs_.find(id);
   auto r = it == runs_.end() ? nullptr : it->second;
   if (r) r->bulk_dialing[h] = false;
   const bool wanted = r && !r->started && !r->done && !shutting_down_;
-  if (fd >= 0) {
-    if (wanted) return bulk_store(r, h, fd);
-    ::close(fd);  // the run went away meanwhile
+  if (b.fd >= 0) {
+    if (wanted) return bulk_store(r, h, b);
+    ::close(b.fd);  // the run went away meanwhile
     return;
   }
   if (!wanted) return;
@@ -163,7 +166,8 @@ void Daemon::bulk_dial_done(const std::string& id, std::uint32_t h, int fd, cons
 }
 
 // The acceptor verified the proof of host h for run `id`.
-void Daemon::bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link) {
+void Daemon::bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link,
+                           const abi::SessionKeys& instance_keys) {
   auto it = runs_.find(id);
   if (shutting_down_ || (it != runs_.end() && (it->second->started || it->second->done)) ||
       (it == runs_.end() && ended_.count(id))) {
@@ -172,21 +176,21 @@ void Daemon::bulk_accepted(std::uint32_t h, const std::string& id, const std::sh
   }
   RunRef ready{id};
   link->send(Type::kBulkReady, ready);
-  link->hand_over([this, h, id](int fd) { bulk_taken(h, id, fd); });
+  link->hand_over([this, h, id, instance_keys](int fd) { bulk_taken(h, id, BulkSocket{fd, instance_keys}); });
 }
 
-void Daemon::bulk_taken(std::uint32_t h, const std::string& id, int fd) {
-  if (fd < 0) {
+void Daemon::bulk_taken(std::uint32_t h, const std::string& id, BulkSocket b) {
+  if (b.fd < 0) {
     spdlog::warn("run {}: cannot take the bulk connection from {}", id, host_name(h));
     return;
   }
   auto it = runs_.find(id);
   if (shutting_down_ || (it != runs_.end() && (it->second->started || it->second->done)) ||
       (it == runs_.end() && ended_.count(id))) {
-    ::close(fd);
+    ::close(b.fd);
     return;
   }
-  if (it != runs_.end()) return bulk_store(it->second, h, fd);
+  if (it != runs_.end()) return bulk_store(it->second, h, b);
   // The Prepare has not come yet: keep it, bounded, for kPrepareTimeout.
   std::size_t n = 0;
   for (const auto& p : pending_bulk_) n += p.host == h;
@@ -196,18 +200,18 @@ void Daemon::bulk_taken(std::uint32_t h, const std::string& id, int fd) {
     ++protocol_errors_;
     spdlog::warn("{} opened {} bulk connections for runs this host does not know; closing the oldest (run {})",
                  host_name(h), n + 1, old->run);
-    ::close(old->fd);
+    ::close(old->socket.fd);
     pending_bulk_.erase(old);
   }
   const std::uint64_t serial = ++pending_serial_;
-  pending_bulk_.push_back(PendingBulk{serial, h, id, fd});
+  pending_bulk_.push_back(PendingBulk{serial, h, id, b});
   after(kPrepareTimeout, [this, serial] {
     auto p = std::find_if(pending_bulk_.begin(), pending_bulk_.end(),
                           [serial](const PendingBulk& x) { return x.serial == serial; });
     if (p == pending_bulk_.end()) return;
     spdlog::warn("run {}: closing the bulk connection from {}: no such run here within 10 s", p->run,
                  host_name(p->host));
-    ::close(p->fd);
+    ::close(p->socket.fd);
     pending_bulk_.erase(p);
   });
 }

@@ -20,11 +20,11 @@
 
 namespace gossamer::cp {
 
-Daemon::Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string key)
+Daemon::Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string secret)
     : io_(io),
       cfg_(std::move(cfg)),
       opt_(std::move(opt)),
-      key_(std::move(key)),
+      key_(std::move(secret)),
       self_(cfg_.host.index),
       hosts_(std::uint32_t(cfg_.rack.hosts.size())),
       tcp_acceptor_(io),
@@ -59,6 +59,15 @@ void Daemon::after(Clock::duration delay, std::function<void()> fn) {
 }
 
 bool Daemon::start() {
+  // The handshake key, once: slow on purpose (proto.hpp, handshake_key).
+  const auto t0 = Clock::now();
+  key_ = handshake_key(key_, rack_id());
+  if (key_.empty()) {
+    spdlog::error("cannot derive the handshake key from the rack secret (scrypt in OpenSSL's libcrypto failed)");
+    return false;
+  }
+  spdlog::debug("handshake key derived in {} ms",
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
   boost::system::error_code ec;
   // Peers.
   const auto& l = cfg_.controlplane.listen;
@@ -141,7 +150,7 @@ void Daemon::shutdown(const char* why) {
   std::vector<std::shared_ptr<Run>> all;
   for (auto& [id, r] : runs_) all.push_back(r);
   // No run starts from here on: its bulk connections go now.
-  for (auto& p : pending_bulk_) ::close(p.fd);
+  for (auto& p : pending_bulk_) ::close(p.socket.fd);
   pending_bulk_.clear();
   for (auto& r : all) r->close_bulk();
   for (auto& r : all) {

@@ -20,6 +20,7 @@
 #include <gossamer/config.hpp>
 #include <prometheus/exposer.h>
 
+#include "handshake.hpp"
 #include "link.hpp"
 #include "metrics.hpp"
 #include "proto.hpp"
@@ -40,9 +41,17 @@ struct DaemonOptions {
 // left the rack (runtime/src/rack.cpp): not a cause, a consequence.
 inline constexpr int kExitPeerLost = 75;
 
+// A bulk connection for a run's instance: the socket and the instances'
+// session keys (GOSSAMER_BULK).
+struct BulkSocket {
+  int fd = -1;
+  abi::SessionKeys keys;
+};
+
 class Daemon {
  public:
-  Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string key);
+  // `secret`: the rack secret (controlplane.psk_file's content).
+  Daemon(asio::io_context& io, config::Config cfg, DaemonOptions opt, std::string secret);
   // Binds the sockets and starts everything; false (with a message on
   // stderr) when it cannot.
   bool start();
@@ -69,6 +78,11 @@ class Daemon {
   void dial(std::uint32_t h);
   void schedule_redial(std::uint32_t h);
   void peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link);
+  // What a link between daemons does with a message its framing refuses:
+  // log it with `who`, count it (the link closes itself).
+  void log_refusals(TcpLink& link, const std::string& who);
+  // Turns on the message tags on a link whose handshake `hs` just ended.
+  void authenticate(TcpLink& link, const Handshake& hs);
   void peer_down(std::uint32_t h, const std::string& why);
   void on_peer_message(std::uint32_t h, Type t, std::string_view body);
   void heartbeat_tick();
@@ -81,11 +95,12 @@ class Daemon {
   void maybe_ready(const std::shared_ptr<Run>& r);
   // "" when r holds every bulk connection, else which one is missing and why.
   std::string bulk_missing(const Run& r, const std::string& within) const;
-  void bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, int fd);
+  void bulk_store(const std::shared_ptr<Run>& r, std::uint32_t h, BulkSocket b);
   void bulk_dial(const std::string& id, std::uint32_t h);
-  void bulk_dial_done(const std::string& id, std::uint32_t h, int fd, const std::string& why);
-  void bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link);
-  void bulk_taken(std::uint32_t h, const std::string& id, int fd);
+  void bulk_dial_done(const std::string& id, std::uint32_t h, BulkSocket b, const std::string& why);
+  void bulk_accepted(std::uint32_t h, const std::string& id, const std::shared_ptr<TcpLink>& link,
+                     const abi::SessionKeys& instance_keys);
+  void bulk_taken(std::uint32_t h, const std::string& id, BulkSocket b);
 
   // ---- gossamerctl (ctl.cpp)
   void accept_ctl();
@@ -133,7 +148,7 @@ class Daemon {
   asio::io_context& io_;
   config::Config cfg_;
   DaemonOptions opt_;
-  std::string key_;
+  std::string key_;  // the secret until start(), then the handshake key (proto.hpp)
   dataplane::RunTokens tokens_;  // the instances' GOSSAMER_RUN_TOKEN (dataplane/src/rack_keys.hpp)
   std::uint32_t self_;
   std::uint32_t hosts_;
@@ -153,7 +168,7 @@ class Daemon {
     std::uint64_t serial;
     std::uint32_t host;
     std::string run;
-    int fd;
+    BulkSocket socket;
   };
   std::deque<PendingBulk> pending_bulk_;
   std::uint64_t pending_serial_ = 0;

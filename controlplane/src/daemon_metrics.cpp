@@ -15,7 +15,12 @@ bool Daemon::start_metrics() {
   publish_view();
   const std::string addr = cfg_.metrics.listen.to_string();
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(addr, 1);
+    // CivetWeb serves one connection per thread and waits request_timeout_ms
+    // (default 30 s) for a request to arrive: with one thread, one client
+    // that never finished its request stalled every scrape. Several threads
+    // and a 2 s limit bound what a slow or hostile client can hold.
+    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", addr, "num_threads", "8", "request_timeout_ms", "2000", "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     spdlog::error("cannot serve metrics on {} (metrics.listen): {}", addr, e.what());
     return false;
@@ -36,6 +41,7 @@ void Daemon::publish_view() {
   }
   v.dataplane_restarts = dataplane_restarts_;
   v.runs = local_instances();
+  v.protocol_errors = protocol_errors_;
   exporter_->set_view(std::move(v));
 }
 }  // namespace gossamer::cp

@@ -119,4 +119,17 @@ bool Handshake::on_message(Type t, std::string_view body, std::optional<Message>
   return fail("the handshake is over");
 }
 
+abi::SessionKeys Handshake::keys(KeyUse use) const {
+  const std::uint32_t d = dialer_ ? self_ : peer_, a = dialer_ ? peer_ : self_;
+  const Nonce& nd = dialer_ ? mine_ : theirs_;
+  const Nonce& na = dialer_ ? theirs_ : mine_;
+  auto key = [&](char sender) {
+    return session_key(key_, char(use), bulk_ ? 'b' : 'm', sender, nd, na, d, a, rack_, run_);
+  };
+  abi::SessionKeys k;
+  k.send = key(dialer_ ? 'D' : 'A');
+  k.receive = key(dialer_ ? 'A' : 'D');
+  return k;
+}
+
 }  // namespace gossamer::cp

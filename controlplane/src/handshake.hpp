@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <gossamer/abi/session.hpp>
+
 #include "proto.hpp"
 
 namespace gossamer::cp {
@@ -22,6 +24,7 @@ class Handshake {
     std::string body;
   };
 
+  // `key`: the handshake key (proto.hpp's handshake_key(), not the secret).
   // The dialer's side: host `self` dials host `peer` (a higher index). A
   // non-empty `run` makes it a bulk connection of that run.
   static Handshake dialer(std::string key, std::uint64_t rack, std::uint32_t self, std::uint32_t peer,
@@ -47,6 +50,13 @@ class Handshake {
   std::uint32_t peer() const { return peer_; }  // kNoHost before the hello
   const std::string& run() const { return run_; }
   const std::string& error() const { return error_; }
+
+  // Once done(): this end's keys for the messages after the proof
+  // (gossamer/abi/session.hpp), bound to this handshake (both nonces, both
+  // hosts, the rack, the kind and the run). kLink: the daemons' link; on a
+  // bulk connection kInstance: the instances', after the hand-over.
+  enum class KeyUse : char { kLink = 'L', kInstance = 'I' };
+  abi::SessionKeys keys(KeyUse use) const;
 
   static constexpr std::uint32_t kNoHost = UINT32_MAX;
 

@@ -57,8 +57,8 @@ struct Daemon::Run {
   Run& operator=(const Run&) = delete;
   ~Run() { close_bulk(); }
   void close_bulk() {
-    for (int& fd : bulk)
-      if (fd >= 0) ::close(fd), fd = -1;
+    for (BulkSocket& b : bulk)
+      if (b.fd >= 0) ::close(b.fd), b.fd = -1;
   }
 
   Prepare spec;
@@ -69,7 +69,7 @@ struct Daemon::Run {
   // Bulk connections, per host: the socket for the instance (-1: not yet;
   // always -1 for this host), given to it at the start, closed whenever the
   // run goes away before (this destructor).
-  std::vector<int> bulk;
+  std::vector<BulkSocket> bulk;
   std::vector<bool> bulk_dialing;       // per higher host: an attempt is under way
   std::vector<std::string> bulk_error;  // per host: why the last attempt failed
   std::unique_ptr<asio::steady_timer> bulk_timer;  // not origin: kBulkTimeout

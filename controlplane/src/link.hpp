@@ -1,6 +1,8 @@
 // A framed message connection on an asio stream socket (TCP between daemons,
 // unix between gossamerctl and gossamerd; gossamerctl uses it too).
-// Single-threaded: everything runs on one io_context.
+// Single-threaded: everything runs on one io_context. After a handshake,
+// authenticate() turns on the message tags of gossamer/abi/session.hpp for
+// every message both ways: no message path above this layer can skip them.
 #pragma once
 
 #include <fcntl.h>
@@ -11,8 +13,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include <boost/asio.hpp>
+#include <gossamer/abi/session.hpp>
 
 #include "proto.hpp"
 
@@ -36,12 +40,30 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
   }
   void set_max_body(std::uint32_t n) { max_body_ = n; }
 
+  // Called with why, from the event loop, when this layer refuses a
+  // message: one whose tag does not verify (injected, replayed, reordered,
+  // cut), or, between daemons, one that is not the handshake's before
+  // authenticate(). The link then closes (on_close follows as for any close).
+  void on_refused(std::function<void(const std::string& why)> f) { refused_ = std::move(f); }
+  // From the next message on, both ways, every message carries the tags of
+  // gossamer/abi/session.hpp under `keys`, counted from 0 in each direction.
+  // Call it where the handshake ends: from on_message (no read is pending,
+  // so the next header is read with its tag) and after the last handshake
+  // message is queued (it goes without).
+  void authenticate(const abi::SessionKeys& keys) {
+    send_dir_ = abi::SessionDirection(keys.send);
+    receive_dir_ = abi::SessionDirection(keys.receive);
+    authenticated_ = true;
+  }
+
   template <class M>
   void send(Type t, const M& m) {
     send_raw(frame(t, encode(m)));
   }
+  // A framed message (frame()); tagged here if the link is authenticated.
   void send_raw(std::string bytes) {
     if (closed_) return;
+    if (authenticated_) bytes = tag(std::move(bytes));
     queued_bytes_ += bytes.size();
     out_.push_back(std::move(bytes));
     if (out_.size() == 1) write_next();
@@ -78,13 +100,37 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
   }
 
  private:
+  static constexpr std::size_t kTag = abi::kSessionTagBytes;
+  static constexpr bool kBetweenDaemons = std::is_same_v<Socket, boost::asio::ip::tcp::socket>;
+
+  // header | header tag | body | body tag, the tags for the next message number.
+  std::string tag(std::string framed) {
+    const std::string_view header(framed.data(), kHeaderBytes), body(framed.data() + kHeaderBytes,
+                                                                      framed.size() - kHeaderBytes);
+    const abi::SessionTag h = send_dir_.header_tag(header), b = send_dir_.body_tag(header, body);
+    send_dir_.advance();
+    std::string out;
+    out.reserve(framed.size() + 2 * kTag);
+    out.append(header).append(reinterpret_cast<const char*>(h.data()), kTag);
+    out.append(body).append(reinterpret_cast<const char*>(b.data()), kTag);
+    return out;
+  }
+
   void read_header() {
     auto self = this->shared_from_this();
-    boost::asio::async_read(socket_, boost::asio::buffer(header_),
+    const std::size_t n = kHeaderBytes + (authenticated_ ? kTag : 0);
+    boost::asio::async_read(socket_, boost::asio::buffer(header_.data(), n),
                             [this, self](boost::system::error_code ec, std::size_t) {
                               if (closed_) return;
                               if (ec) return fail(ec == boost::asio::error::eof ? "closed by the other end"
                                                                                 : ec.message());
+                              // Authenticate, then parse.
+                              const std::string_view header(reinterpret_cast<const char*>(header_.data()),
+                                                            kHeaderBytes);
+                              if (authenticated_ &&
+                                  !abi::SessionDirection::equal(receive_dir_.header_tag(header),
+                                                                header_.data() + kHeaderBytes))
+                                return refuse(tag_failed("header"));
                               std::uint32_t len;
                               Type t;
                               if (!parse_header(header_.data(), &len, &t)) return fail("malformed header");
@@ -92,7 +138,8 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
                                 return fail("message of " + std::to_string(len) + " bytes (limit " +
                                             std::to_string(max_body_) + ")");
                               type_ = t;
-                              body_.resize(len);
+                              body_len_ = len;
+                              body_.resize(len + (authenticated_ ? kTag : 0));
                               read_body();
                             });
   }
@@ -102,9 +149,32 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
                             [this, self](boost::system::error_code ec, std::size_t) {
                               if (closed_) return;
                               if (ec) return fail(ec.message());
-                              on_message_(type_, body_);
+                              const std::string_view body(body_.data(), body_len_);
+                              // Between daemons, only the handshake goes untagged.
+                              if (kBetweenDaemons && !authenticated_ && !is_handshake(type_))
+                                return refuse("a message of type " + std::to_string(unsigned(type_)) +
+                                              " before the handshake ended");
+                              if (authenticated_) {
+                                const std::string_view header(reinterpret_cast<const char*>(header_.data()),
+                                                              kHeaderBytes);
+                                if (!abi::SessionDirection::equal(
+                                        receive_dir_.body_tag(header, body),
+                                        reinterpret_cast<const std::uint8_t*>(body_.data()) + body_len_))
+                                  return refuse(tag_failed("body"));
+                                receive_dir_.advance();
+                              }
+                              on_message_(type_, body);
                               if (!closed_ && !closing_ && !handing_over_) read_header();
                             });
+  }
+  std::string tag_failed(const char* part) const {
+    return "message " + std::to_string(receive_dir_.next()) + " (type " +
+           std::to_string(unsigned(header_[4] | header_[5] << 8)) + ") failed its " + part +
+           " tag: injected, replayed, reordered or cut";
+  }
+  void refuse(const std::string& why) {
+    if (refused_) refused_(why);
+    fail(why);
   }
   void write_next() {
     auto self = this->shared_from_this();
@@ -171,9 +241,13 @@ class Link : public std::enable_shared_from_this<Link<Socket>> {
 
   Socket socket_;
   std::uint32_t max_body_;
-  std::array<std::uint8_t, kHeaderBytes> header_{};
+  std::array<std::uint8_t, kHeaderBytes + abi::kSessionTagBytes> header_{};
   Type type_{};
   std::string body_;
+  std::size_t body_len_ = 0;
+  bool authenticated_ = false;
+  abi::SessionDirection send_dir_, receive_dir_;
+  std::function<void(const std::string&)> refused_;
   std::deque<std::string> out_;
   std::size_t queued_bytes_ = 0;
   OnMessage on_message_;

@@ -39,6 +39,7 @@ void Daemon::accept_peer() {
         }
       });
       std::string from = link->socket().remote_endpoint(ec).address().to_string();
+      log_refusals(*link, "connection from " + from);
       link->start(
           [this, link = link.get(), hs, from](Type t, std::string_view body) {
             auto self_link = link->shared_from_this();
@@ -57,7 +58,8 @@ void Daemon::accept_peer() {
             if (reply) link->send_raw(frame(reply->type, reply->body));
             if (!h.done()) return;
             hs->timer.cancel();
-            if (h.bulk()) return bulk_accepted(h.peer(), h.run(), self_link);
+            authenticate(*link, h);
+            if (h.bulk()) return bulk_accepted(h.peer(), h.run(), self_link, h.keys(Handshake::KeyUse::kInstance));
             link->set_max_body(kMaxBody);
             peer_authenticated(h.peer(), self_link);
           },
@@ -92,6 +94,7 @@ void Daemon::dial(std::uint32_t h) {
     sock->set_option(asio::ip::tcp::no_delay(true), e);
     auto link = std::make_shared<TcpLink>(std::move(*sock), kMaxHandshakeBody);
     auto hs = std::make_shared<Handshake>(Handshake::dialer(key_, rack_id(), self_, h));
+    log_refusals(*link, host_name(h));
     // The connect timer closed the socket; from here the link owns it.
     timer->cancel();
     timer->expires_after(kHandshakeTimeout);
@@ -115,6 +118,7 @@ void Daemon::dial(std::uint32_t h) {
           if (reply) link->send_raw(frame(reply->type, reply->body));
           if (!hs->done()) return;
           timer->cancel();
+          authenticate(*link, *hs);
           link->set_max_body(kMaxBody);
           peer_authenticated(h, self_link);
         },
@@ -127,6 +131,18 @@ void Daemon::dial(std::uint32_t h) {
     const Handshake::Message hello = hs->hello();
     link->send_raw(frame(hello.type, hello.body));
   });
+}
+
+void Daemon::log_refusals(TcpLink& link, const std::string& who) {
+  link.on_refused([this, who](const std::string& why) {
+    ++protocol_errors_;
+    spdlog::warn("{}: {}; closing the connection", who, why);
+  });
+}
+
+void Daemon::authenticate(TcpLink& link, const Handshake& hs) {
+  log_refusals(link, (hs.bulk() ? "run " + hs.run() + ": bulk connection with " : "") + host_name(hs.peer()));
+  link.authenticate(hs.keys(Handshake::KeyUse::kLink));
 }
 
 void Daemon::schedule_redial(std::uint32_t h) {

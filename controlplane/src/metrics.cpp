@@ -203,6 +203,10 @@ std::vector<MetricFamily> Exporter::collect() const {
   f.counter("gossamer_dataplane_restarts_total", "Dataplane restarts by gossamerd.", {},
             double(v.dataplane_restarts));
   f.gauge("gossamer_runs", "Runs with an instance on this host.", {}, double(v.runs));
+  f.counter("gossamer_controlplane_protocol_errors_total",
+            "Connections gossamerd closed for bad input: failed handshakes, messages that failed their tags or "
+            "did not decode, malformed gossamerctl requests.",
+            {}, double(v.protocol_errors));
 
   DataplaneSample s;
   std::string why;

@@ -27,6 +27,7 @@ struct DaemonView {
   std::vector<Host> hosts;                  // by index; self is up
   std::uint64_t dataplane_restarts = 0;
   std::uint32_t runs = 0;                   // runs with an instance here
+  std::uint64_t protocol_errors = 0;        // connections closed for bad input
 };
 
 class Exporter : public prometheus::Collectable {

@@ -102,6 +102,38 @@ bool valid_run_id(std::string_view run) {
 
 bool mac_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
+std::string handshake_key(const std::string& secret, std::uint64_t rack) {
+  Writer w;
+  w(std::string("gossamer-cp-psk-1"));
+  w(rack);
+  const std::string salt = w.take();
+  std::string key(32, '\0');
+  // maxmem: 128 * r * N bytes and a little; OpenSSL's default (32 MiB) is just short.
+  if (EVP_PBE_scrypt(secret.data(), secret.size(), reinterpret_cast<const unsigned char*>(salt.data()),
+                     salt.size(), kScryptN, kScryptR, kScryptP, 64u << 20,
+                     reinterpret_cast<unsigned char*>(key.data()), key.size()) != 1)
+    return "";
+  return key;
+}
+
+std::array<std::uint8_t, 32> session_key(const std::string& key, char use, char kind, char sender,
+                                         const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                                         std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack,
+                                         const std::string& run) {
+  Writer w;
+  w(std::string("gossamer-cp-session-1"));
+  w(std::uint8_t(use));
+  w(std::uint8_t(kind));
+  w(std::uint8_t(sender));
+  w(dialer_nonce);
+  w(acceptor_nonce);
+  w(dialer_host);
+  w(acceptor_host);
+  w(rack);
+  w(run);
+  return hmac(key, w.take());
+}
+
 
 FileHasher::~FileHasher() {
   if (fd_ >= 0) ::close(fd_);

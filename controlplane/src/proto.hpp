@@ -15,11 +15,14 @@
 //   D -> A  Hello{version, D's host, rack id, nonce_d}
 //   A -> D  Challenge{A's host, nonce_a, mac_a}
 //   D -> A  Proof{mac_d}
-// mac_x = HMAC-SHA256(psk, "gossamer-cp-1" | role x | nonce_d | nonce_a |
-// D's host | A's host | rack id). Each side proves it knows the key for this
-// pair of fresh nonces; the key never crosses the wire. Before the proof only
-// these three messages are accepted (a BulkHello in place of the Hello, see
-// below), bodies of at most kMaxHandshakeBody.
+// mac_x = HMAC-SHA256(key, "gossamer-cp-1" | role x | nonce_d | nonce_a |
+// D's host | A's host | rack id), key = handshake_key() of the rack secret.
+// Each side proves it knows the key for this pair of fresh nonces; the key
+// never crosses the wire. Before the proof only these three messages are
+// accepted (a BulkHello in place of the Hello, see below), bodies of at most
+// kMaxHandshakeBody. Every message after the proof, both ways, carries the
+// tags of gossamer/abi/session.hpp under session_key()s of this handshake
+// (link.hpp checks them).
 //
 // Bulk connections (large requests: a closure's payload that does not fit a
 // slot goes over TCP between the two hosts' instances). For every run and
@@ -29,14 +32,15 @@
 //   A -> D  Challenge{A's host, nonce_a, mac_a}
 //   D -> A  Proof{mac_d}
 //   A -> D  BulkReady{run id}
-// with mac_x = bulk_mac: HMAC-SHA256(psk, "gossamer-cp-bulk-1" | role x |
+// with mac_x = bulk_mac: HMAC-SHA256(key, "gossamer-cp-bulk-1" | role x |
 // nonce_d | nonce_a | D | A | rack id | run id), roles 'a' and 'd'. Another
 // label and other roles than the mesh's, so that neither handshake's
 // transcript verifies as the other's, and the run id is bound in, so that a
 // connection proven for one run cannot be taken for another. After
-// BulkReady neither daemon reads or writes the connection again: A takes
-// its socket once BulkReady is written, D once it has read it, and each
-// hands it to the run's instance (GOSSAMER_BULK, controlplane/README.md).
+// BulkReady (tagged, as every message after the proof) neither daemon reads
+// or writes the connection again: A takes its socket once BulkReady is
+// written, D once it has read it, and each hands it to the run's instance
+// with the instances' session keys (GOSSAMER_BULK, controlplane/README.md).
 // A BulkHello never makes a mesh link.
 #pragma once
 
@@ -49,7 +53,9 @@
 
 namespace gossamer::cp {
 
-inline constexpr std::uint32_t kVersion = 1;
+// 2: every message after the handshake tagged; Prepare and RunStatus name
+// the user an instance runs as.
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 8;
 inline constexpr std::uint32_t kMaxHandshakeBody = 256;
 inline constexpr std::uint32_t kMaxBody = 4u << 20;
@@ -207,6 +213,12 @@ bool decode(std::string_view body, M& m) {
   Reader r(body);
   r(m);
   return r.done();
+}
+
+// The messages of the handshake, the only ones a connection between daemons
+// carries untagged (link.hpp).
+constexpr bool is_handshake(Type t) {
+  return t == Type::kHello || t == Type::kChallenge || t == Type::kProof || t == Type::kBulkHello;
 }
 
 // A framed message: header + body.
@@ -394,6 +406,24 @@ Mac handshake_mac(const std::string& key, Role role, const Nonce& dialer_nonce, 
 Mac bulk_mac(const std::string& key, Role role, const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
              std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack, const std::string& run);
 bool mac_equal(const Mac& a, const Mac& b);  // constant time
+
+// The key the handshakes and the session keys derive from (never the rack
+// secret itself): scrypt(secret, salt = "gossamer-cp-psk-1" | rack id,
+// N = 2^15, r = 8, p = 1), 32 bytes. Deliberately slow (32 MiB, ~0.1 s),
+// computed once per daemon start: whoever records a handshake and guesses
+// at the secret pays that per guess. "" if libcrypto fails.
+inline constexpr std::uint64_t kScryptN = 1u << 15, kScryptR = 8, kScryptP = 1;
+std::string handshake_key(const std::string& secret, std::uint64_t rack);
+
+// A session key after a handshake: HMAC-SHA256(handshake key,
+// "gossamer-cp-session-1" | use | kind | sender | nonce_d | nonce_a | D | A |
+// rack id | run). `use` 'L' for the daemons' link, 'I' for the instances of
+// a bulk connection; `kind` 'm' mesh, 'b' bulk (run "" for the mesh);
+// `sender` 'D' or 'A': one key per direction.
+std::array<std::uint8_t, 32> session_key(const std::string& key, char use, char kind, char sender,
+                                         const Nonce& dialer_nonce, const Nonce& acceptor_nonce,
+                                         std::uint32_t dialer_host, std::uint32_t acceptor_host, std::uint64_t rack,
+                                         const std::string& run);
 
 
 // SHA-256 of a regular file's content, a piece at a time, so that a daemon

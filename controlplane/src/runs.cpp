@@ -356,15 +356,18 @@ void Daemon::start_instance(Run& r) {
     env.push_back(std::string(abi::kRunTokenEnv) + "=" +
                   dataplane::RunTokens::to_hex(tokens_.token(r.spec.run, self_)));
     if (r.spec.threads) env.push_back("GOSSAMER_THREADS=" + std::to_string(r.spec.threads));
-    // GOSSAMER_BULK=<host>:<fd>,...: the connection to each other host's
-    // instance, inherited at the same number.
+    // GOSSAMER_BULK=<host>:<fd>:<send key>:<receive key>,...: the connection
+    // to each other host's instance, inherited at the same number, and the
+    // instances' session keys for it (hex; gossamer/abi/session.hpp).
     std::vector<int> keep;
     std::string bulk;
     if (hosts_ > 1 && bulk_missing(r, "").empty()) {
       for (std::uint32_t h = 0; h < hosts_; ++h) {
         if (h == self_) continue;
-        bulk += (bulk.empty() ? "" : ",") + std::to_string(h) + ":" + std::to_string(r.bulk[h]);
-        keep.push_back(r.bulk[h]);
+        const BulkSocket& b = r.bulk[h];
+        bulk += (bulk.empty() ? "" : ",") + std::to_string(h) + ":" + std::to_string(b.fd) + ":" +
+                abi::session_key_hex(b.keys.send) + ":" + abi::session_key_hex(b.keys.receive);
+        keep.push_back(b.fd);
       }
       env.push_back("GOSSAMER_BULK=" + bulk);
     }

@@ -21,11 +21,11 @@ std::string FrameAuth::set_secret(const std::string& secret) {
   return "";
 }
 
-FrameKey FrameAuth::key(std::uint32_t src, std::uint32_t dst, std::uint32_t boot) const {
-  std::uint8_t in[12];
+FrameKey FrameAuth::key(std::uint32_t src, std::uint32_t dst, std::uint64_t boot) const {
+  std::uint8_t in[16];
   std::memcpy(in, &src, 4);
   std::memcpy(in + 4, &dst, 4);
-  std::memcpy(in + 8, &boot, 4);
+  std::memcpy(in + 8, &boot, 8);
   FrameKey out;
   crypto_generichash(out.bytes, sizeof out.bytes, in, sizeof in, master_, sizeof master_);
   return out;

@@ -7,7 +7,7 @@
 // from the rack secret (controlplane.psk_file) with keyed BLAKE2b
 // (rack_keys.hpp):
 //   master        = BLAKE2b-256(key = secret, "gossamer frame keys v1")
-//   key(s, d, b)  = BLAKE2b-128(key = master, s | d | b)   (little-endian u32s)
+//   key(s, d, b)  = BLAKE2b-128(key = master, s | d | b)   (little-endian u32, u32, u64)
 // So a frame that claims a new incarnation of its sender (a restart) verifies
 // only under that incarnation's key, which only holders of the secret can
 // compute; a replayed frame carries an old incarnation or an old sequence
@@ -36,7 +36,7 @@ class FrameAuth {
   // From the secret's bytes (at least 16). Returns "" or an error.
   std::string set_secret(const std::string& secret);
   // Frames from host `src` in incarnation `boot` to host `dst`.
-  FrameKey key(std::uint32_t src, std::uint32_t dst, std::uint32_t boot) const;
+  FrameKey key(std::uint32_t src, std::uint32_t dst, std::uint64_t boot) const;
   // The tag of `len` bytes, written to `tag`.
   static void sign(const FrameKey& k, const std::uint8_t* data, std::size_t len, std::uint8_t* tag);
   static bool verify(const FrameKey& k, const std::uint8_t* data, std::size_t len, const std::uint8_t* tag);

@@ -16,7 +16,7 @@ std::uint32_t later(std::uint32_t a, std::uint32_t b) { return after(a, b) ? a :
 }  // namespace
 
 Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t index,
-                       std::uint32_t credits, std::uint32_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq)
+                       std::uint32_t credits, std::uint64_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq)
     : self_(self),
       peer_(peer),
       index_(index),
@@ -293,7 +293,7 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
   return frames;
 }
 
-void Connection::reset(std::uint32_t new_boot) {
+void Connection::reset(std::uint64_t new_boot) {
   // The peer restarted: whatever we had for its previous incarnation is for
   // an application that no longer exists there.
   ++stats_.resets;
@@ -323,7 +323,7 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
   if (peer_boot_ == 0) {
     peer_boot_ = h.boot;
   } else if (h.boot != peer_boot_) {
-    if (std::int32_t(h.boot - peer_boot_) < 0) {
+    if (h.boot < peer_boot_) {
       ++stats_.stale_boot;  // a frame from the peer's previous life
       return Accept::kDrop;
     }

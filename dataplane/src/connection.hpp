@@ -95,8 +95,10 @@ class Connection {
   // the wrap. Every comparison of sequence numbers and credit limits is
   // serial-number arithmetic (RFC 1982), and 0 is a data frame's number
   // like any other.
+  // `boot`: our incarnation (incarnation.hpp); incarnations are compared as
+  // plain 64-bit numbers, larger is newer.
   Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t index, std::uint32_t credits,
-             std::uint32_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq = 1);
+             std::uint64_t boot, std::uint64_t tsc_hz, std::uint32_t first_seq = 1);
 
   // Queues one record; `payload` is primary_len + overflow_len bytes.
   void enqueue(const wire::WireRecord& r, const void* payload);
@@ -136,7 +138,7 @@ class Connection {
   std::uint32_t credits_left() const {
     return std::int32_t(credit_limit_ - next_seq_) >= 0 ? credit_limit_ - next_seq_ + 1 : 0;
   }
-  std::uint32_t peer_boot() const { return peer_boot_; }
+  std::uint64_t peer_boot() const { return peer_boot_; }
 
   // Sender side: new slots may go on this connection (the peer grants it).
   bool usable() const { return out_active_; }
@@ -182,8 +184,8 @@ class Connection {
   // Whatever this connection held was for the previous incarnation.
   // A connection that never heard from the peer but sent to it resets too:
   // its sequence numbers went to the previous incarnation.
-  void peer_restarted(std::uint32_t boot) {
-    if (peer_boot_ == 0 ? next_seq_ != first_seq_ : std::int32_t(boot - peer_boot_) > 0) reset(boot);
+  void peer_restarted(std::uint64_t boot) {
+    if (peer_boot_ == 0 ? next_seq_ != first_seq_ : boot > peer_boot_) reset(boot);
   }
 
  private:
@@ -195,14 +197,14 @@ class Connection {
   void fill_header(wire::FrameHeader* h, std::uint8_t type, std::uint32_t seq, std::uint8_t flags);
   void retransmit_all(std::uint64_t now, const Emit& emit);
   void send_ack(std::uint8_t flags, const Emit& emit);
-  void reset(std::uint32_t new_boot);
+  void reset(std::uint64_t new_boot);
   void put_record(const wire::WireRecord& w, const std::uint8_t* payload, std::size_t n);
   void renewal_asked(std::uint16_t coalescing, bool probe);
 
   std::uint16_t self_, peer_;
   std::uint8_t index_;
   std::uint32_t credits_;
-  std::uint32_t boot_;
+  std::uint64_t boot_;
   std::uint64_t rto_base_, rto_max_, rto_;
   std::uint32_t first_seq_;
 
@@ -223,7 +225,7 @@ class Connection {
   RunningMedian coalescing_;         // slots per data frame since the last renewal
 
   // rx
-  std::uint32_t peer_boot_ = 0;
+  std::uint64_t peer_boot_ = 0;
   std::uint32_t expected_;
   std::uint32_t grant_;
   bool ack_owed_ = false;

@@ -64,7 +64,7 @@ std::string process_name(std::uint32_t pid) {
 
 namespace {
 constexpr std::uint64_t kTagListen = 1, kTagAttaching = 2, kTagApp = 3;  // << 32 | fd
-constexpr std::size_t kMaxAttaching = 16;   // attaches in progress; more are refused at once
+constexpr std::size_t kMaxAttaching = 16;   // attaches in progress; a newer one displaces the oldest
 constexpr std::uint64_t kAttachWaitMs = 2000;
 
 void watch(int epfd, int fd, std::uint64_t kind) {
@@ -152,8 +152,15 @@ void Dataplane::accept_apps() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     if (attaching_.size() >= kMaxAttaching) {
-      refuse(fd, "too many attaches in progress (" + std::to_string(kMaxAttaching) + "); try again");
-      continue;
+      // Full: the oldest gives way. An application sends its attach message
+      // right after connecting, so only a connection that has been silent
+      // while kMaxAttaching newer ones arrived is dropped; refusing the new
+      // one instead would let 16 silent connections lock every application
+      // out.
+      const Attaching oldest = attaching_.front();
+      attaching_.erase(attaching_.begin());
+      ::epoll_ctl(control_epoll_fd_, EPOLL_CTL_DEL, oldest.fd, nullptr);
+      refuse(oldest.fd, "no attach message while " + std::to_string(kMaxAttaching) + " newer connections arrived");
     }
     attaching_.push_back({fd, tsc_now() + tsc_hz_ / 1000 * kAttachWaitMs});
     watch(control_epoll_fd_, fd, kTagAttaching);

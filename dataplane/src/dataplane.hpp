@@ -36,6 +36,8 @@
 #include "app.hpp"
 #include "auth.hpp"
 #include "connection.hpp"
+#include "cpus.hpp"
+#include "incarnation.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
 #include "ring.hpp"
@@ -77,7 +79,7 @@ struct CoreMsg {
   };
   Kind kind;
   std::uint32_t peer = 0, conn = 0;
-  std::uint32_t boot = 0;  // kRestart: the new incarnation; kRecord(s): Peer::boot_seen when posted
+  std::uint64_t boot = 0;  // kRestart: the new incarnation; kRecord(s): Peer::boot_seen when posted
   App* app = nullptr;
   wire::WireRecord rec{};
   std::vector<std::uint8_t> bytes;
@@ -96,11 +98,15 @@ class Dataplane {
  public:
   explicit Dataplane(const config::Config& cfg);
   ~Dataplane();
-  // The start-up steps (start.cpp): port, keys, peers, cores, socket, metrics.
-  // Returns "" or an error naming the step.
+  // The start-up steps (start.cpp): incarnation, cpus, port, keys, peers,
+  // cores, socket, metrics. Returns "" or an error naming the step.
   std::string start(const PortOpener& open_port);
-  // Runs core 0 here and cores 1.. on their own threads until `stop`.
+  // Runs core 0 here and cores 1.. on their own threads until `stop`, each
+  // on its CPUs (cpu_plan()).
   void run(const std::atomic<bool>& stop);
+  // Where the polling cores run; made from the affinity mask the process
+  // had when the Dataplane was constructed (before the port's EAL starts).
+  const CpuPlan& cpu_plan() const { return cpu_plan_; }
 
  private:
   friend class UdpTransport;  // the UDP transport works on the connections and port of its core
@@ -112,7 +118,7 @@ class Dataplane {
     Core& k;
     CoreSink(Dataplane& d, Core& c) : dp(d), k(c) {}
     void deliver(std::uint32_t peer, const wire::RecordView& v) override { dp.deliver(k, peer, v); }
-    void peer_restarted(std::uint32_t peer, std::uint32_t boot) override { dp.peer_restarted(k, peer, boot); }
+    void peer_restarted(std::uint32_t peer, std::uint64_t boot) override { dp.peer_restarted(k, peer, boot); }
   };
   // A periodic job of a core's loop (loop.cpp).
   struct Periodic {
@@ -171,7 +177,7 @@ class Dataplane {
     std::atomic<std::uint64_t> learned_mac{0};
     // The newest incarnation any core saw: records posted between cores
     // carry it, and are dropped if the peer restarted before they landed.
-    std::atomic<std::uint32_t> boot_seen{0};
+    std::atomic<std::uint64_t> boot_seen{0};
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
     std::atomic<bool> sent_data{false};          // ... and whether it sent data at all
     // QP scheduler: its active connections to us in the current phase
@@ -182,7 +188,7 @@ class Dataplane {
     std::map<std::uint64_t, RemoteApp> apps;  // by run key
     std::uint32_t intervals_heard = 0;        // scheduler intervals since we first heard from it
     SmoothedUtilization load;                 // its U_i over the last intervals (QP scheduler)
-    std::uint32_t handled_boot = 0;           // the incarnation we last re-announced to
+    std::uint64_t handled_boot = 0;           // the incarnation we last re-announced to
   };
   // An application removed from the list, freed once every core moved on.
   struct Retired {
@@ -192,6 +198,7 @@ class Dataplane {
   };
 
   // ---- start.cpp: start-up steps, in order
+  std::string take_incarnation();
   std::string open_port(const PortOpener& open);
   std::string load_keys();
   std::string make_peers();
@@ -223,7 +230,7 @@ class Dataplane {
   void check_starts();
   void on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an);
   void announce(std::uint32_t peer, std::uint8_t kind, const App& a);
-  void peer_restarted_control(std::uint32_t peer, std::uint32_t boot);
+  void peer_restarted_control(std::uint32_t peer, std::uint64_t boot);
   App* app_by_key(const Core& k, std::uint64_t key);
   std::uint32_t host_of(std::uint32_t total, std::uint32_t g) const;
 
@@ -240,8 +247,8 @@ class Dataplane {
   void deliver(Core& k, std::uint32_t src_host, const wire::RecordView& v);
   void deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
   void deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
-  void peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot);
-  void control_restart(std::uint32_t peer, std::uint32_t boot);
+  void peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot);
+  void control_restart(std::uint32_t peer, std::uint64_t boot);
 
   // ---- cores.cpp: between cores
   void post(Core& from, std::uint32_t to, CoreMsg* m);
@@ -261,6 +268,7 @@ class Dataplane {
   void collect(Stats* total, std::vector<Stats>* per_core, std::vector<abi::ConnCounters>* conns);
 
   // ---- loop.cpp: the loop and its periodic jobs
+  void place(Core& k);
   void core_loop(Core& k, const std::atomic<bool>& stop);
   void run_periodic(Core& k, std::uint64_t now);
   void sleep_until_work(Core& k, std::uint64_t now);
@@ -295,6 +303,7 @@ class Dataplane {
   std::uint32_t hosts_;
   std::uint32_t conns_per_host_;
   std::uint32_t ncores_;
+  CpuPlan cpu_plan_;
   std::string socket_path_;
   wire::Endpoint self_ep_{};
   std::vector<wire::Endpoint> endpoints_;
@@ -303,7 +312,8 @@ class Dataplane {
   FrameAuth auth_;                   // frame keys (dataplane.authenticate)
   RunTokens tokens_;                 // checks gossamerd's run tokens (app.hpp claim_run)
   int icmp_guard_fd_ = -1;
-  std::uint32_t boot_ = 0;
+  Incarnation incarnation_;          // holds the state file's lock while we run
+  std::uint64_t boot_ = 0;           // our incarnation (incarnation.hpp), from the start-up step
   std::uint64_t tsc_hz_ = 0;
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Core>> cores_;
@@ -320,7 +330,8 @@ class Dataplane {
   // Posted by core 0's rx stage to its control stage, in arrival order:
   // peers' announces (boot 0) and restarts (boot: the new incarnation).
   struct ControlEvent {
-    std::uint32_t peer, boot;
+    std::uint32_t peer;
+    std::uint64_t boot;
     wire::WireRecord rec;
     wire::AttachAnnounce an;
   };

@@ -14,10 +14,10 @@ namespace gossamer::dataplane {
 // posted to other cores before now were for the previous incarnation; the
 // other cores reset their connections to it; core 0's control stage forgets
 // its applications and announces ours again.
-void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot) {
+void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot) {
   Peer& p = peers_[peer];
-  std::uint32_t seen = p.boot_seen.load(std::memory_order_relaxed);
-  while (std::int32_t(boot - seen) > 0 &&
+  std::uint64_t seen = p.boot_seen.load(std::memory_order_relaxed);
+  while (boot > seen &&
          !p.boot_seen.compare_exchange_weak(seen, boot, std::memory_order_acq_rel)) {
   }
   for (std::uint32_t o = 0; o < ncores_; ++o) {
@@ -31,7 +31,7 @@ void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint32_t boot) 
 }
 
 // Core 0: to the control stage, in arrival order with the announces.
-void Dataplane::control_restart(std::uint32_t peer, std::uint32_t boot) {
+void Dataplane::control_restart(std::uint32_t peer, std::uint64_t boot) {
   control_events_.push_back(ControlEvent{peer, boot, {}, {}});
   control_ready_ = true;
 }

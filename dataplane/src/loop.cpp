@@ -11,6 +11,7 @@
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -41,16 +42,27 @@ void Dataplane::run(const std::atomic<bool>& stop) {
   for (std::size_t i = 1; i < cores_.size(); ++i) {
     Core& k = *cores_[i];
     k.thread = std::thread([this, &k, &stop] {
+      place(k);
       port_->thread_started(k.index);
       core_loop(k, stop);
       port_->thread_stopped(k.index);
     });
   }
+  place(*cores_[0]);
   core_loop(*cores_[0], stop);
   for (std::size_t i = 1; i < cores_.size(); ++i) cores_[i]->thread.join();
   sweep_apps();  // detaches confirmed since the last control job count in the last stats
   write_stats();
   write_metrics();
+}
+
+// Moves the calling thread to core k's CPUs (dataplane.cpus, else the whole
+// affinity mask the process started with: the EAL pinned the main thread to
+// one CPU, and threads inherit that).
+void Dataplane::place(Core& k) {
+  if (std::string err = cpu_plan_.apply(k.index); !err.empty()) spdlog::warn("{}", err);
+  else spdlog::info("polling core {} runs on {}", k.index, cpu_plan_.describe(k.index));
+  k.stats.cpu = std::uint64_t(::sched_getcpu());
 }
 
 // One polling core. Core 0 also runs the control stage and writes the
@@ -166,6 +178,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
       }
     }
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
+    if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);

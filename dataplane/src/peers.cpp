@@ -104,9 +104,9 @@ void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const 
 }
 
 // Core 0: once per incarnation (several cores may report it).
-void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint32_t boot) {
+void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint64_t boot) {
   Peer& p = peers_[peer];
-  if (p.handled_boot != 0 && std::int32_t(boot - p.handled_boot) <= 0) return;
+  if (boot <= p.handled_boot) return;
   p.handled_boot = boot;
   p.apps.clear();
   p.intervals_heard = 0;  // a newcomer again for the QP scheduler

@@ -81,8 +81,13 @@ class LoopbackPort final : public Port {
 }  // namespace
 
 std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues,
-                                                                          LoopbackInjector* injector) {
+                                                                          LoopbackInjector* injector,
+                                                                          LoopbackReopener* reopen) {
   auto link = std::make_shared<Link>();
+  if (reopen)
+    *reopen = [link, queues](int side) -> std::unique_ptr<Port> {
+      return std::make_unique<LoopbackPort>(link, side, queues);
+    };
   if (injector)
     *injector = [link](int to, const std::vector<std::uint8_t>& bytes) {
       if (bytes.size() > wire::kMaxFrame) return false;

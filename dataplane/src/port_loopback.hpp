@@ -20,10 +20,16 @@ namespace gossamer::dataplane {
 // A third party on the link: `bytes` arrive on side `to`'s (0: a, 1: b)
 // queue 0 as any frame would. False if its ring was full.
 using LoopbackInjector = std::function<bool(int to, const std::vector<std::uint8_t>& bytes)>;
+// A new port on side `side` of the same link, for a dataplane that restarts
+// (the old port must be gone); frames sent to that side meanwhile wait in
+// its ring, as in a NIC's.
+using LoopbackReopener = std::function<std::unique_ptr<Port>(int side)>;
 
 // Ports a and b, `queues` queues each, with MACs 02:00:00:00:00:0a and
-// 02:00:00:00:00:0b. With `injector`, also a way in for forged frames.
+// 02:00:00:00:00:0b. With `injector`, also a way in for forged frames; with
+// `reopen`, a way to open a side again.
 std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::uint16_t queues,
-                                                                          LoopbackInjector* injector = nullptr);
+                                                                          LoopbackInjector* injector = nullptr,
+                                                                          LoopbackReopener* reopen = nullptr);
 
 }  // namespace gossamer::dataplane

@@ -5,7 +5,6 @@
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,16 +31,11 @@ Dataplane::Dataplane(const config::Config& cfg)
       self_(cfg.host.index),
       hosts_(std::uint32_t(cfg.rack.hosts.size())),
       conns_per_host_(std::max<std::uint32_t>(1, std::min<std::uint32_t>(cfg.connections.per_remote_host, 255))),
-      ncores_(std::max<std::uint32_t>(1, cfg.dataplane.cores)) {
+      ncores_(std::max<std::uint32_t>(1, cfg.dataplane.cores)),
+      cpu_plan_(cfg.dataplane.cpus, cfg.dataplane.eal_args) {
   socket_path_ = cfg.dataplane_socket();
   for (const auto& h : cfg.rack.hosts) endpoints_.push_back({parse_ip(h.data.ip), h.data.port});
   self_ep_ = endpoints_[self_];
-  // Incarnations are ordered by start time (4 ms ticks), so a frame of a
-  // previous life can be told from one of the next.
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  boot_ = std::uint32_t((std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000) >> 2);
-  if (boot_ == 0) boot_ = 1;
 }
 
 Dataplane::~Dataplane() {
@@ -77,6 +71,8 @@ std::string Dataplane::start(const PortOpener& open) {
     std::function<std::string()> run;
   };
   const Step steps[] = {
+      {"incarnation", [&] { return take_incarnation(); }},
+      {"cpus", [&] { return cpu_plan_.check(); }},
       {"port", [&] { return open_port(open); }},
       {"keys", [&] { return load_keys(); }},
       {"peers", [&] { return make_peers(); }},
@@ -94,10 +90,22 @@ std::string Dataplane::start(const PortOpener& open) {
     if (!err.empty()) return std::string("start-up step '") + s.name + "': " + err;
   }
   spdlog::info("host {} ({}) ready: {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
-               "connections, credits {}, {} polling core{}, socket {}",
+               "connections, credits {}, {} polling core{}, socket {}, incarnation {}",
                self_, cfg_.self().name, port_->describe(), mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
                hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
-               socket_path_);
+               socket_path_, boot_);
+  return "";
+}
+
+// Our incarnation, larger than every earlier one of this host
+// (incarnation.hpp: the state file, the clock going backwards, a second
+// dataplane of the host). First, so that a second dataplane stops before it
+// touches the port.
+std::string Dataplane::take_incarnation() {
+  const std::string path = cfg_.incarnation_file();
+  if (std::string err = incarnation_.next(path, Incarnation::realtime_ns()); !err.empty())
+    return err + " (dataplane.incarnation_file)";
+  boot_ = incarnation_.value();
   return "";
 }
 

@@ -32,7 +32,7 @@ class DeliverySink {
   virtual void deliver(std::uint32_t peer, const wire::RecordView& v) = 0;
   // `peer` restarted as incarnation `boot`: this transport's connections to
   // it started over; whatever was in flight to the old one is gone.
-  virtual void peer_restarted(std::uint32_t peer, std::uint32_t boot) = 0;
+  virtual void peer_restarted(std::uint32_t peer, std::uint64_t boot) = 0;
 
  protected:
   ~DeliverySink() = default;
@@ -56,7 +56,7 @@ class Transport {
   virtual std::uint64_t next_deadline() const = 0;
   // Another core learned that `peer` restarted as `boot`: start this core's
   // connections to it over too.
-  virtual void peer_restarted(std::uint32_t peer, std::uint32_t boot) = 0;
+  virtual void peer_restarted(std::uint32_t peer, std::uint64_t boot) = 0;
   // The counters of (peer, conn), as the metrics contract has them.
   virtual void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const = 0;
 };

@@ -60,7 +60,7 @@ void UdpTransport::counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCou
   fill_conn(*out, *dp_.peers_[peer].conns[conn]);
 }
 
-void UdpTransport::peer_restarted(std::uint32_t peer, std::uint32_t boot) {
+void UdpTransport::peer_restarted(std::uint32_t peer, std::uint64_t boot) {
   Dataplane::Peer& p = dp_.peers_[peer];
   for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_) {
     p.conns[j]->peer_restarted(boot);

@@ -19,7 +19,7 @@ class UdpTransport final : public Transport {
   bool pump() override;
   bool usable(std::uint32_t peer, std::uint32_t conn) const override;
   std::uint64_t next_deadline() const override;
-  void peer_restarted(std::uint32_t peer, std::uint32_t boot) override;
+  void peer_restarted(std::uint32_t peer, std::uint64_t boot) override;
   void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const override;
 
  private:
@@ -37,7 +37,7 @@ class UdpTransport final : public Transport {
     std::uint32_t self = 0;
     struct Cached {
       bool valid = false;
-      std::uint32_t boot = 0;
+      std::uint64_t boot = 0;
       FrameKey key{};
     };
     std::vector<Cached> keys;  // per source host

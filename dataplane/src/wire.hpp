@@ -2,7 +2,7 @@
 // them and routers can carry them). Structs, constants and the parser; the
 // format is also described in dataplane/README.md, which must stay in step.
 //
-//   Ethernet (14) | IPv4 (20, no options) | UDP (8) | FrameHeader (40) | records
+//   Ethernet (14) | IPv4 (20, no options) | UDP (8) | FrameHeader (48) | records | tag (16)
 //
 // Every frame belongs to one connection: (source host, destination host,
 // connection index). Each direction of a connection is a reliable, in-order
@@ -10,8 +10,10 @@
 // as serial numbers; 0 comes after 2^32 - 1); `ack` acknowledges, for the
 // reverse direction, every frame up to and including that number; `credit`
 // is the highest seq the frame's receiver may send (FLOCK credits, papers
-// 002 §3.4.1). `boot` names the sender's incarnation: a new value resets the
-// connection. Ack-only frames carry seq 0 and no records.
+// 002 §3.4.1). `boot` names the sender's incarnation (incarnation.hpp: 64
+// bits, never reused, compared as plain unsigned numbers): a larger value
+// resets the connection, a smaller one is a frame from a previous life.
+// Ack-only frames carry seq 0 and no records.
 //
 // A data frame carries `records` records back to back, each a WireRecord
 // followed by `primary_len + overflow_len` payload bytes, padded to 8:
@@ -47,8 +49,9 @@
 namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
-// 2: fragment records; 3: active connections; 4: tag trailer; 5: the announce's owner
-inline constexpr std::uint8_t kVersion = 5;
+// 2: fragment records; 3: active connections; 4: tag trailer; 5: 64-bit incarnations;
+// 6: the announce's owner
+inline constexpr std::uint8_t kVersion = 6;
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
@@ -71,23 +74,30 @@ struct FrameHeader {
   std::uint8_t flags;       // kFlagRenew, kFlagActive
   std::uint16_t src_host;
   std::uint16_t dst_host;
-  std::uint32_t boot;       // sender incarnation
   std::uint32_t seq;        // data: this frame's number (from 1, wrapping); ack-only: 0
+  std::uint64_t boot;       // sender incarnation
+  std::uint64_t dst_boot;   // receiver incarnation this frame is for; 0: not known yet
   std::uint32_t ack;        // every frame <= ack of the reverse direction arrived
   std::uint32_t credit;     // the receiver of this frame may send up to this seq
   std::uint16_t records;
   std::uint16_t length;     // bytes of records after this header
   std::uint16_t coalesced;  // requests (slot records) in this frame, for stats
   std::uint16_t coalescing; // with kFlagRenew: median slots per data frame since the last renewal
-  std::uint32_t dst_boot;   // receiver incarnation this frame is for; 0: not known yet
 };
-static_assert(sizeof(FrameHeader) == 40);
+// Every field at an offset that is a multiple of its size, and no padding.
+// The header follows 42 bytes of Ethernet/IPv4/UDP, so it is copied out of
+// the frame (memcpy), never read in place.
+static_assert(sizeof(FrameHeader) == 48);
+static_assert(offsetof(FrameHeader, seq) == 12 && offsetof(FrameHeader, boot) == 16 &&
+              offsetof(FrameHeader, dst_boot) == 24 && offsetof(FrameHeader, ack) == 32 &&
+              offsetof(FrameHeader, coalescing) == 46);
 static_assert(std::is_trivially_copyable_v<FrameHeader>);
 
 // The tag that follows the records when frames are authenticated (auth.hpp).
 // Records leave room for it either way, so both settings cut slots alike.
 inline constexpr std::size_t kTagBytes = 16;
-inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader) - kTagBytes;  // 1416
+inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader) - kTagBytes;  // 1408
+static_assert(kMaxRecordBytes == 1408 && kMaxRecordBytes % 8 == 0);
 
 enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach = 3, kRecDetach = 4 };
 
@@ -128,8 +138,8 @@ static_assert(sizeof(AttachAnnounce) == 24);
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 
 // Largest payload of one record (a fragment fills a frame alone).
-inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1384
-static_assert(kMaxFragmentBytes % 8 == 0);
+inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1376
+static_assert(kMaxFragmentBytes == 1376 && kMaxFragmentBytes % 8 == 0);
 
 // Payload bytes that follow a record (already validated by parse_frame).
 constexpr std::size_t record_body(const WireRecord& r) {

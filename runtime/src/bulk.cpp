@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,11 @@ constexpr std::uint64_t kEventToken = ~std::uint64_t(0);
 // As when the dataplane reports a peer lost (rack.cpp): a consequence of
 // something outside this instance, not its own failure.
 constexpr int kExitBulkLost = 75;
+// A transfer's first buffer; it doubles as its bytes arrive.
+constexpr std::size_t kFirstChunk = 64 * 1024;
+
+// The bytes of a header or payload, as the tags take them.
+std::string_view bytes_of(const void* p, std::size_t n) { return {static_cast<const char*>(p), n}; }
 
 bool parse_u32(const std::string& s, std::uint32_t* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -54,15 +60,26 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
   };
   std::string s(env);
   std::size_t at = 0;
-  while (at <= s.size()) {
+  for (int entry = 1; at <= s.size(); ++entry) {
     std::size_t comma = s.find(',', at);
     std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     at = comma == std::string::npos ? s.size() + 1 : comma + 1;
-    std::size_t colon = item.find(':');
+    // host:fd:send key:receive key. The message names the entry, not its
+    // text: the keys must not reach a log.
+    std::string field[4];
+    std::size_t from = 0, n = 0;
+    for (; n < 4; ++n) {
+      const std::size_t colon = item.find(':', from);
+      field[n] = item.substr(from, colon == std::string::npos ? std::string::npos : colon - from);
+      if (colon == std::string::npos) break;
+      from = colon + 1;
+    }
     std::uint32_t host = 0, fd = 0;
-    if (colon == std::string::npos || !parse_u32(item.substr(0, colon), &host) ||
-        !parse_u32(item.substr(colon + 1), &fd) || fd > INT32_MAX)
-      return refuse("'" + item + "' is not <host>:<fd>");
+    abi::SessionKeys keys;
+    if (n != 3 || !parse_u32(field[0], &host) || !parse_u32(field[1], &fd) || fd > INT32_MAX ||
+        !abi::parse_session_key(field[2], &keys.send) || !abi::parse_session_key(field[3], &keys.receive))
+      return refuse("entry " + std::to_string(entry) +
+                    " is not <host>:<fd>:<send key>:<receive key> (64 hex digits each)");
     if (host >= rack.hosts || host == rack.host)
       return refuse("host " + std::to_string(host) + " is not another host of this " +
                     std::to_string(rack.hosts) + "-host rack");
@@ -82,6 +99,8 @@ std::unique_ptr<Bulk> Bulk::from_env(const char* env, const Rack& rack, std::uin
     auto p = std::make_unique<Peer>();
     p->host = host;
     p->fd = int(fd);
+    p->out_tags = abi::SessionDirection(keys.send);
+    p->in_tags = abi::SessionDirection(keys.receive);
     b->peers_[host] = std::move(p);
   }
   for (std::uint32_t h = 0; h < rack.hosts; ++h)
@@ -222,24 +241,38 @@ void Bulk::watch(Peer& p) {
 }
 
 void Bulk::drain(Peer& p) {
+  std::deque<Out> fresh;
   {
     std::lock_guard<std::mutex> g(p.mu);
-    while (!p.queue.empty()) {
-      p.sending.push_back(std::move(p.queue.front()));
-      p.queue.pop_front();
-    }
+    fresh.swap(p.queue);
+  }
+  // Tagged here, on the one thread that writes, so that the numbers follow
+  // the order on the wire (and outside the lock: a large body takes a while).
+  for (Out& o : fresh) {
+    const auto header = bytes_of(&o.h, sizeof o.h);
+    o.header_tag = p.out_tags.header_tag(header);
+    o.body_tag = p.out_tags.body_tag(header, bytes_of(o.payload.data(), o.payload.size()));
+    p.out_tags.advance();
+    p.sending.push_back(std::move(o));
   }
   while (!p.sending.empty()) {
     Out& o = p.sending.front();
-    const std::size_t total = sizeof o.h + o.payload.size();
-    iovec iov[2];
+    // header, its tag, the payload, its tag: what is left of them.
+    iovec parts[4] = {{&o.h, sizeof o.h},
+                      {o.header_tag.data(), o.header_tag.size()},
+                      {o.payload.data(), o.payload.size()},
+                      {o.body_tag.data(), o.body_tag.size()}};
+    iovec iov[4];
     int k = 0;
-    if (p.sent < sizeof o.h) {
-      iov[k++] = {reinterpret_cast<char*>(&o.h) + p.sent, sizeof o.h - p.sent};
-      if (!o.payload.empty()) iov[k++] = {o.payload.data(), o.payload.size()};
-    } else {
-      std::size_t off = p.sent - sizeof o.h;
-      iov[k++] = {o.payload.data() + off, o.payload.size() - off};
+    std::size_t skip = p.sent, total = 0;
+    for (const iovec& part : parts) {
+      total += part.iov_len;
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      iov[k++] = {static_cast<char*>(part.iov_base) + skip, part.iov_len - skip};
+      skip = 0;
     }
     msghdr mh{};
     mh.msg_iov = iov;
@@ -262,12 +295,16 @@ void Bulk::drain(Peer& p) {
 }
 
 bool Bulk::receive(Peer& p) {
+  static_assert(sizeof p.in == sizeof(BulkWireHeader) + abi::kSessionTagBytes);
   for (;;) {
+    // Reading: the header and its tag, then the body, then the body's tag.
     ssize_t r;
     if (p.in_got < sizeof p.in) {
       r = ::recv(p.fd, reinterpret_cast<char*>(&p.in) + p.in_got, sizeof p.in - p.in_got, 0);
-    } else {
+    } else if (p.body_got < p.body.size()) {
       r = ::recv(p.fd, p.body.data() + p.body_got, p.body.size() - p.body_got, 0);
+    } else {
+      r = ::recv(p.fd, p.body_tag.data() + p.tag_got, p.body_tag.size() - p.tag_got, 0);
     }
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
@@ -285,30 +322,49 @@ bool Bulk::receive(Peer& p) {
     if (p.in_got < sizeof p.in) {
       p.in_got += std::size_t(r);
       if (p.in_got < sizeof p.in) continue;
-      // A whole header: the peer is this run's instance on an authenticated
-      // connection, but check before allocating or delivering anything.
-      const BulkWireHeader& h = p.in;
+      // A whole header: authenticated first (its tag), then checked, before
+      // anything is allocated or delivered.
+      const BulkWireHeader& h = p.in.h;
+      if (!abi::SessionDirection::equal(p.in_tags.header_tag(bytes_of(&h, sizeof h)), p.in.tag.data())) {
+        close_peer(p, "a transfer header failed its tag (injected, replayed or reordered)");
+        return false;
+      }
       if (h.magic != kBulkMagic || (h.kind != kRequest && h.kind != kResponse) || h.pad[0] || h.pad[1] ||
           h.pad[2] || !on_host(h.from, p.host) || h.to - first_ >= local_ || h.length > kMaxBulkBytes) {
         close_peer(p, "malformed transfer header");
         return false;
       }
-      p.body.assign(h.length, std::byte{0});
+      // The buffer grows with the bytes that arrive, not to what the
+      // header claims: a header alone costs at most kFirstChunk.
+      p.body.assign(std::min<std::uint64_t>(h.length, kFirstChunk), std::byte{0});
       p.body_got = 0;
-    } else {
+      p.tag_got = 0;
+    } else if (p.body_got < p.body.size()) {
       p.body_got += std::size_t(r);
+      if (p.body_got == p.body.size() && p.body.size() < p.in.h.length)
+        p.body.resize(std::min<std::uint64_t>(p.in.h.length, 2 * p.body.size()));
+    } else {
+      p.tag_got += std::size_t(r);
     }
-    if (p.body_got < p.body.size()) continue;
+    if (p.body_got < p.in.h.length || p.tag_got < p.body_tag.size()) continue;
+    if (!abi::SessionDirection::equal(p.in_tags.body_tag(bytes_of(&p.in.h, sizeof p.in.h),
+                                                          bytes_of(p.body.data(), p.body.size())),
+                                      p.body_tag.data())) {
+      close_peer(p, "a transfer's bytes failed their tag");
+      return false;
+    }
+    p.in_tags.advance();
     // A whole transfer: to the receiving worker's inbox, then wake it.
-    const std::uint32_t li = p.in.to - first_;
+    const std::uint32_t li = p.in.h.to - first_;
     bytes_received_.fetch_add(p.body.size(), std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> g(inbox_[li]->mu);
-      inbox_[li]->items.push_back(Arrival{Kind(p.in.kind), p.in.from, p.in.id, std::move(p.body)});
+      inbox_[li]->items.push_back(Arrival{Kind(p.in.h.kind), p.in.h.from, p.in.h.id, std::move(p.body)});
     }
     p.body = {};
     p.in_got = 0;
     p.body_got = 0;
+    p.tag_got = 0;
     if (wake_) wake_(li);
   }
 }

@@ -4,13 +4,16 @@
 // (abi::BulkRef) through its slot; the body travels over a TCP connection
 // between this run's instances on the two hosts. gossamerd brokers those
 // connections (authenticated with the rack key) and hands them to the
-// instance it starts: GOSSAMER_BULK=<host>:<fd>,... (controlplane/README.md).
+// instance it starts, with the instances' session keys for each:
+// GOSSAMER_BULK=<host>:<fd>:<send key>:<receive key>,... (controlplane/README.md).
 // An instance started any other way has none, and large messages then go
 // through the dataplane in pieces, as before.
 //
 // One I/O thread per process moves every payload, both ways, so workers
 // never block on a socket. The stream on each connection is a sequence of
-// transfers: a BulkWireHeader then `length` bytes. A sender hands a payload
+// transfers: a BulkWireHeader then `length` bytes, each authenticated as
+// gossamer/abi/session.hpp says (header, its tag, the bytes, their tag; a
+// tag that fails closes the connection, as a malformed header does). A sender hands a payload
 // to send() and puts the reference in its slot; the receiving worker finds
 // the slot, then take()s the payload once it has arrived (either may come
 // first). The worker waits without blocking anything: the slot stays
@@ -28,6 +31,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gossamer/abi/session.hpp>
 
 namespace gossamer::detail {
 
@@ -55,7 +60,8 @@ class Bulk {
 
   // Parses GOSSAMER_BULK (nullptr or "" = no connections: returns null).
   // Every other host must be named once, with an fd that is a connected
-  // stream socket; anything else is an error (*error says what).
+  // stream socket and two keys (64 hex digits each); anything else is an
+  // error (*error says what).
   static std::unique_ptr<Bulk> from_env(const char* env, const Rack& rack, std::uint32_t threshold,
                                         std::string* error);
   ~Bulk();
@@ -85,6 +91,7 @@ class Bulk {
   struct Out {
     BulkWireHeader h;
     std::vector<std::byte> payload;
+    abi::SessionTag header_tag{}, body_tag{};  // set by the I/O thread, in wire order
   };
   struct Peer {
     std::uint32_t host = 0;
@@ -94,12 +101,19 @@ class Bulk {
     std::deque<Out> queue;      // handed over by workers
     // I/O thread only
     std::deque<Out> sending;
-    std::size_t sent = 0;       // bytes of sending.front() (header + payload) written
+    std::size_t sent = 0;       // bytes of sending.front() (header, tags, payload) written
     bool want_out = false;
-    BulkWireHeader in{};
+    abi::SessionDirection out_tags, in_tags;
+    // What is being read: the header and its tag, the body, the body's tag.
+    struct {
+      BulkWireHeader h;
+      abi::SessionTag tag;
+    } in{};
     std::size_t in_got = 0;     // bytes of `in` read
-    std::vector<std::byte> body;
+    std::vector<std::byte> body;  // grows as the transfer's bytes arrive
     std::size_t body_got = 0;
+    abi::SessionTag body_tag{};
+    std::size_t tag_got = 0;
   };
   struct Arrival {
     Kind kind;

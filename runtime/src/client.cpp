@@ -192,11 +192,18 @@ void RecordWriter::close(Completion done) {
   w->send_deferred_toggles();
 }
 
+void RecordWriter::abandon() noexcept {
+  Worker* w = worker_or_null();
+  w->channel(to_).queue.truncate(start_);
+  w->drop_deferred_toggles();
+  w->set_record_open(false);
+}
+
 void Worker::send_deferred_toggles() {
   while (!deferred_toggles_.empty()) {
     DeferredToggle t = deferred_toggles_.back();
     deferred_toggles_.pop_back();
-    send_toggle(t.trustee, t.handle, t.id);
+    toggle_ref(t.trustee, t.handle, t.id);  // the record is closed: now, or sent
   }
 }
 

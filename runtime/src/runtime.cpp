@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -319,14 +320,16 @@ std::uint64_t new_trust_id() noexcept {
 
 void toggle_ref(ThreadId trustee, PropertyHandle h, std::uint64_t id) noexcept {
   if (!runtime_active()) return;
-  if (trustee == tl_worker->id()) {
-    tl_worker->properties().toggle(h, id);
-    return;
-  }
   // A Trust serialized as an apply_with argument copies itself while that
-  // request's record is still open: send the toggle right after it closes.
+  // request's record is still open. The copy belongs to the bytes: its
+  // toggle waits until the record closes, or goes with it if the record is
+  // abandoned (encoding a later argument threw).
   if (tl_worker->record_open()) {
     tl_worker->defer_toggle(trustee, h, id);
+    return;
+  }
+  if (trustee == tl_worker->id()) {
+    tl_worker->properties().toggle(h, id);
     return;
   }
   send_toggle(trustee, h, id);
@@ -363,6 +366,25 @@ void report_async_failure(std::uint32_t status, const std::byte* data, std::uint
   if (!detail.empty()) m += ": " + detail;
   m += "; use apply() to receive such errors as exceptions";
   fatal(m);
+}
+
+void throw_send_failure(const char* op) {
+  std::string what;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "something that is not a std::exception";
+  }
+  std::throw_with_nested(remote_error(std::string("gossamer: ") + op +
+                                      ": the arguments could not be encoded, nothing was sent: " + what));
+}
+
+void then_callback_threw(const char* what) {
+  fatal(std::string("an apply_then/launch_then callback threw: ") +
+        (what ? what : "something that is not a std::exception") +
+        " (a callback has no caller to throw to: catch inside it)");
 }
 
 }  // namespace gossamer::detail

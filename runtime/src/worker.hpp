@@ -174,6 +174,7 @@ class Worker {
     deferred_toggles_.push_back({trustee, h, id});
   }
   void send_deferred_toggles();
+  void drop_deferred_toggles() noexcept { deferred_toggles_.clear(); }
   void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
                        std::uint32_t len);
   // A request that is not the application's (rack probes and stops): not

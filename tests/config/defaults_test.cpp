@@ -34,6 +34,8 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.dataplane.max_applications, 64u);
   EXPECT_EQ(c.dataplane.socket, "/run/gossamer/dataplane.sock");
   EXPECT_EQ(c.dataplane.socket_group, "");
+  EXPECT_EQ(c.dataplane.incarnation_file, "/var/lib/gossamer/dataplane-{host}.incarnation");
+  EXPECT_EQ(c.incarnation_file(), "/var/lib/gossamer/dataplane-localhost.incarnation");
 
   EXPECT_EQ(c.connections.per_remote_host, 2u);
   EXPECT_EQ(c.connections.max_active_qps, 256u);

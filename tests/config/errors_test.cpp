@@ -85,6 +85,21 @@ TEST(Errors, OutOfRange) {
             "t.yaml:3:11: dataplane.verbs.port: value -1 out of range [1, 255]");
 }
 
+TEST(Errors, Cpus) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  cores: 2\n"
+                     "  cpus: [3]\n"),
+            "t.yaml:3:9: dataplane.cpus: 1 CPUs for 2 polling cores (dataplane.cores): give one CPU per core");
+  EXPECT_EQ(error_of("dataplane: {cores: 2, cpus: [1, 1]}\n"),
+            "t.yaml:1:33: dataplane.cpus[1]: value 1 is listed twice");
+  EXPECT_EQ(error_of("dataplane: {cpus: [x]}\n"), "t.yaml:1:20: dataplane.cpus[0]: expected an integer, got 'x'");
+  EXPECT_EQ(error_of("dataplane: {cpus: [-1]}\n"), "t.yaml:1:20: dataplane.cpus[0]: value -1 out of range [0, 4095]");
+  EXPECT_EQ(error_of("dataplane: {cpus: 3}\n"), "t.yaml:1:19: dataplane.cpus: expected a sequence, got '3'");
+  const auto ok = load_string("dataplane: {cores: 2, cpus: [1, 0]}\n", "t.yaml");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok.config().dataplane.cpus, (std::vector<std::uint32_t>{1, 0}));
+}
+
 TEST(Errors, NotAMultiple) {
   EXPECT_EQ(error_of("slots:\n"
                      "  overflow_bytes: 100\n"),

@@ -9,7 +9,10 @@
 // token back; each side checks its own token comes back. Then one side of
 // each pair closes its descriptor and the other must read end-of-file: no
 // copy of that socket is left open anywhere, in gossamerd say (which side
-// closes alternates, so that every host's daemon is checked). Prints
+// closes alternates, so that every host's daemon is checked). Every message
+// is tagged as gossamer/abi/session.hpp says, under the instance keys that
+// GOSSAMER_BULK gives, and every tag read is checked: the two instances of a
+// pair got matching keys, for this very connection. Prints
 // "bulk ME-PEER ok" per peer and exits 0, or says why on stderr and exits 1.
 //
 //   bulk-peer [--proxied]   --proxied: the connections go through a proxy,
@@ -33,6 +36,7 @@
 #include <set>
 #include <string>
 
+#include <gossamer/abi/session.hpp>
 #include <gossamer/config.hpp>
 
 namespace {
@@ -54,29 +58,52 @@ struct Msg {
 constexpr std::uint32_t kHello = 0x4b4c4247;  // "GBLK"
 constexpr std::uint32_t kAck = 0x4b434147;    // "GACK"
 
-void write_all(int fd, const Msg& m, std::uint32_t peer) {
-  const char* p = reinterpret_cast<const char*>(&m);
-  for (std::size_t done = 0; done < sizeof m;) {
-    ssize_t n = ::write(fd, p + done, sizeof m - done);
+// One connection: its descriptor and the instances' tags, both ways.
+struct Conn {
+  int fd = -1;
+  gossamer::abi::SessionDirection out, in;
+};
+
+// A message as the session rule frames it: the Msg as the header, its tag,
+// no body, the body's tag.
+struct Tagged {
+  Msg m;
+  gossamer::abi::SessionTag header_tag, body_tag;
+};
+static_assert(sizeof(Tagged) == sizeof(Msg) + 2 * gossamer::abi::kSessionTagBytes);
+
+std::string_view bytes(const Msg& m) { return {reinterpret_cast<const char*>(&m), sizeof m}; }
+
+void write_all(Conn& c, const Msg& m, std::uint32_t peer) {
+  Tagged t{m, c.out.header_tag(bytes(m)), c.out.body_tag(bytes(m), {})};
+  c.out.advance();
+  const char* p = reinterpret_cast<const char*>(&t);
+  for (std::size_t done = 0; done < sizeof t;) {
+    ssize_t n = ::write(c.fd, p + done, sizeof t - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) fail("write to host " + std::to_string(peer) + ": " + std::strerror(errno));
     done += std::size_t(n);
   }
 }
 
-Msg read_msg(int fd, std::uint32_t peer) {
-  Msg m{};
-  char* p = reinterpret_cast<char*>(&m);
-  for (std::size_t done = 0; done < sizeof m;) {
-    pollfd pf{fd, POLLIN, 0};
+Msg read_msg(Conn& c, std::uint32_t peer) {
+  Tagged t{};
+  char* p = reinterpret_cast<char*>(&t);
+  for (std::size_t done = 0; done < sizeof t;) {
+    pollfd pf{c.fd, POLLIN, 0};
     if (::poll(&pf, 1, 10'000) == 0) fail("nothing from host " + std::to_string(peer) + " within 10 s");
-    ssize_t n = ::read(fd, p + done, sizeof m - done);
+    ssize_t n = ::read(c.fd, p + done, sizeof t - done);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) fail("host " + std::to_string(peer) + " closed the connection");
     if (n < 0) fail("read from host " + std::to_string(peer) + ": " + std::strerror(errno));
     done += std::size_t(n);
   }
-  return m;
+  if (!gossamer::abi::SessionDirection::equal(c.in.header_tag(bytes(t.m)), t.header_tag.data()) ||
+      !gossamer::abi::SessionDirection::equal(c.in.body_tag(bytes(t.m), {}), t.body_tag.data()))
+    fail("a message from host " + std::to_string(peer) +
+         " failed its tags: the two instances were not given matching keys for this connection");
+  c.in.advance();
+  return t.m;
 }
 
 std::uint32_t port_of(const sockaddr_storage& a) {
@@ -120,7 +147,7 @@ int main(int argc, char** argv) {
   const auto hosts = std::uint32_t(cfg.rack.hosts.size());
 
   const char* env = std::getenv("GOSSAMER_BULK");
-  std::map<std::uint32_t, int> fds;  // host -> descriptor
+  std::map<std::uint32_t, Conn> fds;  // host -> connection
   if (env) {
     std::string s = env;
     for (std::size_t at = 0; at <= s.size();) {
@@ -129,10 +156,14 @@ int main(int argc, char** argv) {
       const std::string item = s.substr(at, end - at);
       unsigned h = 0;
       int fd = -1, used = 0;
-      if (std::sscanf(item.c_str(), "%u:%d%n", &h, &fd, &used) != 2 || std::size_t(used) != item.size() || fd < 3)
-        fail("GOSSAMER_BULK entry '" + item + "' is not HOST:FD");
+      char send[65] = {}, receive[65] = {};
+      gossamer::abi::SessionKey ks{}, kr{};
+      if (std::sscanf(item.c_str(), "%u:%d:%64[0-9a-f]:%64[0-9a-f]%n", &h, &fd, send, receive, &used) != 4 ||
+          std::size_t(used) != item.size() || fd < 3 || !gossamer::abi::parse_session_key(send, &ks) ||
+          !gossamer::abi::parse_session_key(receive, &kr))
+        fail("a GOSSAMER_BULK entry is not HOST:FD:SEND-KEY:RECEIVE-KEY");
       if (h >= hosts || h == g_me || fds.count(h)) fail("GOSSAMER_BULK names host " + std::to_string(h) + " wrongly");
-      fds[h] = fd;
+      fds[h] = Conn{fd, gossamer::abi::SessionDirection(ks), gossamer::abi::SessionDirection(kr)};
       at = end + 1;
     }
   }
@@ -147,7 +178,7 @@ int main(int argc, char** argv) {
 
   // Nothing else is inherited.
   std::set<int> allowed{0, 1, 2};
-  for (auto& [h, fd] : fds) allowed.insert(fd);
+  for (auto& [h, c] : fds) allowed.insert(c.fd);
   if (DIR* d = ::opendir("/proc/self/fd")) {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] == '.') continue;
@@ -158,36 +189,37 @@ int main(int argc, char** argv) {
   }
 
   std::map<std::uint32_t, std::pair<std::uint32_t, std::uint32_t>> ports;
-  for (auto& [h, fd] : fds) ports[h] = check_socket(fd, h);
+  for (auto& [h, c] : fds) ports[h] = check_socket(c.fd, h);
   std::random_device rd;
   std::map<std::uint32_t, std::uint64_t> tokens;
   // 16-byte messages: they fit any socket buffer, so writing to every peer
   // before reading from any cannot deadlock.
-  for (auto& [h, fd] : fds) {
+  for (auto& [h, c] : fds) {
     tokens[h] = (std::uint64_t(rd()) << 32) | rd();
-    write_all(fd, Msg{kHello, g_me, tokens[h], ports[h].first, 0}, h);
+    write_all(c, Msg{kHello, g_me, tokens[h], ports[h].first, 0}, h);
   }
-  for (auto& [h, fd] : fds) {
-    const Msg m = read_msg(fd, h);
+  for (auto& [h, c] : fds) {
+    const Msg m = read_msg(c, h);
     if (m.magic != kHello) fail("host " + std::to_string(h) + "'s descriptor: not a hello first");
     if (m.host != h) fail("the descriptor for host " + std::to_string(h) + " leads to host " + std::to_string(m.host));
     if (!proxied && m.port != ports[h].second)
       fail("host " + std::to_string(h) + " wrote from port " + std::to_string(m.port) +
            ", this socket's peer is port " + std::to_string(ports[h].second));
-    write_all(fd, Msg{kAck, g_me, m.token, ports[h].first, 0}, h);
+    write_all(c, Msg{kAck, g_me, m.token, ports[h].first, 0}, h);
   }
-  for (auto& [h, fd] : fds) {
-    const Msg m = read_msg(fd, h);
+  for (auto& [h, c] : fds) {
+    const Msg m = read_msg(c, h);
     if (m.magic != kAck || m.host != h || m.token != tokens[h])
       fail("host " + std::to_string(h) + " did not echo this host's token");
   }
   // The lower host of a pair closes first when the indexes add up to an odd
   // number: (0,1) checks host 0's side, (0,2) host 2's, (1,2) host 1's.
   auto closes_first = [](std::uint32_t me, std::uint32_t peer) { return ((me + peer) % 2 == 1) == (me < peer); };
-  for (auto& [h, fd] : fds)
-    if (closes_first(g_me, h)) ::close(fd);
-  for (auto& [h, fd] : fds) {
+  for (auto& [h, c] : fds)
+    if (closes_first(g_me, h)) ::close(c.fd);
+  for (auto& [h, conn] : fds) {
     if (closes_first(g_me, h)) continue;
+    const int fd = conn.fd;
     pollfd pf{fd, POLLIN, 0};
     char c;
     if (::poll(&pf, 1, 10'000) == 0 || ::read(fd, &c, 1) != 0)
@@ -195,6 +227,6 @@ int main(int argc, char** argv) {
            " after its instance closed the connection: a copy of its socket is still open");
     ::close(fd);
   }
-  for (auto& [h, fd] : fds) std::printf("bulk %u-%u ok\n", g_me, h);
+  for (auto& [h, c] : fds) std::printf("bulk %u-%u ok\n", g_me, h);
   return 0;
 }

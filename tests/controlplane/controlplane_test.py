@@ -28,6 +28,9 @@ import time
 GOSSAMERD, GOSSAMERCTL, BULK_PEER = sys.argv[1], sys.argv[2], sys.argv[3]
 BASE_PORT = 17000 + (os.getpid() % 500) * 8
 HB_INTERVAL, HB_TIMEOUT = 100, 600
+# cp::kVersion, read from proto.hpp so that a protocol bump needs no edit here.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "controlplane", "src", "proto.hpp")) as f:
+    CP_VERSION = int(re.search(r"\bkVersion = (\d+);", f.read()).group(1))
 failures = []
 started = []  # every Popen we made, to clean up
 tmpdirs = []  # and every directory
@@ -150,8 +153,11 @@ def host_of_config():
 
 # ---- the peer protocol, enough to play a hostile or honest dialer ----------------------
 # (controlplane/src/proto.hpp: 8-byte header {u32 length, u16 type, u16 0},
-# strings as u32 length + bytes.)
-HELLO, CHALLENGE, PROOF, BULK_HELLO, BULK_READY = 1, 2, 3, 5, 6
+# strings as u32 length + bytes; after the handshake every message is tagged,
+# runtime/include/gossamer/abi/session.hpp.)
+HELLO, CHALLENGE, PROOF, HEARTBEAT, BULK_HELLO, BULK_READY = 1, 2, 3, 4, 5, 6
+PREPARE, PREPARED, START, OUTPUT, EXITED, STOP = 10, 11, 12, 13, 14, 15
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # proto.hpp kScrypt*
 
 
 def frame(t, body):
@@ -182,6 +188,72 @@ def psk_of(rack):
         return f.read().rstrip("\n\r \t").encode()
 
 
+_handshake_keys = {}
+
+
+def handshake_key(secret, rid):
+    """proto.hpp handshake_key(): scrypt(secret, salt "gossamer-cp-psk-1" | rack id)."""
+    if (secret, rid) not in _handshake_keys:
+        _handshake_keys[secret, rid] = hashlib.scrypt(
+            secret, salt=pstr(b"gossamer-cp-psk-1") + struct.pack("<Q", rid), n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P,
+            maxmem=64 << 20, dklen=32)
+    return _handshake_keys[secret, rid]
+
+
+def key_of(rack):
+    """The handshake key of RACK's daemons."""
+    return handshake_key(psk_of(rack), rack_id(rack))
+
+
+def session_key(key, use, kind, sender, nonce_d, nonce_a, d, a, rack, run=b""):
+    """proto.hpp session_key(): use b"L" (the daemons) or b"I" (instances), kind b"m" or b"b", sender b"D" or b"A"."""
+    msg = (pstr(b"gossamer-cp-session-1") + use + kind + sender + nonce_d + nonce_a + struct.pack("<IIQ", d, a, rack) +
+           pstr(run))
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def tag(key, part, n, header, body=b""):
+    """gossamer/abi/session.hpp: HMAC-SHA256(key, part | n | header | body), the first 16 bytes."""
+    return hmac.new(key, part + struct.pack("<Q", n) + header + body, hashlib.sha256).digest()[:16]
+
+
+def tagged(key, n, t, body):
+    """Message N of a direction under KEY, as an authenticated link sends it."""
+    h = struct.pack("<IHH", len(body), t, 0)
+    return h + tag(key, b"h", n, h) + body + tag(key, b"b", n, h, body)
+
+
+def read_message(s, tags, timeout):
+    """The bytes of the next message, with its tags if TAGS, or None when the
+    connection ends first."""
+    head, tail = (24, 16) if tags else (8, 0)
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while len(data) < head or len(data) < head + tail + struct.unpack("<I", data[:4])[0]:
+            chunk = s.recv(4096)
+            if not chunk:
+                return None
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        return None
+    return data
+
+
+def read_tagged(s, key, n, timeout=4):
+    """(type, body) of message N under KEY; 'bad tag' if a tag does not verify;
+    None when the connection ends first."""
+    data = read_message(s, True, timeout)
+    if data is None:
+        return None
+    h = data[:8]
+    length, t, _ = struct.unpack("<IHH", h)
+    body = data[24:24 + length]
+    if data[8:24] != tag(key, b"h", n, h) or data[24 + length:40 + length] != tag(key, b"b", n, h, body):
+        return "bad tag"
+    return t, body
+
+
 def mac(key, label, role, nonce_d, nonce_a, d, a, rack, run=None):
     """handshake_mac (label gossamer-cp-1) and bulk_mac (gossamer-cp-bulk-1, with the run id)."""
     msg = pstr(label) + role + nonce_d + nonce_a + struct.pack("<IIQ", d, a, rack)
@@ -191,29 +263,24 @@ def mac(key, label, role, nonce_d, nonce_a, d, a, rack, run=None):
 
 
 def read_frame(s, timeout=4):
-    """(type, body) of the next message, or None when the connection ends first."""
-    s.settimeout(timeout)
-    data = b""
-    try:
-        while len(data) < 8 or len(data) < 8 + struct.unpack("<I", data[:4])[0]:
-            chunk = s.recv(4096)
-            if not chunk:
-                return None
-            data += chunk
-    except (ConnectionResetError, socket.timeout):
+    """(type, body) of the next (untagged) message, or None when the connection ends first."""
+    data = read_message(s, False, timeout)
+    if data is None:
         return None
     n, t, _ = struct.unpack("<IHH", data[:8])
     return t, data[8:8 + n]
 
 
-def bulk_dialer(rack, to, me, run, proof="right", key=None, version=1):
+def bulk_dialer(rack, to, me, run, proof="right", key=None, version=CP_VERSION):
     """Plays host ME dialing host TO's bulk handshake for RUN. proof: 'right',
     'mesh' (the mesh handshake's MAC, a replay across protocols), 'other-run'
-    (the bulk MAC of another run), 'random'. Returns (socket, what came back:
-    'no challenge', 'refused', 'ready' (the challenge's MAC was the documented
-    one), or 'ready after a bad challenge')."""
-    key = key or psk_of(rack)
+    (the bulk MAC of another run), 'random'; KEY: another secret than the
+    rack's. Returns (socket, what came back: 'no challenge', 'refused',
+    'ready' (the challenge's MAC was the documented one, and the bulk-ready
+    came tagged under the documented session key), or 'ready after a bad
+    challenge')."""
     rid = rack_id(rack)
+    key = handshake_key(key, rid) if key else key_of(rack)
     nonce_d = os.urandom(32)
     s = socket.create_connection(("127.0.0.1", rack.port(to)))
     s.sendall(frame(BULK_HELLO, struct.pack("<IIQ", version, me, rid) + nonce_d + pstr(run)))
@@ -229,8 +296,8 @@ def bulk_dialer(rack, to, me, run, proof="right", key=None, version=1):
         "random": lambda: os.urandom(32),
     }
     s.sendall(frame(PROOF, proofs[proof]()))
-    f = read_frame(s)
-    if f and f[0] == BULK_READY and f[1] == pstr(run):
+    f = read_tagged(s, session_key(key, b"L", b"b", b"A", nonce_d, nonce_a, me, to, rid, run), 0)
+    if f and f != "bad tag" and f[0] == BULK_READY and f[1] == pstr(run):
         return s, "ready" if good else "ready after a bad challenge"
     return s, "refused"
 
@@ -292,7 +359,8 @@ def fds_settle(procs, want, timeout=5):
 
 class Proxy:
     """Forwards the TCP connections it accepts on PORT to port TO while
-    `allow` is set; closes the others at once."""
+    `allow` is set; closes the others at once. A subclass may watch and add
+    to what it forwards (forward(), inject_test.py)."""
 
     def __init__(self, port, to):
         self.to, self.allow = to, True
@@ -316,17 +384,26 @@ class Proxy:
             except OSError:
                 c.close()
                 continue
-            for a, b in ((c, u), (u, c)):
-                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+            self.forward(c, u)
+
+    def forward(self, c, u):
+        """Pumps both ways between the accepted C and the upstream U."""
+        for a, b in ((c, u), (u, c)):
+            threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
 
     @staticmethod
-    def pump(a, b):
+    def pump(a, b, tap=None):
+        """A to B until either ends; TAP(chunk), after each chunk, returns
+        bytes to write to B next."""
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
                 b.sendall(data)
+                extra = tap(data) if tap else b""
+                if extra:
+                    b.sendall(extra)
         except OSError:
             pass
         for x in (a, b):
@@ -341,6 +418,20 @@ class Proxy:
         except OSError:
             pass
         self.ls.close()
+
+
+def start_behind(rack, make):
+    """Starts the two hosts of RACK with host 1's control address (what host 0
+    dials) at port(2), where make(port(2), port(1)) listens in front of host
+    1's own listener. Returns what make() made."""
+    proxy = make(rack.port(2), rack.port(1))
+    for i in range(2):
+        with open(rack.cfg(i)) as f:
+            text = f.read().replace(f"control: 127.0.0.1:{rack.port(1)}", f"control: 127.0.0.1:{rack.port(2)}")
+        with open(rack.cfg(i), "w") as f:
+            f.write(text)
+        rack.start(i)
+    return proxy
 
 
 def main():
@@ -366,6 +457,27 @@ def main():
           any(k.startswith("gossamer_build_info{") for k in m),
           f"/metrics on host 0: every host up, heartbeat ages, no dataplane: "
           f"{ {k: v for k, v in m.items() if k.startswith('gossamer_')} }")
+    # A client that never finishes its request does not stall the others
+    # (issue 18, finding 14: the one exposer thread waited 30 s on it), and
+    # is itself let go after the 2 s request timeout.
+    slow = socket.create_connection(("127.0.0.1", rack.port(0) + 4000))
+    slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    m = scrape(rack, 0)
+    took = time.monotonic() - t0
+    check(m.get('gossamer_dataplane_up{host="h0"}') == 0 and took < 1.5,
+          f"/metrics answers in {took:.2f} s while another client holds a request open")
+    slow.settimeout(6)
+    t0 = time.monotonic()
+    try:
+        while slow.recv(4096):
+            pass
+        let_go = time.monotonic() - t0
+    except OSError:
+        let_go = None
+    slow.close()
+    check(let_go is not None and let_go < 4, f"the unfinished request is closed by gossamerd after {let_go} s")
 
     # ---- run: output with prefixes, exit status, environment -------------------------
     hello = write_script(d, "hello", host_of_config() +
@@ -501,7 +613,8 @@ def main():
     for l in r.stdout.splitlines():
         w = l.split()
         if l.startswith("[host ") and len(w) == 3 and w[2].startswith("bulk="):
-            bulk[w[1]] = dict(x.split(":")[::-1] for x in w[2][5:].split(",") if ":" in x)  # fd -> host
+            # host:fd:send key:receive key -> {fd: host}
+            bulk[w[1]] = {x.split(":")[1]: x.split(":")[0] for x in w[2][5:].split(",") if ":" in x}
         elif l.startswith("[host ") and "->" in w and not w[-1].startswith("/proc/"):
             listed.setdefault(w[1], {})[w[w.index("->") - 1]] = w[-1]
     inherit_ok = len(listed) == 3 and len(bulk) == 3
@@ -592,6 +705,22 @@ def main():
         p.kill()
     check(p.returncode == 1 and "chmod 600" in rack.log(2), "a psk file readable by others is refused")
     os.chmod(rack.psk, 0o600)
+    # Issue 18 finding 13: a secret too weak to survive offline guessing.
+    weak_psk = os.path.join(d, "weak-psk")
+    with open(weak_psk, "w") as f:
+        f.write("our rack secret is sixteen bytes or more\n")
+    os.chmod(weak_psk, 0o600)
+    weak = os.path.join(d, "weak.yaml")
+    rack.write_config(2, weak_psk, name=weak)
+    p = rack.start(2, config=weak)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    check(p.returncode == 1 and f"the pre-shared key in {weak_psk}" in rack.log(2) and
+          "fewer than 128" in rack.log(2) and "head -c 32 /dev/urandom | base64" in rack.log(2),
+          f"a weak psk is refused, naming the file and how to make a good one (rc {p.returncode})")
     rack.start(2)
     check(rack.wait_up(0), "host 2 rejoins with the right key")
 
@@ -642,7 +771,7 @@ def main():
     # Prepare may come after a peer's dial, so host 2 keeps them, at most 64
     # per peer host (the oldest go at once), for 10 s.
     pid2 = rack.procs[2].pid
-    base2 = fd_count(pid2)
+    base2 = fds_quiet([rack.procs[2]])[0]  # not while the last run's descriptors close
     t_pending = time.time()
     kept = [bulk_dialer(rack, 2, 0, b"feed%04d" % k) for k in range(66)]
     check(all(w == "ready" for _, w in kept),
@@ -671,13 +800,13 @@ def main():
         s.close()
     rid = rack_id(rack)
     nonce = os.urandom(32)
-    bulk_hello = frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce + pstr(b"bulk0002"))
+    bulk_hello = frame(BULK_HELLO, struct.pack("<IIQ", CP_VERSION, 0, rid) + nonce + pstr(b"bulk0002"))
     raw = {
         "a bulk hello, then garbage instead of a proof": (bulk_hello, os.urandom(100)),
         "a bulk hello, then nothing (a stalled handshake)": (bulk_hello, b""),
-        "a bulk hello over 256 bytes": (frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce +
+        "a bulk hello over 256 bytes": (frame(BULK_HELLO, struct.pack("<IIQ", CP_VERSION, 0, rid) + nonce +
                                               pstr(b"a" * 300)), b""),
-        "a bulk hello with a lying run id length": (frame(BULK_HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce +
+        "a bulk hello with a lying run id length": (frame(BULK_HELLO, struct.pack("<IIQ", CP_VERSION, 0, rid) + nonce +
                                                           struct.pack("<I", 1 << 30) + b"abc"), b""),
         "a bulk-ready from the dialer": (frame(BULK_READY, pstr(b"bulk0002")), b""),
     }
@@ -696,10 +825,10 @@ def main():
     # The other way round: a mesh hello answered with the bulk handshake's
     # proof must not become host 0's mesh link.
     s = socket.create_connection(("127.0.0.1", rack.port(2)))
-    s.sendall(frame(HELLO, struct.pack("<IIQ", 1, 0, rid) + nonce))
+    s.sendall(frame(HELLO, struct.pack("<IIQ", CP_VERSION, 0, rid) + nonce))
     f = read_frame(s)
     if f and f[0] == CHALLENGE:
-        s.sendall(frame(PROOF, mac(psk_of(rack), b"gossamer-cp-bulk-1", b"d", nonce, f[1][4:36], 0, 2, rid, b"")))
+        s.sendall(frame(PROOF, mac(key_of(rack), b"gossamer-cp-bulk-1", b"d", nonce, f[1][4:36], 0, 2, rid, b"")))
     check(f is not None and f[0] == CHALLENGE and closed_by_peer(s),
           "a mesh hello with the bulk handshake's proof is dropped")
     s.close()
@@ -737,13 +866,7 @@ def main():
     # Host 1's control address (what host 0 dials) is a proxy: it forwards
     # the mesh connection, then closes every new connection.
     pr = Rack(2, tempfile.mkdtemp(prefix="gossamer-cp2-"))
-    proxy = Proxy(pr.port(2), pr.port(1))
-    for i in range(2):
-        with open(pr.cfg(i)) as f:
-            text = f.read().replace(f"control: 127.0.0.1:{pr.port(1)}", f"control: 127.0.0.1:{pr.port(2)}")
-        with open(pr.cfg(i), "w") as f:
-            f.write(text)
-        pr.start(i)
+    proxy = start_behind(pr, Proxy)
     if check(pr.wait_up(0) and pr.wait_up(1), "a 2-host rack whose mesh goes through a proxy is up"):
         r = pr.ctl(0, "run", "--", BULK_PEER, "--proxied")
         check(r.returncode == 0 and r.stdout.count(" ok") == 2, f"bulk connections go through it too: {r.stderr!r}")
@@ -814,19 +937,26 @@ def main():
     check(not any(alive(x) for x in dp_pids()), "SIGTERM on gossamerd stops its dataplane")
 
 
-try:
-    main()
-finally:
-    for p in started:
-        if p.poll() is None:
-            if p.args and p.args[0] == GOSSAMERD or (len(p.args) > 1 and GOSSAMERD in p.args):
-                p.send_signal(signal.SIGCONT)
-            p.kill()
-            p.wait()
-    if not failures:
-        for t in tmpdirs:
-            shutil.rmtree(t, ignore_errors=True)
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all control-plane checks passed")
+def run(test, what="control-plane"):
+    """Runs TEST, then ends every process it started and removes its
+    directories (kept when a check failed); exits 1 if one did."""
+    try:
+        test()
+    finally:
+        for p in started:
+            if p.poll() is None:
+                if p.args and p.args[0] == GOSSAMERD or (len(p.args) > 1 and GOSSAMERD in p.args):
+                    p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+        if not failures:
+            for t in tmpdirs:
+                shutil.rmtree(t, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print(f"all {what} checks passed")
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,10 +1,12 @@
 // The peer handshake's state machine (controlplane/src/handshake.hpp), both
 // sides played against each other without sockets: an honest pair, and every
-// way one side may lie (wrong key, wrong host, wrong rack, another run).
+// way one side may lie (wrong key, wrong host, wrong rack, another run);
+// the session keys both sides derive from it.
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "handshake.hpp"
 
@@ -85,6 +87,31 @@ TEST(Handshake, BulkBothSidesAgreeOnTheRun) {
   EXPECT_TRUE(a2.bulk());
   EXPECT_EQ(a2.run(), "00112233aabbccdd");
   EXPECT_EQ(a2.peer(), 1u);
+}
+
+TEST(Handshake, BothSidesDeriveTheSameSessionKeysBoundToTheHandshake) {
+  using Use = Handshake::KeyUse;
+  auto run = [](std::string bulk_run) {
+    auto d = Handshake::dialer(kKey, kRack, 0, 2, bulk_run);
+    auto a = Handshake::acceptor(kKey, kRack, 2);
+    Msg challenge = deliver(a, d.hello());
+    deliver(a, *deliver(d, *challenge));
+    EXPECT_TRUE(d.done() && a.done());
+    return std::pair{d, a};
+  };
+  auto [d, a] = run("");
+  for (Use use : {Use::kLink, Use::kInstance}) {
+    EXPECT_EQ(d.keys(use).send, a.keys(use).receive);
+    EXPECT_EQ(d.keys(use).receive, a.keys(use).send);
+    EXPECT_NE(d.keys(use).send, d.keys(use).receive);  // one key per direction
+  }
+  EXPECT_NE(d.keys(Use::kLink).send, d.keys(Use::kInstance).send);
+  // Another handshake (other nonces), or a bulk one: other keys.
+  auto [d2, a2] = run("");
+  EXPECT_NE(d.keys(Use::kLink).send, d2.keys(Use::kLink).send);
+  auto [db, ab] = run("00112233aabbccdd");
+  EXPECT_EQ(db.keys(Use::kInstance).send, ab.keys(Use::kInstance).receive);
+  EXPECT_NE(db.keys(Use::kLink).send, d.keys(Use::kLink).send);
 }
 
 TEST(Handshake, WrongKeyIsRefusedByBothSides) {

@@ -25,11 +25,12 @@ def check_dataplane(exe):
     sock = os.path.join(d, "dp.sock")
     psk = os.path.join(d, "psk")
     with open(os.open(psk, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-        f.write("a rack secret of at least sixteen bytes\n")
+        f.write(os.urandom(32).hex() + "\n")
     def write(name, eal, psk_file=psk, extra=""):
         path = os.path.join(d, name)
         with open(path, "w") as f:
-            f.write(base + f"dataplane:\n  driver: dpdk\n  socket: {sock}\n  eal_args: {eal}\n{extra}"
+            f.write(base + f"dataplane:\n  driver: dpdk\n  socket: {sock}\n  eal_args: {eal}\n"
+                    f"  incarnation_file: {d}/dp.incarnation\n{extra}"
                     f"controlplane:\n  psk_file: {psk_file}\n")
         return path
     noport = write("noport.yaml", '["--no-huge", "-m", "64", "--no-shconf", "--no-pci", "--file-prefix=dpw1"]')

@@ -78,7 +78,7 @@ static_assert(offsetof(abi::DataplaneMessage, host_count) == 8);
 static_assert(offsetof(abi::DataplaneMessage, text) == 16);
 static_assert(sizeof(abi::AppMessage) == 8);
 
-static_assert(sizeof(gossamer::dataplane::wire::FrameHeader) == 40);
+static_assert(sizeof(gossamer::dataplane::wire::FrameHeader) == 48);
 static_assert(sizeof(gossamer::dataplane::wire::WireRecord) == 32);
 static_assert(sizeof(gossamer::dataplane::wire::AttachAnnounce) == 24);
 

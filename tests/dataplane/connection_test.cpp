@@ -175,8 +175,8 @@ struct Side {
 };
 
 struct Sim {
-  Sim(std::uint32_t credits, std::uint32_t seed, Faults f, std::uint32_t boot_a = 100,
-      std::uint32_t boot_b = 200, std::uint8_t index = kIndex, std::uint32_t first_seq = 1)
+  Sim(std::uint32_t credits, std::uint32_t seed, Faults f, std::uint64_t boot_a = 100,
+      std::uint64_t boot_b = 200, std::uint8_t index = kIndex, std::uint32_t first_seq = 1)
       : rng(seed), ab(&rng, f), ba(&rng, f), credits(credits) {
     a.conn = std::make_unique<Connection>(0, 1, index, credits, boot_a, kHz, first_seq);
     b.conn = std::make_unique<Connection>(1, 0, index, credits, boot_b, kHz, first_seq);
@@ -752,6 +752,54 @@ TEST(ConnectionRestart, DataFromBeforeThePeerSawTheRestartDoesNotHideNewData) {
   const auto n_new = std::count(sim.b.delivered.begin(), sim.b.delivered.end(), kNew);
   EXPECT_EQ(n_new, 1);
   EXPECT_LE(std::count(sim.b.delivered.begin(), sim.b.delivered.end(), kOld), 1);
+}
+
+// Issue 18 finding 10: incarnations were ordered by time mod 2^32, so a
+// restart 3 s later (in nanoseconds, 3e9 > 2^31) looked older than the
+// incarnation before it and every frame of the restarted peer was dropped
+// as stale; and one that really was older looked newer. Incarnations are
+// 64-bit now and compared as plain numbers.
+TEST(ConnectionRestart, IncarnationsAreOrderedAs64BitNumbers) {
+  constexpr std::uint64_t kOld = 1'700'000'000'000'000'000ull;  // ns since the epoch, 2023
+  constexpr std::uint64_t kNew = kOld + 3'000'000'000ull;       // a restart 3 s later
+  constexpr std::uint64_t kOlder = kOld - 3'000'000'000ull;     // a life before kOld
+  static_assert(std::int32_t(std::uint32_t(kNew) - std::uint32_t(kOld)) < 0, "older mod 2^32");
+  static_assert(std::int32_t(std::uint32_t(kOlder) - std::uint32_t(kOld)) > 0, "newer mod 2^32");
+  constexpr std::uint32_t kC = 16;
+  Sim sim(kC, 12, {}, 100, kOld);
+  for (std::uint32_t s = 1; s <= 20; ++s) enqueue_record(*sim.b.conn, s);
+  sim.run([&] { return sim.a.delivered.size() >= 20 && sim.quiet(); }, 10'000);
+  EXPECT_EQ(sim.a.conn->peer_boot(), kOld);
+
+  // B restarts as kNew: A takes it as the restart it is and hears the new B.
+  sim.b.conn = std::make_unique<Connection>(1, 0, kIndex, kC, kNew, kHz);
+  sim.a.delivered.clear();
+  for (std::uint32_t s = 1; s <= 20; ++s) enqueue_record(*sim.b.conn, 1'000 + s);
+  const std::uint64_t steps = sim.run([&] { return sim.a.delivered.size() >= 20 && sim.quiet(); }, 10'000);
+  EXPECT_LT(steps, 10'000u) << "the restarted peer was never heard";
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  EXPECT_EQ(sim.a.conn->stats().stale_boot, 0u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), kNew);
+  expect_sequence(sim.a.delivered, iota(1'001, 20));
+
+  // A frame of kOlder is from a previous life: dropped, no reset.
+  Connection older(1, 0, kIndex, kC, kOlder, kHz);
+  std::vector<std::vector<std::uint8_t>> frames;
+  enqueue_record(older, 9);
+  older.pump(sim.now, [&](const std::uint8_t* p, std::size_t len) { frames.emplace_back(p, p + len); });
+  ASSERT_EQ(frames.size(), 1u);
+  auto ea = sim.emit_a();
+  EXPECT_EQ(Sim::deliver(sim.a, frames[0], sim.now, ea), Connection::Accept::kDrop);
+  EXPECT_EQ(sim.a.conn->stats().stale_boot, 1u);
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), kNew);
+
+  // Told by another connection: the same order.
+  sim.a.conn->peer_restarted(kOlder);
+  EXPECT_EQ(sim.a.conn->stats().resets, 1u);
+  sim.a.conn->peer_restarted(kNew + 3'000'000'000ull);
+  EXPECT_EQ(sim.a.conn->stats().resets, 2u);
+  EXPECT_EQ(sim.a.conn->peer_boot(), kNew + 3'000'000'000ull);
 }
 
 TEST(Connection, FirstFrameSetsPeerBoot) {

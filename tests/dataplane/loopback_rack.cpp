@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,7 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
     << "    - {name: a, control: 127.0.0.1:17700, data: 198.18.0.1:7800, mac: \"02:00:00:00:00:0a\"}\n"
     << "    - {name: b, control: 127.0.0.1:17701, data: 198.18.0.2:7800, mac: \"02:00:00:00:00:0b\"}\n"
     << "dataplane:\n  cores: " << cores << "\n  socket: " << dir << "/{host}.sock\n"
+    << "  incarnation_file: " << dir << "/{host}.incarnation\n"
     << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
     << "  max_applications: " << max_apps << "\n"
     << "controlplane:\n  psk_file: " << dir << "/psk\n"
@@ -52,35 +54,66 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
 
 }  // namespace
 
-LoopbackRack::LoopbackRack(const Options& o) {
+LoopbackRack::LoopbackRack(const Options& o) : o_(o) {
   char tmpl[] = "/tmp/gossamer-loopback-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
   {
-    // The rack secret both dataplanes derive their frame keys from.
+    // The rack secret both dataplanes derive their frame keys from: 256
+    // random bits in hex (load_rack_secret refuses fewer than 128).
     const mode_t old = ::umask(077);
-    std::ofstream(dir_ + "/psk") << "loopback rack secret " << std::random_device{}() << std::random_device{}() << "\n";
+    std::random_device rd;
+    char hex[65];
+    for (int i = 0; i < 8; ++i) std::snprintf(hex + 8 * i, 9, "%08x", unsigned(rd()));
+    std::ofstream(dir_ + "/psk") << hex << "\n";
     ::umask(old);
   }
-  auto [a, b] = make_loopback_pair(std::uint16_t(std::max(o.cores_a, o.cores_b)), &inject_);
+  if (!o.incarnation_b.empty()) std::ofstream(incarnation_file(1)) << o.incarnation_b;
+  auto [a, b] = make_loopback_pair(std::uint16_t(std::max(o.cores_a, o.cores_b)), &inject_, &reopen_);
   std::unique_ptr<Port> ports[2] = {std::move(a), std::move(b)};
-  const std::uint32_t cores[2] = {o.cores_a, o.cores_b};
-  for (int h = 0; h < 2; ++h) {
-    dp_[h] = std::make_unique<Dataplane>(host_config(dir_, h, cores[h], o.conns, o.authenticate, o.max_applications));
-    if (!o.faults.empty()) std::ofstream(socket(h) + ".faults") << o.faults << "\n";
-    auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
-      *out = std::move(ports[h]);
-      return std::string();
-    };
-    if (std::string err = dp_[h]->start(open); !err.empty()) throw std::runtime_error(err);
+  try {
+    for (int h = 0; h < 2; ++h) {
+      if (!o.faults.empty()) std::ofstream(socket(h) + ".faults") << o.faults << "\n";
+      start(h, std::move(ports[h]));
+    }
+  } catch (...) {
+    stop();
+    for (auto& d : dp_) d.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
   }
-  for (int h = 0; h < 2; ++h) threads_[h] = std::thread([this, h] { dp_[h]->run(stop_); });
+}
+
+void LoopbackRack::start(int h, std::unique_ptr<Port> port) {
+  dp_[h] = std::make_unique<Dataplane>(
+      host_config(dir_, h, h == 0 ? o_.cores_a : o_.cores_b, o_.conns, o_.authenticate, o_.max_applications));
+  auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
+    *out = std::move(port);
+    return std::string();
+  };
+  if (std::string err = dp_[h]->start(open); !err.empty()) throw std::runtime_error(err);
+  threads_[h] = std::thread([this, h] { dp_[h]->run(stop_[h]); });
+}
+
+void LoopbackRack::restart(int h) {
+  stop_[h].store(true);
+  if (threads_[h].joinable()) threads_[h].join();
+  dp_[h].reset();  // as the process exits: its socket goes, its incarnation file's lock is released
+  stop_[h].store(false);
+  start(h, reopen_(h));
+}
+
+std::uint64_t LoopbackRack::incarnation(int host) const {
+  abi::MetricsHeader h{};
+  std::ifstream(socket(host) + ".metrics", std::ios::binary).read(reinterpret_cast<char*>(&h), sizeof h);
+  return h.magic == abi::kMetricsMagic ? h.boot : 0;
 }
 
 void LoopbackRack::stop() {
   if (stopped_) return;
   stopped_ = true;
-  stop_.store(true);
+  for (auto& s : stop_) s.store(true);
   for (auto& t : threads_)
     if (t.joinable()) t.join();
 }

@@ -21,7 +21,7 @@ namespace gossamer::dataplane::testing {
 
 // A rack of two hosts ("a", "b"), each a Dataplane on its own thread; the
 // ports are a loopback pair behind FaultPorts. Files go to a fresh
-// directory under /tmp.
+// directory under /tmp (the incarnation files too: <dir>/<host>.incarnation).
 class LoopbackRack {
  public:
   struct Options {
@@ -30,11 +30,20 @@ class LoopbackRack {
     std::string faults;  // written to both hosts' <socket>.faults before start
     bool authenticate = true;
     std::uint32_t max_applications = 64;
+    // What host b's incarnation file holds before it starts; "": no file.
+    std::string incarnation_b;
   };
+  // Throws std::runtime_error with the start-up error if a host fails to start.
   explicit LoopbackRack(const Options& o);
   ~LoopbackRack();  // stops both, removes the directory
   void stop();      // joins the dataplanes (they write their stats files)
+  // Stops host h's dataplane and starts a new one (a new incarnation) on the
+  // same side of the link, as gossamerd restarts one that exited.
+  void restart(int host);
   std::string socket(int host) const;
+  std::string incarnation_file(int host) const { return dir_ + (host == 0 ? "/a" : "/b") + ".incarnation"; }
+  // Host h's incarnation, from its metrics file.
+  std::uint64_t incarnation(int host) const;
   // A frame from a third party on the link, to host `to`.
   bool inject(int to, const std::vector<std::uint8_t>& frame) { return inject_(to, frame); }
   // A counter of host h's <socket>.stats file, summed over its label sets
@@ -46,11 +55,15 @@ class LoopbackRack {
   std::string run_token(const std::string& id, int host) const;
 
  private:
+  void start(int host, std::unique_ptr<Port> port);
+
+  Options o_;
   std::string dir_;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_[2]{false, false};
   std::unique_ptr<Dataplane> dp_[2];
   std::thread threads_[2];
   LoopbackInjector inject_;
+  LoopbackReopener reopen_;
   bool stopped_ = false;
 };
 

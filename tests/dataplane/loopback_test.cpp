@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -234,7 +235,8 @@ TEST(LoopbackRack, ExactDeliveryTwoCoresUnderFaults) {
 
 // An attach that never sends its message: core 0 keeps serving the wire
 // meanwhile (before, it waited up to 2 s in poll()), refuses it after 2 s,
-// and refuses at once beyond 16 attaches in progress.
+// and beyond 16 attaches in progress drops the oldest, so that silent
+// connections never lock an application out.
 TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   LoopbackRack rack({1, 1, 1, ""});
   const std::string key = fresh_id();
@@ -277,15 +279,27 @@ TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
   EXPECT_GT(progress - before, 20u);
   EXPECT_LT(ms, 500) << "core 0 stalled while attaches were silent";
 
-  // One more than 16 in progress: refused at once.
-  const int extra = connect_silently();
-  pollfd pfd{extra, POLLIN, 0};
-  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the 17th silent attach was not refused at once";
+  // One more than 16 in progress: the oldest silent one gives way at once
+  // (refusing the newcomer instead would let 16 silent connections lock
+  // every application out), and an application still attaches.
+  silent.push_back(connect_silently());
+  pollfd pfd{silent.front(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the oldest silent attach did not give way to the 17th";
   abi::DataplaneMessage m{};
-  ASSERT_EQ(::recv(extra, &m, sizeof m, 0), ssize_t(sizeof m));
+  ASSERT_EQ(::recv(silent.front(), &m, sizeof m, 0), ssize_t(sizeof m));
   EXPECT_EQ(m.type, abi::kMsgRefused);
-  EXPECT_NE(std::strstr(m.text, "too many attaches"), nullptr) << m.text;
-  ::close(extra);
+  EXPECT_NE(std::strstr(m.text, "newer connections arrived"), nullptr) << m.text;
+  ::close(silent.front());
+  silent.erase(silent.begin());
+  FakeApp late(rack.socket(0), 0, kHosts, kTotal, fresh_id());
+  EXPECT_EQ(late.attach().type, abi::kMsgAttachOk) << "16 silent connections locked an application out";
+  // Its connection displaced the next oldest in turn.
+  pfd.fd = silent.front();
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1) << "the application's connection displaced no silent attach";
+  ASSERT_EQ(::recv(silent.front(), &m, sizeof m, 0), ssize_t(sizeof m));
+  EXPECT_NE(std::strstr(m.text, "newer connections arrived"), nullptr) << m.text;
+  ::close(silent.front());
+  silent.erase(silent.begin());
   // The silent ones are refused after 2 s, with the reason.
   for (int fd : silent) {
     pollfd p{fd, POLLIN, 0};
@@ -303,7 +317,7 @@ TEST(LoopbackRack, SilentAttachDoesNotStallCore0) {
 // A frame from host a (index 0) to host b claiming incarnation `boot`, as an
 // attacker on the link would write it: every field right, but the tag
 // (when there is one) made up.
-std::vector<std::uint8_t> forged(std::uint32_t boot, bool with_tag, std::uint8_t type = wire::kAckOnly) {
+std::vector<std::uint8_t> forged(std::uint64_t boot, bool with_tag, std::uint8_t type = wire::kAckOnly) {
   wire::FrameHeader h{};
   h.magic = wire::kMagic;
   h.version = wire::kVersion;
@@ -323,11 +337,11 @@ std::vector<std::uint8_t> forged(std::uint32_t boot, bool with_tag, std::uint8_t
   return f;
 }
 
-// Newer than any incarnation started before now (4 ms ticks, start.cpp).
-std::uint32_t future_boot() {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+// Newer than any incarnation started before now (nanoseconds, incarnation.hpp).
+std::uint64_t future_boot() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();
-  return std::uint32_t(std::uint64_t(ms) >> 2) + 100'000;
+  return std::uint64_t(ns) + 400'000'000'000ull;
 }
 
 // Issue 18 finding 3: one forged frame with a newer incarnation cut a host
@@ -341,7 +355,7 @@ TEST(LoopbackRack, ForgedRestartsAndFramesAreDropped) {
   Traffic t(a, b, 20);
   ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(rack.inject(1, forged(future_boot() + std::uint32_t(i), true)));
+    ASSERT_TRUE(rack.inject(1, forged(future_boot() + std::uint64_t(i), true)));
     ASSERT_TRUE(rack.inject(1, forged(future_boot(), true, wire::kData)));
     ASSERT_TRUE(rack.inject(1, forged(future_boot(), false)));  // no tag at all
   }
@@ -379,6 +393,59 @@ TEST(LoopbackRack, WithoutAuthenticationAForgedRestartCutsThePair) {
   EXPECT_LT(t.answers() - landed, 10u) << "the forged restart did not cut the pair";
   rack.stop();
   EXPECT_GT(rack.stat(1, "resets"), 0u);
+}
+
+// Issue 18 finding 10: incarnations were ordered by time mod 2^32. Host b
+// restarts, and its clock is behind the incarnation it had: its state file
+// holds a number ~7 minutes ahead (as a clock that ran ahead and was
+// stepped back leaves it). The new incarnation is still the larger (the
+// file's + 1), and host a takes it as the restart it is, though in 32 bits
+// it is the older of the two (by 2^30 ns): under the old ordering host a
+// dropped every frame of the new b as stale.
+// A run of its own on both hosts, 20 answers each way, then detached.
+void one_run(LoopbackRack& rack, const char* when) {
+  const std::string key = fresh_id();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
+  Traffic t(a, b, 20);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60))) << when;
+}
+
+TEST(LoopbackRack, RestartedHostWhoseClockWentBackIsHeard) {
+  LoopbackRack rack({1, 1, 2, ""});
+  ASSERT_NO_FATAL_FAILURE(one_run(rack, "before the restart"));
+  const std::uint64_t first = rack.incarnation(1);
+  ASSERT_NE(first, 0u);
+  const std::uint64_t last = first + (100ull << 32) + 0xc000'0000u - 1;
+  std::ofstream(rack.incarnation_file(1)) << last << "\n";
+  rack.restart(1);
+  const std::uint64_t second = rack.incarnation(1);
+  EXPECT_EQ(second, last + 1);
+  ASSERT_LT(std::int32_t(std::uint32_t(second) - std::uint32_t(first)), 0) << "newer in 32 bits too: tests nothing";
+  std::uint64_t persisted = 0;
+  std::ifstream(rack.incarnation_file(1)) >> persisted;
+  EXPECT_EQ(persisted, second);
+
+  ASSERT_NO_FATAL_FAILURE(one_run(rack, "after the restart: host a did not take it"));
+  rack.stop();
+  EXPECT_GT(rack.stat(0, "resets"), 0u);
+  EXPECT_EQ(rack.stat(0, "stale_boot"), 0u);
+}
+
+// A state file that does not hold an incarnation stops the start, naming
+// the file (a guess could reuse an incarnation).
+TEST(LoopbackRack, CorruptIncarnationFileIsAStartError) {
+  LoopbackRack::Options o{1, 1, 1, ""};
+  o.incarnation_b = "1700000000000000000x\n";
+  try {
+    LoopbackRack rack(o);
+    ADD_FAILURE() << "host b started with a corrupt incarnation file";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("start-up step 'incarnation'"), std::string::npos) << m;
+    EXPECT_NE(m.find("/b.incarnation is corrupt"), std::string::npos) << m;
+    EXPECT_NE(m.find("dataplane.incarnation_file"), std::string::npos) << m;
+  }
 }
 
 // Issue 18 finding 7: the number of attached applications was unbounded

@@ -266,13 +266,20 @@ TEST(WireParse, FullSizeFrame) {
 }
 
 TEST(WireParse, AckOnlyFrame) {
-  auto f = assemble(make_header(kAckOnly, 0, 0, 0), {});
+  FrameHeader h = make_header(kAckOnly, 0, 0, 0);
+  // Incarnations are 64 bits (nanoseconds since the epoch): all of them travel.
+  h.boot = 0x1781'2345'6789'abcdull;
+  h.dst_boot = 0x1781'0000'0000'0001ull;
+  auto f = assemble(h, {});
+  EXPECT_EQ(f.size(), kL2L4Bytes + 48);
   ParsedFrame pf{};
   ASSERT_EQ(parse_frame(f.data(), f.size(), kHosts[kSelf], kHosts, kHostCount, kSelf, kConns, nullptr, &pf),
             Drop::kNone);
   EXPECT_EQ(pf.hdr.type, kAckOnly);
   EXPECT_EQ(pf.hdr.ack, 3u);
   EXPECT_EQ(pf.hdr.credit, 9u);
+  EXPECT_EQ(pf.hdr.boot, 0x1781'2345'6789'abcdull);
+  EXPECT_EQ(pf.hdr.dst_boot, 0x1781'0000'0000'0001ull);
   EXPECT_EQ(parse_exact(f), Drop::kNone);
 }
 
@@ -856,6 +863,13 @@ TEST(WireAuth, ForgeriesAreRefusedBeforeTheRecords) {
   std::memcpy(f.data() + kL2L4Bytes, &h, sizeof h);
   write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], f.size() - kL2L4Bytes);
   EXPECT_EQ(parse_signed(f, v), Drop::kBadMac);
+  // Also one that differs in the high half only (an incarnation 2^32 ns,
+  // 4.3 s, later: the same one in 32 bits).
+  h.boot -= 1000;
+  h.boot += 1ull << 32;
+  std::memcpy(f.data() + kL2L4Bytes, &h, sizeof h);
+  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], f.size() - kL2L4Bytes);
+  EXPECT_EQ(parse_signed(f, v), Drop::kBadMac);
   // No tag at all: the lengths do not add up.
   EXPECT_EQ(parse_signed(data_frame(kThree), v), Drop::kTooShort);
   // Malformed records behind a bad tag are never looked at: kBadMac, not
@@ -881,6 +895,7 @@ TEST(WireAuth, KeysDifferPerDirectionAndIncarnation) {
   EXPECT_TRUE(same(k, a.key(0, 1, 7)));
   EXPECT_FALSE(same(k, a.key(1, 0, 7)));
   EXPECT_FALSE(same(k, a.key(0, 1, 8)));
+  EXPECT_FALSE(same(k, a.key(0, 1, 7 + (1ull << 32))));  // every bit of the incarnation counts
   EXPECT_FALSE(same(k, a.key(0, 2, 7)));
   EXPECT_NE(a.set_secret("short"), "");
 }

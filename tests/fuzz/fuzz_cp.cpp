@@ -12,7 +12,14 @@
 //     little for one-time statics), accepted or not: a hostile length or
 //     count must not buy a big allocation (proto.hpp's promise);
 //   - parse_header reads the first 8 bytes as documented, and frame() of a
-//     body parses back to its length and type.
+//     body parses back to its length and type;
+//   - the handshake (handshake.hpp), either side, fed the body as any of its
+//     messages, never counts as done without the key: an acceptor needs a
+//     proof over its own fresh nonce, a dialer a challenge MAC over its own;
+//   - the message tags (gossamer/abi/session.hpp) of the body framed with
+//     the selector's type verify, and no longer do once any one bit of the
+//     header or body is flipped (the tags cover every byte) or the message
+//     number differs (a replay).
 // Input format: tests/fuzz/fuzz_cp_inputs.hpp (a selector byte, then the
 // body).
 #include <sanitizer/allocator_interface.h>
@@ -23,10 +30,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include <gossamer/abi/session.hpp>
+
 #include "fuzz_cp_inputs.hpp"
+#include "handshake.hpp"
 #include "proto.hpp"
 
 namespace {
@@ -182,6 +193,60 @@ void check_header(const std::uint8_t* h, std::string_view body) {
   require(length2 == body.size() && type2 == type);
 }
 
+const std::string kKey(32, 'k');
+constexpr std::uint64_t kRack = 0x5eed;
+
+// The handshake messages a peer may send before the proof.
+constexpr cp::Type kHandshakeTypes[] = {cp::Type::kHello, cp::Type::kBulkHello, cp::Type::kChallenge,
+                                        cp::Type::kProof};
+
+void check_handshake(std::uint8_t selector, std::string_view body) {
+  const cp::Type t = kHandshakeTypes[selector % 4];
+  std::optional<cp::Handshake::Message> reply;
+  // An acceptor: a hello may be answered with a challenge; nothing is done.
+  auto a = cp::Handshake::acceptor(kKey, kRack, 3);
+  const bool ok = a.on_message(t, body, &reply);
+  require(!a.done());
+  require(ok == (reply.has_value() && reply->type == cp::Type::kChallenge));
+  require(ok || !a.error().empty());
+  if (ok) {
+    require(a.hello_read() && a.peer() < 3);
+    // The same bytes as the proof: refused (the MAC covers a fresh nonce).
+    require(!a.on_message(cp::Type::kProof, body.substr(0, 32), &reply) && !a.done());
+  }
+  // A dialer: any bytes as the challenge are refused.
+  auto d = cp::Handshake::dialer(kKey, kRack, 0, 1, selector & 1 ? "5eed0123456789ab" : "");
+  require(!d.on_message(t, body, &reply) && !d.done() && !reply.has_value());
+}
+
+void check_tags(std::uint8_t selector, std::string_view body) {
+  abi::SessionKey key{};
+  key[0] = selector;
+  abi::SessionDirection dir(key);
+  const std::string f = cp::frame(cp::Type(selector), std::string(body));
+  std::string header = f.substr(0, cp::kHeaderBytes);
+  std::string payload = f.substr(cp::kHeaderBytes);
+  const abi::SessionTag ht = dir.header_tag(header), bt = dir.body_tag(header, payload);
+  auto verifies = [&](const abi::SessionDirection& v) {
+    return abi::SessionDirection::equal(v.header_tag(header), ht.data()) &&
+           abi::SessionDirection::equal(v.body_tag(header, payload), bt.data());
+  };
+  require(verifies(dir));
+  // A replay: the next message number does not take it.
+  abi::SessionDirection later = dir;
+  later.advance();
+  require(!abi::SessionDirection::equal(later.header_tag(header), ht.data()));
+  require(!abi::SessionDirection::equal(later.body_tag(header, payload), bt.data()));
+  // One bit flipped anywhere, chosen by the body: refused.
+  const std::size_t total = header.size() + payload.size();
+  std::size_t at = 0;
+  for (char c : body) at = at * 131 + std::uint8_t(c);
+  at %= total;
+  std::string& where = at < header.size() ? header : payload;
+  where[at < header.size() ? at : at - header.size()] ^= char(1u << (selector % 8));
+  require(!verifies(dir));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -199,5 +264,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view body(buf.get(), n);
   with_cp_message(data[0], [&]<class M>(const M&) { check_message<M>(body); });
   if (size >= cp::kHeaderBytes) check_header(data, body);
+  check_handshake(data[0], body);
+  check_tags(data[0], body);
   return 0;
 }

@@ -86,7 +86,10 @@ Bytes payload(std::uint16_t src, std::uint16_t dst, std::uint8_t conn, std::uint
   h.flags = flags;
   h.src_host = src;
   h.dst_host = dst;
-  h.boot = 0x1000 + src;
+  // Incarnations are 64-bit (nanoseconds since the epoch, incarnation.hpp):
+  // both halves non-zero, so the fuzzer starts from real-looking ones.
+  h.boot = 0x1800'0000'0000'1000ull + src;
+  h.dst_boot = seq % 2 ? 0x1800'0000'0000'2000ull + dst : 0;
   h.seq = seq;
   h.ack = seq ? seq - 1 : 7;
   h.credit = seq + 32;

@@ -4,7 +4,12 @@ way a buggy or foreign application would, and prints the dataplane's answer.
 
   attach_probe.py SOCKET CASE
 CASE: wrong-version | no-build-id | unsealed | wrong-size | garbage
-Prints "refused: TEXT" or "accepted" and exits 0 if it got an answer."""
+Prints "refused: TEXT" or "accepted" and exits 0 if it got an answer.
+
+  attach_probe.py SOCKET silent N SECONDS
+Opens N connections that never send the attach message and holds them for
+SECONDS; prints "silent: N opened, K closed by the dataplane, last after T s"
+(a dataplane must refuse them, and must not wait on any of them)."""
 import os
 import socket
 import re
@@ -47,8 +52,39 @@ def request(version=None, layout=None, build_id=b"\x01" * 20, threads=4, seg=409
                        os.getpid(), seg)
 
 
+def silent(path, n, seconds):
+    import select
+    import time
+    start = time.monotonic()
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        socks.append(s)
+    open_socks = set(socks)
+    last = 0.0
+    deadline = start + seconds
+    while open_socks and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(open_socks), [], [], max(0.0, deadline - time.monotonic()))
+        for s in ready:
+            # A refusal (a message) or the close: either way the dataplane let go.
+            try:
+                data = s.recv(512)
+            except OSError:
+                data = b""
+            if not data or len(data) >= 4:
+                open_socks.discard(s)
+                last = time.monotonic() - start
+    print(f"silent: {n} opened, {n - len(open_socks)} closed by the dataplane, last after {last:.1f} s")
+    for s in socks:
+        s.close()
+    return 0
+
+
 def main():
     path, case = sys.argv[1], sys.argv[2]
+    if case == "silent":
+        return silent(path, int(sys.argv[3]), float(sys.argv[4]))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(10)
     s.connect(path)

@@ -148,6 +148,8 @@ for i in 0 1 2; do
   "$ctl" config check "$f" || fail "gossamerctl config check rejected $f"
   grep -q "index: $i" "$f" || fail "$f lacks index: $i"
   grep -q "socket: \"$GOSSAMER_RACK_DIR/h$i/dataplane.sock\"" "$f" || fail "$f has the wrong socket"
+  grep -q "incarnation_file: \"$GOSSAMER_RACK_DIR/h$i/dataplane.incarnation\"" "$f" ||
+    fail "$f does not keep the incarnation in the rack's directory"
   grep -q -- "--vdev=net_af_packet0,iface=veth0" "$f" || fail "$f lacks the af_packet vdev"
 done
 grep -c 'mac: 02:00:c6:12:00:0[123]' "$GOSSAMER_RACK_DIR/h0.yaml" | grep -qx 3 || fail "h0.yaml lacks the 3 MACs"

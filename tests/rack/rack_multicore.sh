@@ -96,6 +96,30 @@ else
   "$rib" exec 0 -- ip -d link show veth0
 fi
 
+# Each polling core on its own CPU, spread over the hosts (dataplane.cpus as
+# rack-in-a-box writes it): in the stats (core_cpu), and in the affinity of
+# the dataplane's polling threads. DPDK alone put them all on CPU 0.
+sleep 1.5
+ncpus=$(nproc)
+for h in 0 1; do
+  want="" got="" threads=""
+  for ((c = 0; c < CORES; c++)); do
+    want+=" $(( (h * CORES + c) % ncpus ))"
+    got+=" $(awk -v k="core_cpu{core=\"$c\"}" '$1 == k { print $2 }' "$GOSSAMER_RACK_DIR/h$h/dataplane.sock.stats")"
+  done
+  pid=$("$rib" pid "$h" dataplane)
+  for t in /proc/"$pid"/task/*; do
+    [ "$(cat "$t/comm")" = gossamer-datapl ] && threads+=" $(awk '/^Cpus_allowed_list/ { print $2 }' "$t/status")"
+  done
+  threads=$(tr ' ' '\n' <<<"$threads" | grep . | sort -n | tr '\n' ' ')
+  if [ "$got" = "$want" ] && [ "$threads" = "$(tr ' ' '\n' <<<"$want" | grep . | sort -n | tr '\n' ' ')" ]; then
+    pass "host $h: polling cores on CPUs$want (stats core_cpu and thread affinity)"
+  else
+    fail "host $h: polling cores want CPUs$want; stats core_cpu say${got:- nothing}; polling threads' affinity: $threads"
+    grep -n 'cpus' "$GOSSAMER_RACK_DIR/h$h.yaml"
+  fi
+done
+
 run_everywhere 2 8 300 two-hosts
 "$rib" netem "loss 2% reorder 10% duplicate 2%" >/dev/null || fail "netem"
 run_everywhere 2 8 300 faults

@@ -46,8 +46,11 @@ VERSION = wire_version()
 
 def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0,
            boot=12345):
-    return struct.pack("<IBBBBHHIIIIHHHHI", magic, version, typ, conn, 0, src, dst, boot, seq, 0, 32,
-                       records, length, 0, 0, 0)
+    # wire::FrameHeader (48 bytes): magic, version, type, conn, flags, src_host,
+    # dst_host, seq, boot (64-bit), dst_boot (64-bit), ack, credit, records,
+    # length, coalesced, coalescing.
+    return struct.pack("<IBBBBHHIQQIIHHHH", magic, version, typ, conn, 0, src, dst, seq, boot, 0, 0, 32,
+                       records, length, 0, 0)
 
 
 TAG = 16  # the tag after the records (dataplane/src/auth.hpp)
@@ -77,7 +80,7 @@ def main():
         # Well formed but forged (the tag is made up): a restart with a
         # newer incarnation, a request invoking closure 1 on trustee 1, a
         # non-graceful detach announce. Each must be dropped as bad_mac.
-        future = ((int(time.time() * 1000) >> 2) + 100000) & 0xFFFFFFFF
+        future = time.time_ns() + 400 * 10**9  # incarnations are ns since the epoch
         tag = bytes(rnd.getrandbits(8) for _ in range(TAG))
         frames.append(udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, header(typ=2, seq=0, boot=future) + tag))
         req = struct.pack("<BBHHHIHHHHIQ", 1, 0, 1, 0, 1, 1, 8, 0, 0, 0, 0, 1) + struct.pack("<Q", 1)

@@ -1,12 +1,19 @@
 // The TCP path for large bodies below the runtime (runtime/src/bulk.hpp):
 // what GOSSAMER_BULK may say, payloads between two engines (two "hosts" in
-// one process over a socketpair), and a peer that sends a bad header.
+// one process over a socketpair), a peer that sends a bad header or claims
+// more than it sends, and transfers injected or replayed into the stream
+// (their tags fail).
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +42,32 @@ std::unique_ptr<Bulk> open(const std::string& env, std::uint32_t host, std::uint
   return Bulk::from_env(env.c_str(), Bulk::Rack{host, hosts, total}, 1024, error);
 }
 
+// The session keys of a connection between hosts 0 and 1: host 0 sends
+// under k01, host 1 under k10 (gossamerd derives them in the handshake).
+abi::SessionKey key(std::uint8_t fill) {
+  abi::SessionKey k;
+  k.fill(fill);
+  k[0] = 0x42;
+  return k;
+}
+const abi::SessionKey k01 = key(1), k10 = key(2);
+
+// A GOSSAMER_BULK entry: the host at the other end, the descriptor, and this
+// end's keys.
+std::string entry(std::uint32_t host, int fd, const abi::SessionKey& send, const abi::SessionKey& receive) {
+  return std::to_string(host) + ":" + std::to_string(fd) + ":" + abi::session_key_hex(send) + ":" +
+         abi::session_key_hex(receive);
+}
+
+// One transfer as the wire carries it, tagged as message `tags.next()`.
+std::string wire(abi::SessionDirection& tags, const BulkWireHeader& h, const std::string& payload) {
+  const std::string header(reinterpret_cast<const char*>(&h), sizeof h);
+  const abi::SessionTag ht = tags.header_tag(header), bt = tags.body_tag(header, payload);
+  tags.advance();
+  return header + std::string(reinterpret_cast<const char*>(ht.data()), ht.size()) + payload +
+         std::string(reinterpret_cast<const char*>(bt.data()), bt.size());
+}
+
 TEST(BulkEnv, NothingMeansNoConnections) {
   std::string error;
   EXPECT_EQ(Bulk::from_env(nullptr, Bulk::Rack{0, 2, 4}, 1024, &error), nullptr);
@@ -53,23 +86,31 @@ TEST(BulkEnv, RefusesWhatIsNotAConnectionPerOtherHost) {
     std::uint32_t hosts;
     std::string says;
   } cases[] = {
-      {"1", 2, "is not <host>:<fd>"},
+      {"1", 2, "entry 1 is not <host>:<fd>:<send key>:<receive key>"},
       {"1:", 2, "is not <host>:<fd>"},
       {"x:" + fd, 2, "is not <host>:<fd>"},
-      {"1:" + fd + ",", 2, "is not <host>:<fd>"},
+      {entry(1, p.a, k01, k10) + ",", 2, "entry 2 is not <host>:<fd>"},
       {"1:99999999999", 2, "is not <host>:<fd>"},
-      {"0:" + fd, 2, "is not another host"},
-      {"2:" + fd, 2, "is not another host"},
-      {"1:" + fd + ",1:" + fd, 3, "host 1 is named twice"},
-      {"1:" + fd + ",2:" + fd, 3, "fd " + fd + " is named twice"},
-      {"1:" + fd, 3, "no connection for host 2"},
-      {"1:" + std::to_string(pipefd[0]), 2, "is not a connected stream socket"},
-      {"1:1000000", 2, "is not a connected stream socket"},
+      // Keys: none, one, short, not hex, one too many fields.
+      {"1:" + fd, 2, "is not <host>:<fd>:<send key>:<receive key>"},
+      {"1:" + fd + ":" + abi::session_key_hex(k01), 2, "is not <host>:<fd>"},
+      {"1:" + fd + ":" + abi::session_key_hex(k01) + ":abcd", 2, "is not <host>:<fd>"},
+      {"1:" + fd + ":" + abi::session_key_hex(k01) + ":" + std::string(64, 'g'), 2, "is not <host>:<fd>"},
+      {entry(1, p.a, k01, k10) + ":00", 2, "is not <host>:<fd>"},
+      {entry(0, p.a, k01, k10), 2, "is not another host"},
+      {entry(2, p.a, k01, k10), 2, "is not another host"},
+      {entry(1, p.a, k01, k10) + "," + entry(1, p.a, k01, k10), 3, "host 1 is named twice"},
+      {entry(1, p.a, k01, k10) + "," + entry(2, p.a, k01, k10), 3, "fd " + fd + " is named twice"},
+      {entry(1, p.a, k01, k10), 3, "no connection for host 2"},
+      {entry(1, pipefd[0], k01, k10), 2, "is not a connected stream socket"},
+      {entry(1, 1000000, k01, k10), 2, "is not a connected stream socket"},
   };
   for (const Case& c : cases) {
     std::string error;
     EXPECT_EQ(open(c.env, 0, c.hosts, &error), nullptr) << c.env;
     EXPECT_NE(error.find(c.says), std::string::npos) << c.env << ": " << error;
+    // The error never repeats a key (it may reach a log).
+    EXPECT_EQ(error.find(abi::session_key_hex(k01)), std::string::npos) << error;
   }
   ::close(pipefd[0]);
   ::close(pipefd[1]);
@@ -84,9 +125,9 @@ class BulkPair : public ::testing::Test {
     Pair p;
     ASSERT_GE(p.a, 0);
     std::string error;
-    h0 = open("1:" + std::to_string(p.a), 0, 2, &error);
+    h0 = open(entry(1, p.a, k01, k10), 0, 2, &error);
     ASSERT_NE(h0, nullptr) << error;
-    h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
+    h1 = open(entry(0, p.b, k10, k01), 1, 2, &error);
     ASSERT_NE(h1, nullptr) << error;
     h0->start([this](std::uint32_t li) { woken0[li]++; }, [] { return true; });
     h1->start([this](std::uint32_t li) { woken1[li]++; }, [] { return true; });
@@ -136,32 +177,115 @@ TEST_F(BulkPair, PayloadsArriveWholeAtTheirThreadAndKind) {
   EXPECT_EQ(h1->bytes_received(), big.size());
 }
 
-// A header the receiver refuses: the connection closes (before anything is
-// allocated or delivered), nobody is woken, the sender reads end-of-file.
-void expect_refused(const BulkWireHeader& h) {
+// Host 1 of a 2-host, 4-thread rack, with host 0's end of its connection
+// played by the test: `bytes` go in as they are; then either the receiver
+// closes (before anything of the refused transfer is allocated or
+// delivered: `delivered` transfers reach thread 2, no more) or not.
+void expect_refused(const std::string& bytes, int delivered = 0) {
   Pair p;
   ASSERT_GE(p.a, 0);
   std::string error;
-  auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
+  auto h1 = open(entry(0, p.b, k10, k01), 1, 2, &error);
   ASSERT_NE(h1, nullptr) << error;
   std::atomic<int> woken{0};
   h1->start([&](std::uint32_t) { woken++; }, [] { return true; });  // the run is over: a quiet close
-  ASSERT_EQ(::write(p.a, &h, sizeof h), ssize_t(sizeof h));
+  ASSERT_EQ(::write(p.a, bytes.data(), bytes.size()), ssize_t(bytes.size()));
   for (int i = 0; i < 5000 && h1->usable(0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(h1->usable(0));
-  EXPECT_EQ(woken.load(), 0);
+  EXPECT_EQ(woken.load(), delivered);
+  std::vector<std::byte> got;
+  for (std::uint64_t id = 1; id <= 3; ++id)
+    EXPECT_EQ(h1->take(0, Bulk::kRequest, 0, id, &got), int(id) <= delivered) << id;
+  // The receiver closed its end: end-of-file, or a reset when it left
+  // unread bytes behind (the rest of a refused transfer).
   char c;
-  EXPECT_EQ(::read(p.a, &c, 1), 0);  // the receiver closed its end
+  const ssize_t n = ::read(p.a, &c, 1);
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << n << " " << std::strerror(errno);
   ::close(p.a);
 }
 
 TEST(BulkPeer, ABadHeaderClosesTheConnection) {
   // To thread 1, which is on host 0, not on the receiver.
-  expect_refused(BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 1, 1, 8});
+  abi::SessionDirection tags(k01);
+  expect_refused(wire(tags, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 1, 1, 8}, "12345678"));
 }
 
 TEST(BulkPeer, AnOversizedLengthIsRefusedBeforeAllocating) {
-  expect_refused(BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1});
+  abi::SessionDirection tags(k01);
+  std::string w = wire(tags, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes + 1}, "");
+  w.resize(sizeof(BulkWireHeader) + abi::kSessionTagBytes);  // the header and its tag: enough to refuse
+  expect_refused(w);
+}
+
+TEST(BulkPeer, AnInjectedTransferIsRefused) {
+  // Well formed, to thread 2 on the receiver, but not tagged with host 0's
+  // key: what someone on the path without the key can write.
+  abi::SessionDirection wrong(key(9));
+  expect_refused(wire(wrong, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, 8}, "injected"));
+  // An untagged transfer (the format before the tags).
+  BulkWireHeader h{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, 8};
+  expect_refused(std::string(reinterpret_cast<const char*>(&h), sizeof h) + "injected" + std::string(40, '\0'));
+  // The right header and tag, other bytes: the body's tag fails, nothing is delivered.
+  abi::SessionDirection tags(k01);
+  std::string w = wire(tags, h, "original");
+  w.replace(sizeof h + abi::kSessionTagBytes, 8, "tampered");
+  expect_refused(w);
+  // A tag of the other direction's key (a transfer reflected back).
+  abi::SessionDirection reflected(k10);
+  expect_refused(wire(reflected, h, "reflects"));
+}
+
+TEST(BulkPeer, AReplayedOrReorderedTransferIsRefused) {
+  abi::SessionDirection tags(k01);
+  const std::string first = wire(tags, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, 5}, "first");
+  const std::string second = wire(tags, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 2, 6}, "second");
+  // The first is delivered, its copy is refused (it carries message 0's tags
+  // where message 1's are due).
+  expect_refused(first + first, 1);
+  // Out of order: message 1 where message 0 is due.
+  expect_refused(second + first, 0);
+  // In order both arrive, then a replay of either is refused.
+  expect_refused(first + second + second, 2);
+}
+
+std::size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * std::size_t(::sysconf(_SC_PAGESIZE));
+}
+
+// A header that claims the largest payload, then 16 bytes and silence: the
+// receiver holds what arrived, not what was claimed (before, it allocated
+// and zeroed the whole GiB on the header alone).
+TEST(BulkPeer, AClaimedLengthIsNotAllocatedBeforeItsBytesArrive) {
+  Pair p;
+  ASSERT_GE(p.a, 0);
+  std::string error;
+  auto h1 = open(entry(0, p.b, k10, k01), 1, 2, &error);
+  ASSERT_NE(h1, nullptr) << error;
+  h1->start([](std::uint32_t) {}, [] { return true; });
+  const std::size_t before = resident_bytes();
+  // A header with its valid tag (the sender holds the key), then the body's
+  // first bytes.
+  abi::SessionDirection tags(k01);
+  std::string w = wire(tags, BulkWireHeader{kBulkMagic, Bulk::kRequest, {}, 0, 2, 1, kMaxBulkBytes}, "");
+  w.resize(sizeof(BulkWireHeader) + abi::kSessionTagBytes);
+  ASSERT_EQ(::write(p.a, w.data(), w.size()), ssize_t(w.size()));
+  const char sixteen[16] = {};
+  ASSERT_EQ(::write(p.a, sixteen, sizeof sixteen), ssize_t(sizeof sixteen));
+  // Until the receiver has read all of it (nothing left unread in the socket).
+  int unread = -1;
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_EQ(::ioctl(p.a, SIOCOUTQ, &unread), 0);
+    if (unread == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(unread, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_LT(resident_bytes(), before + (std::size_t(64) << 20));
+  EXPECT_TRUE(h1->usable(0));  // a transfer in progress, not an error
+  ::close(p.a);
 }
 
 // During the run, a lost connection ends the instance (references already
@@ -172,7 +296,7 @@ TEST(BulkPeerDeath, ALostConnectionDuringTheRunEndsTheInstance) {
       {
         Pair p;
         std::string error;
-        auto h1 = open("0:" + std::to_string(p.b), 1, 2, &error);
+        auto h1 = open(entry(0, p.b, k10, k01), 1, 2, &error);
         if (!h1) std::_Exit(3);
         h1->start([](std::uint32_t) {}, [] { return false; });
         ::close(p.a);  // host 0 goes away

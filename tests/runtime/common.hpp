@@ -62,4 +62,17 @@ struct Rng {
   std::uint32_t below(std::uint32_t n) { return std::uint32_t(next() % n); }
 };
 
+// A result that never decodes: saves nothing, loads an int (not trivially
+// copyable, so it goes through cereal).
+struct Undecodable {
+  std::string text;
+  template <class Ar>
+  void save(Ar&) const {}
+  template <class Ar>
+  void load(Ar& ar) {
+    int x;
+    ar(x);
+  }
+};
+
 }  // namespace gossamer_test

@@ -1,5 +1,6 @@
 // What must abort, with a message that says what to do instead: blocking in
-// delegated context, calls outside gossamer::run, misuse of run. Plus
+// delegated context, calls outside gossamer::run, misuse of run, failures
+// of apply_then/launch_then (no caller to throw to). Plus
 // scenarios that hang or crash the process today and therefore run in a
 // child process (IsolatedDeathTest), where a failure cannot take the rest of
 // the suite down.
@@ -16,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <gossamer/gossamer.hpp>
+
+#include "common.hpp"
 
 namespace {
 
@@ -279,6 +282,93 @@ TEST_F(IsolatedDeathTest, NonStdExceptionFromRemoteClosure) {
 
 TEST_F(IsolatedDeathTest, NonStdExceptionFromLocalClosure) {
   EXPECT_EXIT(non_std_exception(0), testing::ExitedWithCode(0), "");
+}
+
+// A response whose load() throws something that is not a std::exception:
+// apply still throws remote_error (it escaped the runtime's loop before).
+struct ThrowsOnLoad {
+  std::string text;
+  template <class Ar>
+  void save(Ar&) const {}
+  template <class Ar>
+  void load(Ar&) {
+    throw 42;
+  }
+};
+
+void non_std_exception_decoding() {
+  arm_hang_guard();
+  std::string why;
+  bool ok = false;
+  gossamer::run(2, [&] {
+    auto t = gossamer::trustee(1).entrust(1);
+    try {
+      t.apply([](int&) { return ThrowsOnLoad{}; });
+      why = "no exception";
+    } catch (const gossamer::remote_error& e) {
+      ok = std::string(e.what()).find("could not be decoded") != std::string::npos;
+      if (!ok) why = e.what();
+    } catch (...) {
+      why = "not a gossamer::remote_error";
+    }
+    if (ok) ok = t.apply([](int& v) { return ++v; }) == 2;
+  });
+  finish(ok, why);
+}
+
+TEST_F(IsolatedDeathTest, NonStdExceptionDecodingAResponse) {
+  EXPECT_EXIT(non_std_exception_decoding(), testing::ExitedWithCode(0), "");
+}
+
+// ---- failures of apply_then/launch_then, which have no caller ------------------------
+
+class AsyncFailureDeathTest : public DeathTestBase {};
+
+// Then-callbacks and responses of apply_then/launch_then: no caller to throw
+// to, so the process ends with the runtime's message, never std::terminate
+// from inside its loop (which printed no gossamer message).
+void then_callback_throws(std::size_t where, bool launch) {
+  arm_hang_guard();
+  gossamer::run(2, [=] {
+    if (launch) {
+      auto l = gossamer::trustee(where).entrust(Latch<int>(5));
+      l.launch_then([](Latch<int>& x) { return *x.lock(); },
+                    [](int) { throw std::runtime_error("boom in the callback"); });
+    } else {
+      auto t = gossamer::trustee(where).entrust(1);
+      t.apply_then([](int& v) { return v; }, [](int) { throw std::runtime_error("boom in the callback"); });
+    }
+    for (;;) gossamer::yield();  // until the callback ends the process
+  });
+}
+
+auto callback_message() {
+  return AllOf(HasSubstr("gossamer: fatal"), HasSubstr("callback threw"), HasSubstr("boom in the callback"));
+}
+
+TEST_F(AsyncFailureDeathTest, ApplyThenCallbackThrows) {
+  EXPECT_DEATH(then_callback_throws(1, false), callback_message());
+  EXPECT_DEATH(then_callback_throws(0, false), callback_message());  // own trustee: runs at once
+}
+
+TEST_F(AsyncFailureDeathTest, LaunchThenCallbackThrows) {
+  EXPECT_DEATH(then_callback_throws(1, true), callback_message());
+}
+
+void apply_then_undecodable() {
+  using gossamer_test::Undecodable;
+  arm_hang_guard();
+  gossamer::run(2, [] {
+    auto t = gossamer::trustee(1).entrust(1);
+    bool done = false;
+    t.apply_then([](int&) { return Undecodable{}; }, [&done](Undecodable) { done = true; });
+    while (!done) gossamer::yield();
+  });
+}
+
+TEST_F(AsyncFailureDeathTest, ApplyThenResponseThatDoesNotDecode) {
+  EXPECT_DEATH(apply_then_undecodable(),
+               AllOf(HasSubstr("gossamer: fatal"), HasSubstr("apply_then"), HasSubstr("could not be decoded")));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Errors that reach the caller (remote_error, stale_trust), and Trusts that
 // travel inside requests and responses.
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@ using gossamer::TrustRef;
 using gossamer_test::g_tracked_destroyed;
 using gossamer_test::kAlive;
 using gossamer_test::Tracked;
+using gossamer_test::Undecodable;
 using gossamer_test::wait_until;
 using testing::HasSubstr;
 
@@ -72,6 +74,110 @@ TEST(RemoteErrorTest, FromFibersOnOtherThreads) {
     caught = count.apply([](int& c) { return c; });
   });
   EXPECT_EQ(caught, 4);
+}
+
+// ---- arguments that cannot be encoded ------------------------------------------------
+
+// An argument whose save() throws (not trivially copyable: it goes through
+// cereal, so save() runs while the request is being encoded).
+struct Unsendable {
+  std::string text = "x";
+  template <class Ar>
+  void save(Ar&) const {
+    throw std::runtime_error("this argument cannot be encoded");
+  }
+  template <class Ar>
+  void load(Ar& ar) {
+    ar(text);
+  }
+};
+
+void expect_encoding_error(const gossamer::remote_error& e, const char* op) {
+  EXPECT_THAT(e.what(), HasSubstr("could not be encoded"));
+  EXPECT_THAT(e.what(), HasSubstr("this argument cannot be encoded"));
+  EXPECT_THAT(e.what(), HasSubstr(op));
+  // The argument's own exception is nested.
+  try {
+    std::rethrow_if_nested(e);
+    ADD_FAILURE() << "no nested exception";
+  } catch (const std::runtime_error& inner) {
+    EXPECT_STREQ(inner.what(), "this argument cannot be encoded");
+  }
+}
+
+// The request is dropped whole: the caller gets remote_error, the channel
+// takes the next request, and a Trust encoded before the failing argument
+// does not keep its property alive (its copy went with the dropped bytes).
+TEST(EncodingErrorTest, ApplyWithThrowsAndNothingStaysOpen) {
+  for (std::size_t prop_at : {0u, 1u, 2u}) {
+    g_tracked_destroyed = 0;
+    gossamer::run(3, [prop_at] {
+      auto p = gossamer::trustee(prop_at).entrust(Tracked(3));
+      auto counter = gossamer::trustee(1).entrust(0);
+      auto use = [](int& c, Trust<Tracked>, Unsendable) { return ++c; };
+      try {
+        counter.apply_with(use, p, Unsendable{});
+        ADD_FAILURE() << "apply_with did not throw";
+      } catch (const gossamer::remote_error& e) {
+        expect_encoding_error(e, "apply()");
+      }
+      bool ran = false;
+      try {
+        counter.apply_with_then(use, [&ran](int) { ran = true; }, p, Unsendable{});
+        ADD_FAILURE() << "apply_with_then did not throw";
+      } catch (const gossamer::remote_error& e) {
+        expect_encoding_error(e, "apply_then()");
+      }
+      // Nothing ran, and the channel serves the next requests (the old code
+      // aborted here: "a request was started while another was being encoded").
+      EXPECT_EQ(counter.apply([](int& c) { return c; }), 0);
+      bool then_ran = false;
+      counter.apply_then([](int& c) { return ++c; }, [&then_ran](int) { then_ran = true; });
+      EXPECT_TRUE(wait_until([&then_ran] { return then_ran; }));
+      EXPECT_FALSE(ran);
+      // The only Trust left is p: dropping it destroys the property.
+      p = Trust<Tracked>{};
+      EXPECT_TRUE(wait_until([] { return g_tracked_destroyed.load() == 1; })) << "property on " << prop_at;
+    });
+    EXPECT_EQ(g_tracked_destroyed.load(), 1) << "property on " << prop_at;
+  }
+}
+
+// Inside a launched closure holding a Latch: the exception unwinds it like
+// any other, so the latch is released.
+TEST(EncodingErrorTest, ALatchHeldAcrossTheFailureIsReleased) {
+  gossamer::run(2, [] {
+    auto latch = gossamer::trustee(1).entrust(gossamer::Latch<int>(0));
+    auto counter = gossamer::trustee(0).entrust(0);
+    auto cr = counter.ref();
+    bool caught = latch.launch([cr](gossamer::Latch<int>& l) {
+      try {
+        auto g = l.lock();
+        cr.apply_with([](int& c, Unsendable) { return ++c; }, Unsendable{});
+      } catch (const gossamer::remote_error&) {
+        return !l.locked();
+      }
+      return false;
+    });
+    EXPECT_TRUE(caught);
+    EXPECT_EQ(latch.launch([](gossamer::Latch<int>& l) { return ++*l.lock(); }), 1);
+    EXPECT_EQ(counter.apply([](int& c) { return c; }), 0);
+  });
+}
+
+// ---- responses that cannot be decoded -----------------------------------------------
+
+TEST(DecodingErrorTest, ApplyThrowsRemoteError) {
+  gossamer::run(2, [] {
+    auto t = gossamer::trustee(1).entrust(0);
+    try {
+      t.apply([](int&) { return Undecodable{}; });
+      ADD_FAILURE() << "apply did not throw";
+    } catch (const gossamer::remote_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("could not be decoded"));
+    }
+    EXPECT_EQ(t.apply([](int& v) { return ++v; }), 1);
+  });
 }
 
 // ---- stale TrustRefs ---------------------------------------------------------------

@@ -1,11 +1,23 @@
 // The trustee validates every record before running anything: unknown
-// invoker ids, stale or mistyped property handles and short bodies get an
-// error response, and the trustee keeps serving. These records are built
-// with the runtime's own encoder (detail::RecordWriter) and travel the real
-// channel, as records written by a buggy or hostile sender would.
-#include <cstdint>
-#include <string>
+// invoker ids, stale or mistyped property handles, short bodies and sizes
+// claimed beyond the bytes present get an error response, and the trustee
+// keeps serving. These records are built with the runtime's own encoder
+// (detail::RecordWriter) and travel the real channel, as records written by
+// a buggy or hostile sender would.
+#include <sys/resource.h>
 
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <gossamer/gossamer.hpp>
@@ -79,5 +91,191 @@ TEST(TrusteeValidationTest, BadRecordsGetErrorsAndTheTrusteeKeepsServing) {
     EXPECT_EQ(text.apply([](std::string& s) { return s; }), "seven");
   });
 }
+
+// ---- sizes claimed beyond the bytes present -------------------------------------
+
+// The largest single allocation asked of it (any thread). It refuses more
+// than 64 MiB, so that the old decoder, which sized a string or vector to
+// whatever the body claimed, fails this test without taking 2 GiB.
+std::atomic<std::size_t> g_largest_allocation{0};
+
+template <class T>
+struct Counting {
+  using value_type = T;
+  Counting() = default;
+  template <class U>
+  Counting(const Counting<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = n * sizeof(T);
+    std::size_t seen = g_largest_allocation.load();
+    while (bytes > seen && !g_largest_allocation.compare_exchange_weak(seen, bytes)) {
+    }
+    if (bytes > (std::size_t(64) << 20)) throw std::bad_alloc();
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
+  template <class U>
+  bool operator==(const Counting<U>&) const noexcept {
+    return true;
+  }
+};
+using CString = std::basic_string<char, std::char_traits<char>, Counting<char>>;
+template <class T>
+using CVector = std::vector<T, Counting<T>>;
+
+// Little-endian u64s (cereal's size tags), then `tail` bytes of zeros.
+std::vector<std::byte> body_of(std::initializer_list<std::uint64_t> words, std::size_t tail = 0) {
+  std::vector<std::byte> b;
+  for (std::uint64_t w : words)
+    for (int i = 0; i < 8; ++i) b.push_back(std::byte(w >> (8 * i)));
+  b.resize(b.size() + tail);
+  return b;
+}
+
+// Decodes `body` as (Args...); returns the error, "" if it decoded.
+template <class... Args>
+std::string decode_error(const std::vector<std::byte>& body) {
+  try {
+    (void)gossamer::detail::decode_args<Args...>(body.data(), body.size());
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+constexpr std::uint64_t k2GiB = std::uint64_t(1) << 31;
+
+TEST(ClaimedSizeTest, RefusedBeforeAllocating) {
+  struct Case {
+    const char* what;
+    std::string (*decode)(const std::vector<std::byte>&);
+    std::vector<std::byte> body;
+  } cases[] = {
+      // A 24-byte body claiming a 2 GiB string.
+      {"string of 2 GiB", &decode_error<CString>, body_of({k2GiB}, 16)},
+      // 2^31 strings: each takes at least its 8-byte size tag.
+      {"2^31 strings", &decode_error<CVector<CString>>, body_of({k2GiB}, 16)},
+      // 16 strings in 16 bytes: fewer than a size tag each (the old decoder
+      // made 16 of them first, 512 bytes, then failed).
+      {"16 strings in 16 bytes", &decode_error<CVector<CString>>, body_of({16}, 16)},
+      // Nested: 2 strings, the first of 2 GiB.
+      {"a 2 GiB string inside a vector", &decode_error<CVector<CString>>, body_of({2, k2GiB}, 16)},
+      // 3 u64 in 16 bytes.
+      {"3 u64 in 16 bytes", &decode_error<CVector<std::uint64_t>>, body_of({3}, 16)},
+      // After an int argument, a vector of vectors claiming 2^40.
+      {"2^40 vectors after an int", &decode_error<int, CVector<CVector<char>>>,
+       [] {
+         auto b = body_of({std::uint64_t(1) << 40}, 8);
+         b.insert(b.begin(), 4, std::byte{7});
+         return b;
+       }()},
+      // A map of 2^31 (string, string) pairs.
+      {"map of 2^31 pairs",
+       &decode_error<std::map<CString, CString, std::less<CString>, Counting<std::pair<const CString, CString>>>>,
+       body_of({k2GiB}, 16)},
+  };
+  for (const Case& c : cases) {
+    g_largest_allocation = 0;
+    const std::string error = c.decode(c.body);
+    EXPECT_THAT(error, testing::HasSubstr("claims")) << c.what;
+    // What is allocated is bounded by the bytes present: at most
+    // sizeof(element) / its least encoded size (a 32-byte std::string per
+    // 8-byte size tag) per byte.
+    EXPECT_LE(g_largest_allocation.load(), 4 * c.body.size()) << c.what;
+  }
+  // What fits is still read: two strings, "ab" and "".
+  auto ok = body_of({2, 2}, 0);
+  ok.push_back(std::byte{'a'});
+  ok.push_back(std::byte{'b'});
+  const auto more = body_of({0});
+  ok.insert(ok.end(), more.begin(), more.end());
+  auto [v] = gossamer::detail::decode_args<CVector<CString>>(ok.data(), ok.size());
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], "ab");
+  EXPECT_EQ(v[1], "");
+}
+
+// The same through the real channel: the trustee answers kMalformed without
+// allocating what the body claims, and keeps serving.
+TEST(ClaimedSizeTest, TrusteeRefusesAClaimedSizeAndKeepsServing) {
+  gossamer::run(2, [] {
+    auto number = gossamer::trustee(1).entrust(7);
+    const PropertyHandle number_handle = PropertyHandle::make(0, 1);
+    auto take = [](int& x, CString s) { return x + int(s.size()); };
+    using Take = decltype(take);
+    const std::uint32_t take_string =
+        gossamer::detail::Invoker<&gossamer::detail::apply_invoke<int, Take, CString>, int>::id();
+    auto take_vector = [](int& x, CVector<CString> v) { return x + int(v.size()); };
+    using TakeVector = decltype(take_vector);
+    const std::uint32_t take_strings =
+        gossamer::detail::Invoker<&gossamer::detail::apply_invoke<int, TakeVector, CVector<CString>>, int>::id();
+
+    // Closure bytes (8: an empty closure, padded), then the arguments.
+    auto with_closure = [](std::vector<std::byte> args) {
+      args.insert(args.begin(), 8, std::byte{0});
+      return args;
+    };
+    const auto huge_string = with_closure(body_of({k2GiB}, 8));
+    const auto huge_count = with_closure(body_of({k2GiB}, 8));
+    const auto nested = with_closure(body_of({1, k2GiB}, 8));
+    g_largest_allocation = 0;
+    Outcome a, b, c;
+    send_raw(take_string, number_handle, huge_string.data(), huge_string.size(), &a);
+    send_raw(take_strings, number_handle, huge_count.data(), huge_count.size(), &b);
+    send_raw(take_strings, number_handle, nested.data(), nested.size(), &c);
+    for (Outcome* o : {&a, &b, &c})
+      while (!o->done) gossamer::yield();
+    EXPECT_EQ(a.status, abi::kMalformed);
+    EXPECT_EQ(b.status, abi::kMalformed);
+    EXPECT_EQ(c.status, abi::kMalformed);
+    EXPECT_LE(g_largest_allocation.load(), std::size_t(4 * 32));  // as above: 4 per byte of body
+    // Well-formed arguments of the same types still go through.
+    EXPECT_EQ(number.apply_with(take, CString("four")), 11);
+    EXPECT_EQ(number.apply_with(take_vector, CVector<CString>{CString("x"), CString("y")}), 9);
+  });
+}
+
+// The standard types themselves, in a child whose address space is capped
+// 256 MiB above what it uses: a claimed 2 GiB string or 2^28 strings (8 GiB
+// of std::string) would fail to allocate (std::bad_alloc) rather than be
+// refused for what they claim. Not under sanitizers: they reserve terabytes
+// of address space, so RLIMIT_AS cannot be used there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+TEST(ClaimedSizeTest, StandardTypesUnderAnAddressSpaceLimit) {
+  GTEST_SKIP() << "RLIMIT_AS cannot cap a sanitizer build (shadow memory)";
+}
+#else
+std::size_t vm_size_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmSize:") {
+      std::size_t kb = 0;
+      f >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+void decode_real_types_under_rlimit() {
+  rlimit lim{};
+  lim.rlim_cur = lim.rlim_max = vm_size_bytes() + (std::size_t(256) << 20);
+  if (::setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(2);
+  const std::string e1 = decode_error<std::string>(body_of({k2GiB}, 16));
+  const std::string e2 = decode_error<std::vector<std::string>>(body_of({std::uint64_t(1) << 28}, 16));
+  const std::string e3 = decode_error<std::vector<std::string>>(body_of({1, k2GiB}, 16));
+  const bool ok = e1.find("claims") != std::string::npos && e2.find("claims") != std::string::npos &&
+                  e3.find("claims") != std::string::npos;
+  if (!ok) std::fprintf(stderr, "errors: '%s' '%s' '%s'\n", e1.c_str(), e2.c_str(), e3.c_str());
+  std::fflush(stderr);
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST(ClaimedSizeTest, StandardTypesUnderAnAddressSpaceLimit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(decode_real_types_under_rlimit(), testing::ExitedWithCode(0), "");
+}
+#endif
 
 }  // namespace

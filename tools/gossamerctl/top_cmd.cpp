@@ -38,6 +38,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -597,6 +598,7 @@ struct HostView {
   std::vector<std::string> notes;
   std::optional<double> dataplane_up, apps;
   std::set<std::string> cores;
+  std::map<std::string, double> core_cpu;  // by core label
   Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, retransmits;
   std::map<ThreadKey, ThreadView> threads;
 };
@@ -619,6 +621,7 @@ constexpr abi::SeriesName kSentRemote = series(abi::kThreadCounters, &abi::Threa
 constexpr abi::SeriesName kApps = series(abi::kHostCounters, &abi::HostCounters::apps);
 constexpr abi::SeriesName kCoreBusy = series(abi::kCoreCounters, &abi::CoreCounters::busy_cycles);
 constexpr abi::SeriesName kCoreIdle = series(abi::kCoreCounters, &abi::CoreCounters::idle_cycles);
+constexpr abi::SeriesName kCoreCpu = series(abi::kCoreCounters, &abi::CoreCounters::cpu);
 constexpr abi::SeriesName kMessagesSent = series(abi::kConnCounters, &abi::ConnCounters::frames_sent);
 constexpr abi::SeriesName kMessagesReceived = series(abi::kConnCounters, &abi::ConnCounters::frames_received);
 constexpr abi::SeriesName kRequestsSent = series(abi::kConnCounters, &abi::ConnCounters::requests_sent);
@@ -654,6 +657,8 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   else if (is(s, kCoreBusy) || is(s, kCoreIdle)) {
     if (auto core = s.label("core")) v.cores.insert(std::string(*core));
     (is(s, kCoreBusy) ? v.dp_busy : v.dp_idle).add(d);
+  } else if (is(s, kCoreCpu)) {
+    if (auto core = s.label("core")) v.core_cpu[std::string(*core)] = s.value;
   } else if (is(s, kMessagesSent)) v.messages_sent.add(d);
   else if (is(s, kMessagesReceived)) v.messages_received.add(d);
   else if (is(s, kRequestsSent) || is(s, kResponsesSent)) v.slots_sent.add(d);
@@ -749,6 +754,13 @@ void render_host(const HostView& v, std::vector<std::string>& out) {
   if (!v.cores.empty()) {
     head += ", " + std::to_string(v.cores.size()) + (v.cores.size() == 1 ? " core " : " cores ");
     head += "busy " + with_unit(percent(v.dp_busy.get(), v.dp_busy.get(), v.dp_idle.get()), "%");
+  }
+  if (!v.core_cpu.empty()) {  // "on CPU 1" or "on CPUs 0,1" (core 0's first)
+    std::vector<std::pair<double, double>> by_core;  // labels are numbers
+    for (const auto& [core, cpu] : v.core_cpu) by_core.emplace_back(std::strtod(core.c_str(), nullptr), cpu);
+    std::sort(by_core.begin(), by_core.end());
+    head += by_core.size() == 1 ? " on CPU " : " on CPUs ";
+    for (std::size_t i = 0; i < by_core.size(); ++i) head += (i ? "," : "") + count(by_core[i].second);
   }
   if (v.apps) head += ", " + count(*v.apps) + (*v.apps == 1 ? " app" : " apps");
   out.push_back(head);

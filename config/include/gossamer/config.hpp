@@ -135,6 +135,10 @@ struct DataplaneConfig {
   std::uint16_t port = 0;         // DPDK port id
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores
+  // The CPU each polling core runs on (core i on cpus[i]); one per core.
+  // Empty: every core may run on any CPU of the process's affinity mask
+  // (DPDK's default pins them all to the mask's first CPU).
+  std::vector<std::uint32_t> cpus;
   Polling polling = Polling::adaptive;
   // Every frame carries a MAC under keys derived from the rack secret
   // (controlplane.psk_file). false only on a fabric nobody else can send
@@ -148,6 +152,11 @@ struct DataplaneConfig {
   // host.name (rack in a box: hosts share a file system and a rack file).
   std::string socket = "/run/gossamer/dataplane.sock";
   std::string socket_group;       // group allowed to attach; "" = root only
+  // Where the dataplane keeps its last incarnation, so that the next one is
+  // larger whatever the clock does (dataplane/README.md "Incarnations");
+  // "{host}" as in `socket`. `<file>.lock` next to it keeps a second
+  // dataplane of the same host from starting.
+  std::string incarnation_file = "/var/lib/gossamer/dataplane-{host}.incarnation";
   bool operator==(const DataplaneConfig&) const = default;
 };
 
@@ -215,6 +224,8 @@ struct Config {
   std::string dataplane_socket() const { return expand_host(dataplane.socket); }
   // controlplane.socket, expanded the same way.
   std::string controlplane_socket() const { return expand_host(controlplane.socket); }
+  // dataplane.incarnation_file, expanded the same way.
+  std::string incarnation_file() const { return expand_host(dataplane.incarnation_file); }
   std::string expand_host(std::string path) const {
     for (std::size_t at; (at = path.find("{host}")) != std::string::npos;) path.replace(at, 6, self().name);
     return path;
@@ -261,11 +272,20 @@ Result load_file(const std::string& path);
 Result load_string(std::string_view yaml, std::string_view name_for_errors);
 
 // Reads the rack secret (controlplane.psk_file): the file must exist, not be
-// readable or writable by group or others, and hold at least 16 bytes
-// (trailing whitespace is dropped). gossamerd keys its mesh handshake with
-// it, the dataplane derives its frame keys from it. On failure returns false
-// and says why in *error.
+// readable or writable by group or others, and hold at least 128 bits of key
+// material by secret_bits() (trailing whitespace is dropped). gossamerd
+// derives its handshake key from it, the dataplane its frame keys. On
+// failure returns false and says why in *error.
 bool load_rack_secret(const std::string& path, std::string* key, std::string* error);
+
+// At most how many bits of key material `secret` can hold, judged by how it
+// is written: 4 a character for hex digits, 6 for base64 (padding not
+// counted), 6.5 for other printable text without spaces, 2 for text with
+// spaces (words: a passphrase), 8 a byte for anything else; and 0 when it
+// has fewer than 8 different characters. An upper bound: a secret that
+// passes can still be guessable if a person chose it (SECURITY.md).
+double secret_bits(const std::string& secret);
+inline constexpr double kMinSecretBits = 128;
 
 // Writes each error of `r` on its own line, as FILE:LINE:COLUMN: key.path:
 // message (nothing when r.ok()). What every binary prints for a bad file.

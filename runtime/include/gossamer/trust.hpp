@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -56,7 +57,10 @@ void complete_wait(Completion& c, std::uint32_t status, const std::byte* data, s
       else w->value.emplace(decode_result<R>(data, len));
     } catch (const std::exception& e) {
       w->status = abi::kMalformed;
-      w->error = e.what();
+      w->error = std::string("the response could not be decoded: ") + e.what();
+    } catch (...) {
+      w->status = abi::kMalformed;
+      w->error = "the response could not be decoded (something that is not a std::exception)";
     }
   } else {
     w->error.assign(reinterpret_cast<const char*>(data), len);
@@ -72,6 +76,28 @@ R wait_for(Waiter<R>& w, const char* op) {
     throw_status(w.status, reinterpret_cast<const std::byte*>(w.error.data()),
                  std::uint32_t(w.error.size()), op);
   if constexpr (!std::is_void_v<R>) return std::move(*w.value);
+}
+
+// Runs a then-callback. It has no caller to throw to: an exception from it
+// ends the process with its message (then_callback_threw), never
+// std::terminate from inside the runtime's loop.
+template <class Fn>
+void run_then(Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    then_callback_threw(e.what());
+  } catch (...) {
+    then_callback_threw(nullptr);
+  }
+}
+
+// A response that does not decode, for apply_then/launch_then: ends the
+// process as a failed closure does there (report_async_failure).
+[[noreturn]] inline void fail_undecodable(const char* what) {
+  std::string m = std::string("the response could not be decoded: ") +
+                  (what ? what : "something that is not a std::exception");
+  report_async_failure(abi::kMalformed, reinterpret_cast<const std::byte*>(m.data()), std::uint32_t(m.size()));
 }
 
 // A `then` callback kept until its response arrives: inline when it is
@@ -93,10 +119,17 @@ void complete_then(Completion& c, std::uint32_t status, const std::byte* data, s
     return;
   }
   if constexpr (std::is_void_v<R>) {
-    (*t)();
+    run_then([t] { (*t)(); });
   } else {
-    R r = decode_result<R>(data, len);
-    (*t)(std::move(r));
+    std::optional<R> r;
+    try {
+      r.emplace(decode_result<R>(data, len));
+    } catch (const std::exception& e) {
+      fail_undecodable(e.what());
+    } catch (...) {
+      fail_undecodable(nullptr);
+    }
+    run_then([t, &r] { (*t)(std::move(*r)); });
   }
 }
 
@@ -128,6 +161,9 @@ void apply_invoke(Invocation& inv) {
     args.emplace(decode_args<Args...>(inv.body + flen, inv.length - flen));
   } catch (const std::exception& e) {
     inv.out->fail(abi::kMalformed, e.what());
+    return;
+  } catch (...) {
+    inv.out->fail(abi::kMalformed, "the arguments could not be decoded (not a std::exception)");
     return;
   }
   T& prop = *static_cast<T*>(inv.property);
@@ -269,12 +305,22 @@ struct Target {
     (check_sendable<Args>(), ...);
   }
 
-  template <class F, class... Args>
-  void send(const F& f, Completion done, Args&&... args) const {
+  // Encodes the request; `make_done()` gives its completion. If anything
+  // throws meanwhile (an argument's save(), say), the record is dropped and
+  // the caller gets remote_error: nothing is sent and nothing stays open.
+  template <class F, class MakeDone, class... Args>
+  void send(const char* op, const F& f, MakeDone&& make_done, Args&&... args) const {
     using Inv = Invoker<&apply_invoke<T, F, std::decay_t<Args>...>, T>;
     RecordWriter w(trustee, Inv::id(), handle);
-    append_closure(w, f);
-    encode_args(w, std::forward<Args>(args)...);
+    Completion done;
+    try {
+      append_closure(w, f);
+      encode_args(w, std::forward<Args>(args)...);
+      done = make_done();
+    } catch (...) {
+      w.abandon();
+      throw_send_failure(op);
+    }
     w.close(done);
   }
 
@@ -288,7 +334,7 @@ struct Target {
     }
     Waiter<R> w;
     w.fiber = current_fiber();
-    send(f, Completion::make(&complete_wait<R>, &w), std::forward<Args>(args)...);
+    send("apply()", f, [&w] { return Completion::make(&complete_wait<R>, &w); }, std::forward<Args>(args)...);
     return wait_for(w, "apply()");
   }
 
@@ -301,15 +347,16 @@ struct Target {
       if constexpr (std::is_void_v<R>) {
         run_local<T>(handle, [&](T& p) { f(p, std::forward<Args>(args)...); });
         DelegatedScope scope;
-        then();
+        run_then([&then] { then(); });
       } else {
         R r = run_local<T>(handle, [&](T& p) -> R { return f(p, std::forward<Args>(args)...); });
         DelegatedScope scope;
-        then(std::move(r));
+        run_then([&then, &r] { then(std::move(r)); });
       }
       return;
     }
-    send(f, make_then<R>(std::forward<Then>(then)), std::forward<Args>(args)...);
+    send("apply_then()", f, [&then] { return make_then<R>(std::forward<Then>(then)); },
+         std::forward<Args>(args)...);
   }
 
   template <class F>
@@ -426,7 +473,10 @@ class Trust {
     detail::check_closure<F>();
     return t_.apply_with(std::move(f));
   }
-  // Sends f without blocking; then(result) runs on this thread later.
+  // Sends f without blocking; then(result) runs on this thread later. If f
+  // throws on another thread's trustee, its response does not decode, or
+  // then() throws, the process ends with that message: nobody is left to
+  // throw to (errors.hpp).
   template <class F, class Then>
   void apply_then(F f, Then&& then) const {
     detail::check_closure<F>();
@@ -510,8 +560,13 @@ class TrusteeRef {
         detail::Waiter<std::uint64_t> w;
         w.fiber = detail::current_fiber();
         detail::RecordWriter rw(index_, Inv::id(), {});
-        rw.append(&id, sizeof id);
-        detail::encode_args(rw, *own);
+        try {
+          rw.append(&id, sizeof id);
+          detail::encode_args(rw, *own);
+        } catch (...) {
+          rw.abandon();
+          detail::throw_send_failure("entrust()");
+        }
         rw.close(detail::Completion::make(&detail::complete_wait<std::uint64_t>, &w));
         std::uint64_t raw = detail::wait_for(w, "entrust()");
         return Trust<V>(index_, detail::PropertyHandle{raw}, id);

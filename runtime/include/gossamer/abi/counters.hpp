@@ -87,7 +87,9 @@
   X(steer_dropped, "core_steer_dropped", "steer_dropped", kCounter,                                                   \
     "gossamer_dataplane_core_steered_frames_total{result=dropped}", "")                                               \
   X(handoffs, "core_handoffs", "", kCounter, "gossamer_dataplane_core_handoffs_total",                                \
-    "Records handed to a connection another core owns.")
+    "Records handed to a connection another core owns.")                                                              \
+  X(cpu, "core_cpu", "", kGauge, "gossamer_dataplane_core_cpu",                                                       \
+    "The CPU the polling core ran on when it last woke (dataplane.cpus).")
 
 // Per connection to a peer (metrics: ConnCounters; .stats: labels peer, conn).
 #define GOSSAMER_CONN_COUNTERS(X)                                                                                     \

@@ -33,9 +33,9 @@ namespace gossamer::abi {
 
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
 // 2: active connections, thread placement; 3: the rows of counters.hpp
-// (per-core counters, credit probes); 4: room for 24 host counters
-// (apps_denied).
-inline constexpr std::uint32_t kMetricsVersion = 4;
+// (per-core counters, credit probes); 4: 64-bit incarnation, core_cpu;
+// 5: room for 24 host counters (apps_denied).
+inline constexpr std::uint32_t kMetricsVersion = 5;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -52,7 +52,7 @@ struct MetricsHeader {
   std::uint64_t bytes;           // file size, = metrics_layout(...).bytes
   std::uint64_t tsc_hz;          // cycles per second of every *_cycles field
   std::uint64_t sample_ns;       // CLOCK_MONOTONIC when the sample was written
-  std::uint32_t boot;            // the dataplane's incarnation
+  std::uint64_t boot;            // the dataplane's incarnation (never reused, larger is newer)
   std::uint32_t host_index;
   std::uint32_t host_count;
   std::uint32_t conns_per_host;
@@ -60,10 +60,11 @@ struct MetricsHeader {
   std::uint32_t drop_reasons;    // names in use
   std::uint32_t apps;            // AppEntry in use (the first `apps`)
   std::uint32_t apps_hidden;     // attached instances that did not fit
-  std::uint8_t reserved[176];
+  std::uint8_t reserved[172];
 };
 static_assert(sizeof(MetricsHeader) == 256);
-static_assert(offsetof(MetricsHeader, seq) == 16);
+static_assert(offsetof(MetricsHeader, seq) == 16 && offsetof(MetricsHeader, boot) == 48 &&
+              offsetof(MetricsHeader, host_index) == 56);
 static_assert(std::is_trivially_copyable_v<MetricsHeader>);
 
 // The counters' fields are the rows of the tables in counters.hpp, in

@@ -1,19 +1,23 @@
 // How arguments and results cross a slot. Trivially copyable values travel
-// as raw bytes; anything else goes through cereal's binary archive (cereal is
+// as raw bytes; anything else goes through cereal's binary format (cereal is
 // header-only in Debian, supports the standard containers, and users add a
-// `serialize` member to their own types). The streams below read and write
-// slot memory directly: no allocation per value.
+// `serialize` member to their own types), read back by BoundedInputArchive,
+// which checks every claimed size against the bytes present. The streams
+// and the archive read and write slot memory directly: no allocation per
+// value.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
-#include <istream>
 #include <ostream>
 #include <streambuf>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cereal/archives/binary.hpp>
@@ -72,16 +76,115 @@ class VectorStreamBuf final : public std::streambuf {
   std::vector<std::byte>& v_;
 };
 
-// Reads from a byte range; reading past its end fails the stream, which
-// cereal turns into an exception (a malformed body, never an overrun).
-class SpanStreamBuf final : public std::streambuf {
+// Reads arguments and results from a byte range that may come from another
+// host: every read is checked against the bytes left (a malformed body is an
+// exception, never an overrun), and so is every element count cereal reads
+// before it sizes a container (its `SizeTag`): cereal's binary archive
+// resizes first and reads after, so a 24-byte body claiming a 2 GiB string
+// would allocate 2 GiB before failing. Here a count must fit what is left:
+// `count * the least bytes one element takes` (min_encoded_size below; one
+// byte for any type it does not know, so a container of a type that
+// serializes to nothing holds at most as many elements as bytes follow it).
+class BoundedInputArchive final
+    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
  public:
-  SpanStreamBuf(const std::byte* p, std::size_t n) {
-    char* b = const_cast<char*>(reinterpret_cast<const char*>(p));
-    setg(b, b, b + n);
+  BoundedInputArchive(const std::byte* p, std::size_t n) : InputArchive(this), p_(p), left_(n) {}
+
+  void loadBinary(void* data, std::size_t size) {
+    if (size > left_)
+      throw cereal::Exception("gossamer: the body ends " + std::to_string(left_) + " bytes into a " +
+                              std::to_string(size) + "-byte field");
+    if (size) std::memcpy(data, p_, size);
+    p_ += size;
+    left_ -= size;
   }
-  std::size_t consumed() const { return std::size_t(gptr() - eback()); }
+
+  // Refuses `count` elements of at least `min_bytes` each when fewer bytes remain.
+  void check_count(std::uint64_t count, std::size_t min_bytes) const { check(count, min_bytes, left_); }
+  // The same for the size tag about to be read (a container's load reads it
+  // first), with the element type the container knows.
+  void check_next_count(std::size_t min_bytes) const {
+    cereal::size_type count;
+    if (left_ < sizeof count) return;  // reading the tag fails
+    std::memcpy(&count, p_, sizeof count);
+    check(count, min_bytes, left_ - sizeof count);
+  }
+
+ private:
+  static void check(std::uint64_t count, std::size_t min_bytes, std::size_t left) {
+    min_bytes = std::max<std::size_t>(min_bytes, 1);
+    if (count > left / min_bytes)
+      throw cereal::Exception("gossamer: the body claims " + std::to_string(count) + " elements where only " +
+                              std::to_string(left) + " bytes remain (each takes at least " +
+                              std::to_string(min_bytes) + ")");
+  }
+  const std::byte* p_;
+  std::size_t left_;
 };
+
+// The least bytes a value of T takes in a BoundedInputArchive's input.
+template <class T>
+struct min_encoded_size : std::integral_constant<std::size_t, 1> {};
+template <class T>
+  requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+struct min_encoded_size<T> : std::integral_constant<std::size_t, sizeof(T)> {};
+template <class C, class Tr, class A>  // its size tag
+struct min_encoded_size<std::basic_string<C, Tr, A>> : std::integral_constant<std::size_t, sizeof(cereal::size_type)> {};
+template <class T, class A>
+struct min_encoded_size<std::vector<T, A>> : std::integral_constant<std::size_t, sizeof(cereal::size_type)> {};
+template <template <class...> class Map, class... Args>
+  requires requires { typename Map<Args...>::mapped_type; }
+struct min_encoded_size<Map<Args...>> : std::integral_constant<std::size_t, sizeof(cereal::size_type)> {};
+template <class A, class B>
+struct min_encoded_size<std::pair<A, B>>
+    : std::integral_constant<std::size_t, min_encoded_size<A>::value + min_encoded_size<B>::value> {};
+template <class... Ts>
+struct min_encoded_size<std::tuple<Ts...>>
+    : std::integral_constant<std::size_t, (std::size_t(0) + ... + min_encoded_size<Ts>::value)> {};
+template <class T, std::size_t N>
+struct min_encoded_size<std::array<T, N>> : std::integral_constant<std::size_t, N * min_encoded_size<T>::value> {};
+
+// What cereal's BinaryInputArchive has, for this archive.
+template <class T>
+  requires std::is_arithmetic_v<T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
+  ar.loadBinary(std::addressof(t), sizeof t);
+}
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, cereal::BinaryData<T>& bd) {
+  ar.loadBinary(bd.data, std::size_t(bd.size));
+}
+template <class T>
+void CEREAL_SERIALIZE_FUNCTION_NAME(BoundedInputArchive& ar, cereal::NameValuePair<T>& t) {
+  ar(t.value);
+}
+// Every count: at least a byte per element (any container, also those
+// whose headers codec.hpp does not include).
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, cereal::SizeTag<T>& t) {
+  ar(t.size);
+  ar.check_count(t.size, 1);
+}
+// The containers cereal sizes from their count before reading the elements
+// (vector, string) and the maps: the exact least size of an element first.
+// (vector<bool> is cereal's own: a bool is one byte, the check above.)
+template <class T, class A>
+  requires(!std::is_same_v<T, bool>)
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::vector<T, A>& v) {
+  ar.check_next_count(min_encoded_size<T>::value);
+  cereal::CEREAL_LOAD_FUNCTION_NAME(ar, v);
+}
+template <class C, class Tr, class A>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, std::basic_string<C, Tr, A>& s) {
+  ar.check_next_count(sizeof(C));
+  cereal::CEREAL_LOAD_FUNCTION_NAME(ar, s);
+}
+template <template <class...> class Map, class... Args, class = typename Map<Args...>::mapped_type>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, Map<Args...>& m) {
+  using M = Map<Args...>;
+  ar.check_next_count(min_encoded_size<typename M::key_type>::value + min_encoded_size<typename M::mapped_type>::value);
+  cereal::CEREAL_LOAD_FUNCTION_NAME(ar, m);
+}
 
 // Trivially copyable values travel as their bytes (a memcpy, whatever
 // cereal could do with them); cereal only for the rest.
@@ -92,7 +195,7 @@ template <class A>
 constexpr bool is_cereal_type_v =
     !is_raw_type_v<A> &&
     cereal::traits::is_output_serializable<A, cereal::BinaryOutputArchive>::value &&
-    cereal::traits::is_input_serializable<A, cereal::BinaryInputArchive>::value;
+    cereal::traits::is_input_serializable<A, BoundedInputArchive>::value;
 
 template <class A>
 constexpr void check_sendable() {
@@ -135,10 +238,7 @@ std::tuple<Args...> decode_args(const std::byte* p, std::size_t n) {
     std::apply([&](auto&... a) { ((std::memcpy(&a, p + off, sizeof a), off += sizeof a), ...); }, t);
     return t;
   } else {
-    SpanStreamBuf buf(p, n);
-    std::istream is(&buf);
-    is.exceptions(std::ios::failbit | std::ios::badbit | std::ios::eofbit);
-    cereal::BinaryInputArchive ar(is);
+    BoundedInputArchive ar(p, n);
     std::tuple<Args...> t;
     std::apply(
         [&](auto&... a) {
@@ -201,3 +301,13 @@ R decode_result(const std::byte* p, std::size_t n) {
 }
 
 }  // namespace gossamer::detail
+
+CEREAL_REGISTER_ARCHIVE(gossamer::detail::BoundedInputArchive)
+// Loads with this archive, saves with cereal's binary output archive (the
+// other direction stays BinaryInputArchive's).
+namespace cereal::traits::detail {
+template <>
+struct get_output_from_input<gossamer::detail::BoundedInputArchive> {
+  using type = cereal::BinaryOutputArchive;
+};
+}  // namespace cereal::traits::detail

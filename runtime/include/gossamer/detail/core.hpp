@@ -170,6 +170,9 @@ class RecordWriter {
   void pad_to_align();
   // Finishes the record; `done` runs when its response arrives.
   void close(Completion done);
+  // Drops the record instead (encoding it threw): nothing is sent, and the
+  // Trust copies its arguments made while encoding are undone.
+  void abandon() noexcept;
   ThreadId to() const { return to_; }
 
  private:
@@ -180,7 +183,15 @@ class RecordWriter {
 // A response that arrives with a non-ok status; `data` may hold a message.
 [[noreturn]] void throw_status(std::uint32_t status, const std::byte* data, std::uint32_t len,
                                const char* op);
-void report_async_failure(std::uint32_t status, const std::byte* data, std::uint32_t len);
+// The same for apply_then/launch_then, which have no caller to throw to:
+// ends the process with the error.
+[[noreturn]] void report_async_failure(std::uint32_t status, const std::byte* data, std::uint32_t len);
+// Inside a catch block, after encoding a request threw (and its record was
+// abandoned): throws remote_error naming `op`, the caught exception nested.
+[[noreturn]] void throw_send_failure(const char* op);
+// A then-callback threw (`what`: null if not a std::exception): ends the
+// process with that message, as an uncaught exception in a fiber does.
+[[noreturn]] void then_callback_threw(const char* what);
 
 // ---- delegation: trustee side -----------------------------------------------
 // Where an invoker writes its response.
