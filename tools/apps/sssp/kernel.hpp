@@ -40,14 +40,6 @@ inline void for_each_concurrently(std::size_t n, F&& fn) {
 
 // ---- closures sent to partitions (trivially copyable functors) ----------------
 
-struct Build {
-  std::uint64_t operator()(Latch<Partition>& l, Setup s) const {
-    auto p = l.lock();
-    p->build(s);
-    return p->arcs();
-  }
-};
-
 struct ApplyBatch {
   std::uint32_t operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
     return l.lock()->apply_updates(batch);

@@ -62,6 +62,10 @@ inline std::uint32_t update_vertex(std::uint64_t u) { return std::uint32_t(u >> 
 inline float update_distance(std::uint64_t u) { return std::bit_cast<float>(std::uint32_t(u)); }
 inline constexpr std::uint32_t kNone = ~std::uint32_t(0);  // no parent: unreached
 
+// A half-edge on its way to its owner during construction: (local index at
+// the owner, other end, weight bits).
+inline constexpr std::size_t kHalfWords = 3;
+
 // What one round produced on one partition: a batch per destination
 // partition (empty for itself) and its lowest live bucket afterwards.
 struct Outgoing {
@@ -82,42 +86,59 @@ class Partition {
  public:
   Partition() = default;
 
-  // ---- construction: generate the whole edge list, keep what touches us ----
-  void build(const Setup& s) {
+  // ---- construction, in three steps that host 0 drives (construct.hpp) ------
+  // 1. This partition's share of the input edge list: edges [lo, hi) of the
+  //    counter-based generator, lo = m * index / parts. Returns how many.
+  std::uint64_t generate(const Setup& s) {
     setup_ = s;
     const std::uint64_t n = s.spec.vertices(), m = s.spec.edges();
-    const std::uint32_t parts = s.parts, me = s.index;
-    n_local_ = me < n ? std::uint32_t((n - 1 - me) / parts + 1) : 0;  // more partitions than vertices: none
+    n_local_ = s.index < n ? std::uint32_t((n - 1 - s.index) / s.parts + 1) : 0;  // more partitions than vertices: none
+    const std::uint64_t lo = m * s.index / s.parts, hi = m * (s.index + 1) / s.parts;
     const Kronecker gen(s.spec);
-    struct Half {
-      std::uint32_t local, v;
-      float w;
-    };
-    std::vector<Half> halves;
-    halves.reserve(std::size_t(2 * m / parts + 1024));
-    offsets_.assign(std::size_t(n_local_) + 1, 0);
-    for (std::uint64_t e = 0; e < m; ++e) {
-      const Edge ed = gen.edge(e);
-      if (ed.u == ed.v) continue;  // no use to shortest paths, and not counted for TEPS
-      if (ed.u % parts == me) halves.push_back({ed.u / parts, ed.v, ed.w});
-      if (ed.v % parts == me) halves.push_back({ed.v / parts, ed.u, ed.w});
+    edges_.resize(hi - lo);
+    for (std::uint64_t e = lo; e < hi; ++e) edges_[e - lo] = gen.edge(e);
+    halves_.clear();
+    halves_.reserve(std::size_t(2 * m / s.parts + 1024));
+    return edges_.size();
+  }
+
+  // 2. The exchange takes the share and sends every partition the halves of
+  //    its vertices (self-loops left out: they do nothing to shortest paths
+  //    and are not counted for TEPS); each arrives here as (local index,
+  //    other end, weight bits) triples.
+  std::vector<Edge> take_edges() { return std::move(edges_); }
+  void add_halves(const std::vector<std::uint32_t>& triples) {
+    if (triples.size() % kHalfWords != 0) throw std::length_error("a batch of half-edges ends in the middle of one");
+    const std::uint64_t n = setup_.spec.vertices();
+    for (std::size_t i = 0; i < triples.size(); i += kHalfWords) {
+      const std::uint32_t local = triples[i], v = triples[i + 1];
+      if (local >= n_local_ || v >= n) throw std::out_of_range("a half-edge for a vertex that does not exist here");
+      halves_.push_back({local, v, std::bit_cast<float>(triples[i + 2])});
     }
-    for (const Half& h : halves) ++offsets_[h.local + 1];
+  }
+
+  // 3. The CSR from the halves, each vertex's light arcs (w < delta) first.
+  std::uint64_t build_csr() {
+    offsets_.assign(std::size_t(n_local_) + 1, 0);
+    for (const Half& h : halves_) ++offsets_[h.local + 1];
     for (std::uint32_t v = 0; v < n_local_; ++v) offsets_[v + 1] += offsets_[v];
-    arcs_.resize(halves.size());
+    arcs_.resize(halves_.size());
     std::vector<std::uint64_t> fill(offsets_.begin(), offsets_.end() - 1);
-    for (const Half& h : halves) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    std::vector<Half>().swap(halves_);
     // Light arcs first, so a phase walks a contiguous range (a partition,
     // not a sort: the order within each class does not matter).
     light_end_.resize(n_local_);
     for (std::uint32_t v = 0; v < n_local_; ++v) {
       auto b = arcs_.begin() + std::ptrdiff_t(offsets_[v]), e = arcs_.begin() + std::ptrdiff_t(offsets_[v + 1]);
-      light_end_[v] = std::uint64_t(std::partition(b, e, [&](const Arc& a) { return a.w < s.delta; }) - arcs_.begin());
+      light_end_[v] =
+          std::uint64_t(std::partition(b, e, [this](const Arc& a) { return a.w < setup_.delta; }) - arcs_.begin());
     }
-    best_.assign(std::size_t(n), kInf);
-    best_parent_.assign(std::size_t(n), kNone);
-    touched_.assign(parts, {});
+    best_.assign(std::size_t(setup_.spec.vertices()), kInf);
+    best_parent_.assign(std::size_t(setup_.spec.vertices()), kNone);
+    touched_.assign(setup_.parts, {});
     built_ = true;
+    return arcs_.size();
   }
 
   std::uint64_t degree(std::uint32_t global) const {
@@ -125,7 +146,6 @@ class Partition {
     return offsets_[v + 1] - offsets_[v];
   }
   const Setup& setup() const { return setup_; }
-  std::uint64_t arcs() const { return arcs_.size(); }
 
   // ---- a run ---------------------------------------------------------------
   // Forget any previous run; the root's owner puts it in bucket 0.
@@ -276,8 +296,15 @@ class Partition {
     return kNoBucket;
   }
 
+  struct Half {
+    std::uint32_t local, v;
+    float w;
+  };
+
   Setup setup_{};
   bool built_ = false;
+  std::vector<Edge> edges_;                // construction only: this partition's share of the edge list
+  std::vector<Half> halves_;               // construction only: the halves of our vertices, as they arrive
   std::uint32_t n_local_ = 0;
   std::vector<std::uint64_t> offsets_;     // CSR over local vertices
   std::vector<Arc> arcs_;                  // (global target, weight), light ones first per vertex

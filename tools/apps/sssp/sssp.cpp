@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <gossamer/gossamer.hpp>
 
+#include "construct.hpp"
 #include "kernel.hpp"
 #include "kronecker.hpp"
 #include "partition.hpp"
@@ -49,14 +50,6 @@ struct Params {
 };
 
 // ---- closures sent to partitions (trivially copyable functors) ----------------
-
-struct Build {
-  std::uint64_t operator()(Latch<Partition>& l, Setup s) const {
-    auto p = l.lock();
-    p->build(s);
-    return p->arcs();
-  }
-};
 
 // The roots as the reference's main.c picks them: for counter = 0, 2, 4, ...
 // v = floor((u0 + u1) * n) mod n from two uniforms of the seed's root stream;
@@ -130,27 +123,14 @@ int drive(const Params& prm) {
     return 2;
   }
 
-  // One empty partition per trustee, then every trustee builds its own from
-  // the seed, all at once.
-  const auto t_build = Clock::now();
   Parts parts(nparts);
-  for_each_concurrently(nparts, [&](std::size_t i) { parts[i] = gossamer::trustee(i).entrust(Latch<Partition>{}); });
-  Setup setup;
-  setup.spec = spec;
-  setup.parts = std::uint32_t(nparts);
-  setup.delta = prm.delta;
-  for (std::size_t i = 0; i < nparts; ++i) setup.refs[i] = parts[i].ref();
-  std::uint64_t arcs = 0;
-  for_each_concurrently(nparts, [&](std::size_t i) {
-    Setup s = setup;
-    s.index = std::uint32_t(i);
-    arcs += parts[i].apply_with(Build{}, s);
-  });
+  const Built built = construct(parts, spec, prm.delta);
   Results res;
   res.scale = spec.scale;
   res.edgefactor = spec.edgefactor;
   res.processes = nparts;
-  res.construction_time = seconds_since(t_build);
+  res.graph_generation = built.graph_generation;
+  res.construction_time = built.construction_time;
 
   const std::vector<std::uint32_t> roots =
       prm.root ? std::vector<std::uint32_t>{std::uint32_t(*prm.root)} : sample_roots(parts, spec, prm.roots);
@@ -211,7 +191,7 @@ int drive(const Params& prm) {
               (unsigned long long)total.rounds, (unsigned long long)first.summary.reached,
               (unsigned long long)first.edges(), (unsigned long long)total.summary.relaxations,
               (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent,
-              res.construction_time, (unsigned long long)arcs);
+              res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
   if (valid)
     print_results(stdout, res);
   else
