@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 namespace sssp {
@@ -43,36 +44,37 @@ struct Results {
   std::vector<double> times, edges, validate_times;  // per root; validate -1 when skipped
 };
 
+// One statistics group: "<prefix>min<suffix>:" ... "<prefix>stddev<suffix>:"
+// in the reference's order, the name left-aligned in 32 columns.
+inline void print_group(std::FILE* out, const char* prefix, const char* suffix, const Stats& s, const char* fmt) {
+  const std::pair<const char*, double> rows[] = {{"min", s.min},       {"firstquartile", s.firstquartile},
+                                                 {"median", s.median}, {"thirdquartile", s.thirdquartile},
+                                                 {"max", s.max},       {"mean", s.mean},
+                                                 {"stddev", s.stddev}};
+  for (const auto& [name, v] : rows) {
+    char label[64];
+    std::snprintf(label, sizeof label, "%s%s%s:", prefix, name, suffix);
+    std::fprintf(out, "%-32s", label);
+    std::fprintf(out, fmt, v);
+    std::fputc('\n', out);
+  }
+}
+
 // Prints the block to `out`, in the reference's order (its BFS lines left out:
 // this program runs only the SSSP kernel).
 inline void print_results(std::FILE* out, const Results& r) {
   const auto line = [out](const char* name, double v) { std::fprintf(out, "%-32s%g\n", name, v); };
-  const auto line11 = [out](const char* name, double v) { std::fprintf(out, "%-32s%.11g\n", name, v); };
   std::fprintf(out, "%-32s%u\n", "SCALE:", r.scale);
   std::fprintf(out, "%-32s%u\n", "edgefactor:", r.edgefactor);
   std::fprintf(out, "%-32s%zu\n", "NBFS:", r.times.size());
   line("graph_generation:", r.graph_generation);
   std::fprintf(out, "%-32s%zu\n", "num_mpi_processes:", r.processes);
   line("construction_time:", r.construction_time);
-  Stats s = statistics(r.times);
-  line("sssp min_time:", s.min);
-  line("sssp firstquartile_time:", s.firstquartile);
-  line("sssp median_time:", s.median);
-  line("sssp thirdquartile_time:", s.thirdquartile);
-  line("sssp max_time:", s.max);
-  line("sssp mean_time:", s.mean);
-  line("sssp stddev_time:", s.stddev);
-  s = statistics(r.edges);
-  line11("min_nedge:", s.min);
-  line11("firstquartile_nedge:", s.firstquartile);
-  line11("median_nedge:", s.median);
-  line11("thirdquartile_nedge:", s.thirdquartile);
-  line11("max_nedge:", s.max);
-  line11("mean_nedge:", s.mean);
-  line11("stddev_nedge:", s.stddev);
+  print_group(out, "sssp ", "_time", statistics(r.times), "%g");
+  print_group(out, "", "_nedge", statistics(r.edges), "%.11g");
   std::vector<double> secs_per_edge(r.times.size());
   for (std::size_t i = 0; i < r.times.size(); ++i) secs_per_edge[i] = r.times[i] / r.edges[i];
-  s = statistics(secs_per_edge);
+  const Stats s = statistics(secs_per_edge);
   line("sssp min_TEPS:", 1. / s.max);
   line("sssp firstquartile_TEPS:", 1. / s.thirdquartile);
   line("sssp median_TEPS:", 1. / s.median);
@@ -80,14 +82,7 @@ inline void print_results(std::FILE* out, const Results& r) {
   line("sssp max_TEPS:", 1. / s.min);
   std::fprintf(out, "%-29s!  %g\n", "sssp harmonic_mean_TEPS:", 1. / s.mean);
   line("sssp harmonic_stddev_TEPS:", s.stddev / (s.mean * s.mean * std::sqrt(double(r.times.size()) - 1)));
-  s = statistics(r.validate_times);
-  line("sssp min_validate:", s.min);
-  line("sssp firstquartile_validate:", s.firstquartile);
-  line("sssp median_validate:", s.median);
-  line("sssp thirdquartile_validate:", s.thirdquartile);
-  line("sssp max_validate:", s.max);
-  line("sssp mean_validate:", s.mean);
-  line("sssp stddev_validate:", s.stddev);
+  print_group(out, "sssp ", "_validate", statistics(r.validate_times), "%g");
 }
 
 }  // namespace sssp
