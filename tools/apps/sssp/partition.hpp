@@ -78,7 +78,7 @@ struct Summary {
   std::uint64_t reached = 0;
   std::uint64_t half_edges = 0;     // adjacency entries of reached vertices (self-loops are not stored)
   std::uint64_t relaxations = 0;    // edges relaxed
-  std::uint64_t updates_sent = 0;   // (vertex, distance) pairs sent to other partitions
+  std::uint64_t updates_sent = 0;   // (vertex, distance, parent) updates sent to other partitions
   std::uint64_t batches_sent = 0;   // apply_with requests that carried them
 };
 

@@ -49,7 +49,7 @@ struct Params {
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
 
-// ---- closures sent to partitions (trivially copyable functors) ----------------
+// ---- roots, results on host 0, spoiled results for the tests -------------------
 
 // The roots as the reference's main.c picks them: for counter = 0, 2, 4, ...
 // v = floor((u0 + u1) * n) mod n from two uniforms of the seed's root stream;
@@ -134,6 +134,13 @@ int drive(const Params& prm) {
 
   const std::vector<std::uint32_t> roots =
       prm.root ? std::vector<std::uint32_t>{std::uint32_t(*prm.root)} : sample_roots(parts, spec, prm.roots);
+  if (prm.root) {
+    const std::uint32_t v = roots[0];
+    if (parts[v % nparts].apply([v](Latch<Partition>& l) { return l.lock()->degree(v); }) == 0) {
+      std::fprintf(stderr, "sssp: --root %u has no edge (Graph500 never searches from one)\n", v);
+      return 2;
+    }
+  }
   if (roots.empty()) {
     std::fprintf(stderr, "sssp: found no vertex with an edge to start from\n");
     return 2;
