@@ -216,7 +216,7 @@ void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
 
 void Worker::record_closed(ThreadId to) {
   if (!control_send_) {
-    ++outstanding_;
+    ++tl_state.outstanding;
     ++requests_sent_;
     if (!rt_.is_local(to)) ++requests_sent_remote_;
     ++activity_;
@@ -224,6 +224,13 @@ void Worker::record_closed(ThreadId to) {
   if (!is_dirty_[to]) {
     is_dirty_[to] = 1;
     dirty_.push_back(to);
+  }
+}
+
+void Worker::wait_for_room() {
+  while (tl_state.outstanding >= tl_state.max_outstanding) {
+    room_waiters_.push_back(tl_state.fiber);
+    suspend();  // flush_and_poll() makes it ready
   }
 }
 
@@ -243,6 +250,11 @@ bool Worker::flush_and_poll() {
     } else {
       ++i;
     }
+  }
+  // Completions only run above: wake the fibers waiting for room, if any.
+  if (!room_waiters_.empty() && tl_state.outstanding < tl_state.max_outstanding) [[unlikely]] {
+    for (Fiber* f : room_waiters_) make_ready(f);
+    room_waiters_.clear();
   }
   return worked;
 }
@@ -366,7 +378,7 @@ void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* d
     else if (status != abi::kOk) report_async_failure(status, data, len);
   }
   if (!control) {
-    --outstanding_;
+    --tl_state.outstanding;
     ++responses_received_;
     ++activity_;
   }

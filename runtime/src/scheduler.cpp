@@ -123,7 +123,7 @@ inline void put(std::uint64_t& field, std::uint64_t v) {
 
 void Worker::publish_counters() {
   pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
-  pub.outstanding.store(outstanding_, std::memory_order_relaxed);
+  pub.outstanding.store(std::int64_t(tl_state.outstanding), std::memory_order_relaxed);
   pub.parked.store(parked_.in_use, std::memory_order_relaxed);
   abi::ThreadCounters& c = *counters_;
   put(c.busy_cycles, busy_cycles_);

@@ -163,6 +163,9 @@ class Worker {
   void make_ready(Fiber* f);
   void yield();
   Fiber* current() const { return tl_state.fiber; }
+  // Backpressure (client.cpp): suspends the running fiber until this
+  // thread has fewer than max_outstanding requests awaiting responses.
+  void wait_for_room();
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
@@ -278,7 +281,9 @@ class Worker {
     std::uint64_t id;
   };
   std::vector<DeferredToggle> deferred_toggles_;
-  std::int64_t outstanding_ = 0;
+  // Requests awaiting responses: tl_state.outstanding (read inline by
+  // wait_for_room()). Fibers waiting for it to drop below the bound:
+  std::vector<Fiber*> room_waiters_;
   std::uint64_t requests_sent_ = 0, responses_received_ = 0;
   std::uint64_t requests_served_ = 0, requests_served_remote_ = 0, slots_served_ = 0;
   std::uint64_t requests_sent_remote_ = 0;

@@ -229,6 +229,7 @@ struct DelegationConfig {
   std::size_t fibers = 32;   // per thread, for blocking apply
   std::size_t window = 512;  // outstanding apply_then per thread
   gossamer::Polling polling = gossamer::Polling::busy;
+  std::size_t max_outstanding = gossamer::Options{}.max_outstanding;  // backpressure bound
 };
 
 double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>& seqs,
@@ -236,6 +237,7 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
   gossamer::Options o;
   o.threads = p.threads;
   o.polling = dc.polling;
+  o.max_outstanding = dc.max_outstanding;
   double secs = 0;
   long total = 0;
   gossamer::run(o, [&] {
@@ -293,10 +295,11 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
 
 // One fiber on thread 0, one counter on thread 1, `ops` apply_then; window
 // 0 = none (the loop a new user writes), then wait for every callback.
-double bench_loop(std::uint64_t ops, std::size_t window, gossamer::Polling polling) {
+double bench_loop(std::uint64_t ops, std::size_t window, const DelegationConfig& dc) {
   gossamer::Options o;
   o.threads = 2;
-  o.polling = polling;
+  o.polling = dc.polling;
+  o.max_outstanding = dc.max_outstanding;
   double secs = 0;
   long total = 0;
   gossamer::run(o, [&] {
@@ -352,6 +355,7 @@ int main(int argc, char** argv) {
   app.add_option("--variants", variants, "comma-separated subset of trust,async,mutex,spin,mcs,1core (the table; others print -), "
                  "loop,unwindowed (the loop with and without a window)");
   app.add_option("--loop-ops", loop_ops, "apply_then of the loop");
+  app.add_option("--max-outstanding", dc.max_outstanding, "gossamer::Options::max_outstanding (0: no bound)");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* v) { return ("," + variants + ",").find("," + std::string(v) + ",") != std::string::npos; };
   dc.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
@@ -406,12 +410,12 @@ int main(int argc, char** argv) {
     double w = 0, u = 0;
     if (want("loop")) {
       reset_peak_rss();
-      w = double(loop_ops) / 1e6 / bench_loop(loop_ops, dc.window, dc.polling);
+      w = double(loop_ops) / 1e6 / bench_loop(loop_ops, dc.window, dc);
       std::printf("loop windowed   %8.2f Mops/s  peak RSS %8.1f MiB  (window %zu)\n", w, peak_rss_mib(), dc.window);
     }
     if (want("unwindowed")) {
       reset_peak_rss();
-      u = double(loop_ops) / 1e6 / bench_loop(loop_ops, 0, dc.polling);
+      u = double(loop_ops) / 1e6 / bench_loop(loop_ops, 0, dc);
       std::printf("loop unwindowed %8.2f Mops/s  peak RSS %8.1f MiB", u, peak_rss_mib());
       if (w > 0) std::printf("  unwindowed/windowed %.2fx", u / w);
       std::printf("\n");
