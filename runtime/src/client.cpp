@@ -132,7 +132,7 @@ void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
 // ---- encoding ----------------------------------------------------------------
 
 RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
   if (w->record_open())
     fatal("a request was started while another was being encoded (delegation from inside "
@@ -146,17 +146,17 @@ RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle pr
 
 void RecordWriter::append(const void* data, std::size_t len) {
   if (len == 0) return;  // cereal writes empty ranges with a null pointer
-  std::memcpy(worker_or_null()->channel(to_).queue.grow(len), data, len);
+  std::memcpy(tl_state.worker->channel(to_).queue.grow(len), data, len);
 }
 
 void RecordWriter::pad_to_align() {
-  auto& q = worker_or_null()->channel(to_).queue;
+  auto& q = tl_state.worker->channel(to_).queue;
   std::size_t pad = abi::align_record(std::uint32_t(q.size() - start_)) - (q.size() - start_);
   if (pad) std::memset(q.grow(pad), 0, pad);
 }
 
 void RecordWriter::close(Completion done) {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   Channel& ch = w->channel(to_);
   std::size_t body = ch.queue.size() - start_ - kRecordHeader;
   auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
@@ -193,7 +193,7 @@ void RecordWriter::close(Completion done) {
 }
 
 void RecordWriter::abandon() noexcept {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   w->channel(to_).queue.truncate(start_);
   w->drop_deferred_toggles();
   w->set_record_open(false);
@@ -240,9 +240,12 @@ bool Worker::flush_and_poll() {
   bool worked = false;
   for (std::size_t i = 0; i < dirty_.size();) {
     ThreadId to = dirty_[i];
-    worked |= poll_responses(to);
-    worked |= flush(to);
     Channel& ch = channels_[to];
+    // The checks inline: a channel still waiting for its response costs one
+    // load of the response's ready word here, not two calls.
+    if (ch.inflight && load_atomic<std::uint32_t>(ch.response_seq, std::memory_order_acquire) == ch.seq)
+      worked |= poll_responses(to);
+    if (!ch.inflight && (ch.queued || ch.need_fetch)) worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();

@@ -66,6 +66,7 @@ struct Channel {
   std::uint32_t queued = 0;      // records in queue[head..]
   std::uint32_t inflight = 0;    // records in the slot awaiting responses
   std::uint32_t seq = 0;         // last request seq published
+  const std::byte* response_seq = nullptr;  // the response slot's ready word
   // To a trustee on another host: the trustee may hold responses back when
   // they do not fit the slot (abi::kResponseMore); the next batch then
   // fetches them, even if empty. Pieces of a response that spans slots

@@ -29,9 +29,7 @@ struct Options {
   // responses bring the count below it (Trust::apply_then). Bounds the
   // memory of pending requests (~280 B each). A loop that waits for more
   // than this many of its requests to be in flight never gets there: raise
-  // the bound for it. 0 = no bound. 1024 measured
-  // as fast as any larger window on the fetch-and-add loop
-  // (runtime/PERFORMANCE.md).
+  // the bound for it. 0 = no bound. Why 1024: runtime/PERFORMANCE.md.
   std::size_t max_outstanding = 1024;
 };
 
