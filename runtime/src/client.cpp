@@ -132,7 +132,7 @@ void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
 // ---- encoding ----------------------------------------------------------------
 
 RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
   if (w->record_open())
     fatal("a request was started while another was being encoded (delegation from inside "
@@ -146,17 +146,17 @@ RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle pr
 
 void RecordWriter::append(const void* data, std::size_t len) {
   if (len == 0) return;  // cereal writes empty ranges with a null pointer
-  std::memcpy(worker_or_null()->channel(to_).queue.grow(len), data, len);
+  std::memcpy(tl_state.worker->channel(to_).queue.grow(len), data, len);
 }
 
 void RecordWriter::pad_to_align() {
-  auto& q = worker_or_null()->channel(to_).queue;
+  auto& q = tl_state.worker->channel(to_).queue;
   std::size_t pad = abi::align_record(std::uint32_t(q.size() - start_)) - (q.size() - start_);
   if (pad) std::memset(q.grow(pad), 0, pad);
 }
 
 void RecordWriter::close(Completion done) {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   Channel& ch = w->channel(to_);
   std::size_t body = ch.queue.size() - start_ - kRecordHeader;
   auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
@@ -193,7 +193,7 @@ void RecordWriter::close(Completion done) {
 }
 
 void RecordWriter::abandon() noexcept {
-  Worker* w = worker_or_null();
+  Worker* w = tl_state.worker;
   w->channel(to_).queue.truncate(start_);
   w->drop_deferred_toggles();
   w->set_record_open(false);
@@ -216,7 +216,7 @@ void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
 
 void Worker::record_closed(ThreadId to) {
   if (!control_send_) {
-    ++outstanding_;
+    ++tl_state.outstanding;
     ++requests_sent_;
     if (!rt_.is_local(to)) ++requests_sent_remote_;
     ++activity_;
@@ -227,15 +227,25 @@ void Worker::record_closed(ThreadId to) {
   }
 }
 
+void Worker::wait_for_room() {
+  while (tl_state.outstanding >= tl_state.max_outstanding) {
+    room_waiters_.push_back(tl_state.fiber);
+    suspend();  // flush_and_poll() makes it ready
+  }
+}
+
 // ---- moving batches ------------------------------------------------------------
 
 bool Worker::flush_and_poll() {
   bool worked = false;
   for (std::size_t i = 0; i < dirty_.size();) {
     ThreadId to = dirty_[i];
-    worked |= poll_responses(to);
-    worked |= flush(to);
     Channel& ch = channels_[to];
+    // The checks inline: a channel still waiting for its response costs one
+    // load of the response's ready word here, not two calls.
+    if (ch.inflight && load_atomic<std::uint32_t>(ch.response_seq, std::memory_order_acquire) == ch.seq)
+      worked |= poll_responses(to);
+    if (!ch.inflight && (ch.queued || ch.need_fetch)) worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();
@@ -243,6 +253,11 @@ bool Worker::flush_and_poll() {
     } else {
       ++i;
     }
+  }
+  // Completions only run above: wake the fibers waiting for room, if any.
+  if (!room_waiters_.empty() && tl_state.outstanding < tl_state.max_outstanding) [[unlikely]] {
+    for (Fiber* f : room_waiters_) make_ready(f);
+    room_waiters_.clear();
   }
   return worked;
 }
@@ -366,7 +381,7 @@ void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* d
     else if (status != abi::kOk) report_async_failure(status, data, len);
   }
   if (!control) {
-    --outstanding_;
+    --tl_state.outstanding;
     ++responses_received_;
     ++activity_;
   }

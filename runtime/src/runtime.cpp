@@ -210,11 +210,19 @@ void Runtime::check_done(Worker& w) {
   }
 }
 
+ThreadState Runtime::thread_state(Worker* w, ThreadId id) const {
+  ThreadState s;
+  s.worker = w;
+  s.id = id;
+  s.max_outstanding = opts_.max_outstanding ? opts_.max_outstanding : UINT64_MAX;
+  return s;
+}
+
 int Runtime::run(std::function<int()> main_fn) {
   std::vector<std::thread> threads;
   auto body = [this](ThreadId i) {
     tl_worker = workers_[i].get();
-    tl_state = ThreadState{tl_worker, nullptr, 0, first_ + i};
+    tl_state = thread_state(tl_worker, first_ + i);
     if (opts_.pin_threads) pin_to_cpu(i);
     workers_[i]->loop();
     workers_[i]->shutdown_local();
@@ -227,7 +235,7 @@ int Runtime::run(std::function<int()> main_fn) {
   for (ThreadId i = 1; i < local_; ++i) threads.emplace_back(body, i);
   if (host() == 0) {
     tl_worker = workers_[0].get();
-    tl_state = ThreadState{tl_worker, nullptr, 0, first_};
+    tl_state = thread_state(tl_worker, first_);
     workers_[0]->spawn(Task([this, f = std::move(main_fn)]() mutable {
                          main_result = f();
                          main_done = true;
@@ -284,6 +292,10 @@ void fail_blocking(const char* op) {
 // ---- fibers ----------------------------------------------------------------
 
 void suspend_current() { tl_worker->suspend(); }
+void wait_for_room_slow() {
+  if (!tl_state.fiber || tl_state.delegated_depth > 0) return;  // cannot wait: send
+  tl_worker->wait_for_room();
+}
 void make_ready(Fiber* f) noexcept { tl_worker->make_ready(f); }
 void yield_current() {
   require_blocking("yield()");
@@ -427,6 +439,11 @@ std::size_t host_count() {
   return rt ? rt->hosts() : 1;
 }
 void yield() { detail::yield_current(); }
+
+std::size_t outstanding_requests() {
+  detail::require_runtime("outstanding_requests()");
+  return detail::tl_state.outstanding;
+}
 
 TrusteeStats trustee_stats(std::size_t thread) {
   if (detail::Runtime* rt = detail::runtime_or_null()) {

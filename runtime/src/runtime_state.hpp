@@ -49,6 +49,8 @@ class Runtime {
   }
 
   int run(std::function<int()> main_fn);
+  // A worker thread's ThreadState at its start.
+  ThreadState thread_state(Worker* w, ThreadId id) const;
   // Worker 0, once main has finished: true when this host is quiet.
   bool quiescent();
   // Host 0's first worker, after main: stop when the whole rack is quiet.

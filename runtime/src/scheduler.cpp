@@ -35,6 +35,7 @@ inline void cpu_relax() { __builtin_ia32_pause(); }
 constexpr std::uint32_t kSpinIterations = 512;
 constexpr std::uint32_t kYieldIterations = 64;
 constexpr long kSleepNanos = 2'000'000;
+constexpr std::uint32_t kIdlePublish = 64;
 
 long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const timespec* ts) {
   return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, val, ts, nullptr, 0);
@@ -46,6 +47,7 @@ Worker::Worker(Runtime& rt, ThreadId id)
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
   channels_.resize(n);
+  for (ThreadId to = 0; to < n; ++to) channels_[to].response_seq = square_.response_primary(id_, to);
   is_dirty_.assign(n, 0);
   entrust_cursor = 0;
   wake_word_ = &own_wake_;
@@ -105,7 +107,9 @@ void Worker::loop() {
     std::uint64_t now = cycles();
     if (served) serve_cycles_ += t1 - t0;
     (worked ? busy_cycles_ : idle_cycles_) += now - last;
-    publish_counters();
+    // Everything quiescence reads changes only in an iteration that worked;
+    // idle ones publish the cycle counters every kIdlePublish iterations.
+    if (worked || (idle_streak_ + 1) % kIdlePublish == 0) publish_counters();
     idle_backoff(worked);
     last = cycles();
     idle_cycles_ += last - now;  // pausing, yielding the core, or asleep
@@ -123,7 +127,7 @@ inline void put(std::uint64_t& field, std::uint64_t v) {
 
 void Worker::publish_counters() {
   pub.live_fibers.store(live_fibers_, std::memory_order_relaxed);
-  pub.outstanding.store(outstanding_, std::memory_order_relaxed);
+  pub.outstanding.store(std::int64_t(tl_state.outstanding), std::memory_order_relaxed);
   pub.parked.store(parked_.in_use, std::memory_order_relaxed);
   abi::ThreadCounters& c = *counters_;
   put(c.busy_cycles, busy_cycles_);
@@ -168,8 +172,10 @@ void Worker::idle_backoff(bool worked) {
   if (found || rt_.stopping()) {
     wake_word_->store(0, std::memory_order_relaxed);
     idle_streak_ = 0;
+    publish_counters();  // what it found may have changed what quiescence reads
     return;
   }
+  publish_counters();  // the last idle cycles, before sleeping
   // Worker 0 re-checks quiescence on its own after the timeout.
   timespec ts{0, kSleepNanos};
   futex(wake_word_, shared_wake_ ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, 1, &ts);

@@ -66,6 +66,7 @@ struct Channel {
   std::uint32_t queued = 0;      // records in queue[head..]
   std::uint32_t inflight = 0;    // records in the slot awaiting responses
   std::uint32_t seq = 0;         // last request seq published
+  const std::byte* response_seq = nullptr;  // the response slot's ready word
   // To a trustee on another host: the trustee may hold responses back when
   // they do not fit the slot (abi::kResponseMore); the next batch then
   // fetches them, even if empty. Pieces of a response that spans slots
@@ -163,6 +164,9 @@ class Worker {
   void make_ready(Fiber* f);
   void yield();
   Fiber* current() const { return tl_state.fiber; }
+  // Backpressure (client.cpp): suspends the running fiber until this
+  // thread has fewer than max_outstanding requests awaiting responses.
+  void wait_for_room();
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
@@ -278,7 +282,9 @@ class Worker {
     std::uint64_t id;
   };
   std::vector<DeferredToggle> deferred_toggles_;
-  std::int64_t outstanding_ = 0;
+  // Requests awaiting responses: tl_state.outstanding (read inline by
+  // wait_for_room()). Fibers waiting for it to drop below the bound:
+  std::vector<Fiber*> room_waiters_;
   std::uint64_t requests_sent_ = 0, responses_received_ = 0;
   std::uint64_t requests_served_ = 0, requests_served_remote_ = 0, slots_served_ = 0;
   std::uint64_t requests_sent_remote_ = 0;

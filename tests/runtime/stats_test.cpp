@@ -73,7 +73,10 @@ TEST(StatsTest, IdleThreadsAccumulateIdleCycles) {
 // with nothing to do (all idle, however fast it polls) from one that has
 // more work than it can do (> 90 % busy).
 TEST(StatsTest, UtilizationSeparatesIdleFromSaturated) {
-  gossamer::run(3, [] {
+  gossamer::Options o;
+  o.threads = 3;
+  o.max_outstanding = 4096;  // the backlog below is 2000 (the default bound is lower)
+  gossamer::run(o, [] {
     // Thread 1: a trustee with a backlog of closures of ~50 us each; this
     // fiber (thread 0) keeps 2000 in flight. Thread 2 does nothing at all.
     auto t = gossamer::trustee(1).entrust(0L);

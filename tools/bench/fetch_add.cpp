@@ -6,12 +6,18 @@
 // after another, and the table reports ratios, since absolute numbers on a
 // shared machine wander. It also prints the limit: one core running the
 // same critical sections alone, with no synchronization at all.
+//
+// Then the unwindowed loop (issue 20): one fiber on thread 0 issues N
+// apply_then to a counter on thread 1 without counting what it has
+// outstanding, then waits for the callbacks; printed next to the same loop
+// with a window, with each one's peak resident memory.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -190,10 +196,40 @@ double bench_one_core(const Point& p, const std::vector<std::vector<std::uint32_
 
 // ---- delegation --------------------------------------------------------------
 
+// Peak resident memory from here on: writing 5 to clear_refs resets VmHWM
+// (Linux 4.0+); read back after the run.
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+// After a delegation run, on stderr: how many operations went through
+// slots and how many ran inline on their own trustee, and the batching
+// (tools/bench/breakdown divides by these).
+void report_requests(const char* what, std::size_t threads) {
+  std::uint64_t sent = 0, local = 0, slots = 0;
+  for (std::size_t t = 0; t < threads; ++t) {
+    auto s = gossamer::trustee_stats(t);
+    sent += s.requests_sent;
+    local += s.local_applies;
+    slots += s.slots_served;
+  }
+  std::fprintf(stderr, "fetch_add: %s: %llu requests through slots in %llu batches, %llu applied inline\n", what,
+               (unsigned long long)sent, (unsigned long long)slots, (unsigned long long)local);
+}
+
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return double(std::stoull(line.substr(6))) / 1024.0;
+  return 0;
+}
+
 struct DelegationConfig {
   std::size_t fibers = 32;   // per thread, for blocking apply
   std::size_t window = 512;  // outstanding apply_then per thread
   gossamer::Polling polling = gossamer::Polling::busy;
+  std::size_t max_outstanding = gossamer::Options{}.max_outstanding;  // backpressure bound
 };
 
 double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>& seqs,
@@ -201,6 +237,7 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
   gossamer::Options o;
   o.threads = p.threads;
   o.polling = dc.polling;
+  o.max_outstanding = dc.max_outstanding;
   double secs = 0;
   long total = 0;
   gossamer::run(o, [&] {
@@ -249,9 +286,41 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
     secs = seconds_since(t0);
     for (auto& t : objs) total += t.apply([](long& c) { return c; });
   });
+  report_requests(async ? "async" : "trust", p.threads);
   if (std::uint64_t(total) != p.threads * p.ops_per_thread)
     std::fprintf(stderr, "trust: expected %llu increments, counted %ld\n",
                  (unsigned long long)(p.threads * p.ops_per_thread), total);
+  return secs;
+}
+
+// One fiber on thread 0, one counter on thread 1, `ops` apply_then; window
+// 0 = none (the loop a new user writes), then wait for every callback.
+double bench_loop(std::uint64_t ops, std::size_t window, const DelegationConfig& dc) {
+  gossamer::Options o;
+  o.threads = 2;
+  o.polling = dc.polling;
+  o.max_outstanding = dc.max_outstanding;
+  double secs = 0;
+  long total = 0;
+  gossamer::run(o, [&] {
+    auto counter = gossamer::trustee(1).entrust(0L);
+    auto ref = counter.ref();
+    std::uint64_t done = 0;
+    std::uint64_t* d = &done;
+    std::size_t outstanding = 0;
+    std::size_t* out = &outstanding;
+    auto t0 = Clock::now();
+    for (std::uint64_t i = 0; i < ops; ++i) {
+      while (window && outstanding >= window) gossamer::yield();
+      ++outstanding;
+      ref.apply_then([](long& c) { return ++c; }, [d, out](long) { ++*d, --*out; });
+    }
+    while (done < ops) gossamer::yield();
+    secs = seconds_since(t0);
+    total = counter.apply([](long& c) { return c; });
+  });
+  report_requests(window ? "loop" : "unwindowed", 2);
+  if (std::uint64_t(total) != ops) std::fprintf(stderr, "loop: expected %llu, counted %ld\n", (unsigned long long)ops, total);
   return secs;
 }
 
@@ -274,6 +343,8 @@ int main(int argc, char** argv) {
   std::uint64_t ops = 1'000'000;
   DelegationConfig dc;
   std::string polling = "busy";
+  std::string variants = "trust,async,mutex,spin,mcs,1core,loop,unwindowed";
+  std::uint64_t loop_ops = 10'000'000;
   app.add_option("--threads", threads_s, "comma-separated thread counts");
   app.add_option("--objects", objects_s, "comma-separated object counts");
   app.add_option("--dist", dists_s, "uniform,zipf");
@@ -281,38 +352,74 @@ int main(int argc, char** argv) {
   app.add_option("--fibers", dc.fibers, "fibers per thread for blocking apply");
   app.add_option("--window", dc.window, "outstanding apply_then per thread");
   app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
+  app.add_option("--variants", variants, "comma-separated subset of trust,async,mutex,spin,mcs,1core (the table; others print -), "
+                 "loop,unwindowed (the loop with and without a window)");
+  app.add_option("--loop-ops", loop_ops, "apply_then of the loop");
+  app.add_option("--max-outstanding", dc.max_outstanding, "gossamer::Options::max_outstanding (0: no bound)");
   CLI11_PARSE(app, argc, argv);
+  auto want = [&](const char* v) { return ("," + variants + ",").find("," + std::string(v) + ",") != std::string::npos; };
   dc.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
 
-  std::printf("fetch_add: %llu ops/thread, pause in every critical section, %s polling, %zu fibers, window %zu\n",
-              (unsigned long long)ops, polling.c_str(), dc.fibers, dc.window);
-  std::printf("%-4s %-7s %-8s | %8s %8s | %8s %8s %8s | %8s | %10s %10s\n", "thr", "objects", "dist",
-              "trust", "async", "mutex", "spin", "mcs", "1-core", "best/lock", "best/1core");
-  std::printf("%s\n", std::string(112, '-').c_str());
-  std::string dist;
-  for (std::size_t threads : parse_list(threads_s))
-    for (std::size_t objects : parse_list(objects_s)) {
-      std::size_t pos = 0;
-      while (pos < dists_s.size()) {
-        std::size_t e = dists_s.find(',', pos);
-        dist = dists_s.substr(pos, e - pos);
-        pos = e == std::string::npos ? dists_s.size() : e + 1;
-        Point p{threads, objects, dist, ops};
-        auto seqs = make_sequences(p);
-        double total = double(threads * ops) / 1e6;
-        double trust = total / bench_trust(p, seqs, dc, false);
-        double async = total / bench_trust(p, seqs, dc, true);
-        double mutex = total / bench_mutex(p, seqs);
-        double spin = total / bench_spin(p, seqs);
-        double mcs = total / bench_mcs(p, seqs);
-        double one = total / bench_one_core(p, seqs);
-        double best_d = std::max(trust, async), best_l = std::max({mutex, spin, mcs});
-        std::printf("%-4zu %-7zu %-8s | %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f | %9.2fx %9.0f%%\n", threads,
-                    objects, dist.c_str(), trust, async, mutex, spin, mcs, one, best_d / best_l,
-                    100.0 * best_d / one);
-        std::fflush(stdout);
+  const bool table = want("trust") || want("async") || want("mutex") || want("spin") || want("mcs") || want("1core");
+  if (table) {
+    std::printf("fetch_add: %llu ops/thread, pause in every critical section, %s polling, %zu fibers, window %zu\n",
+                (unsigned long long)ops, polling.c_str(), dc.fibers, dc.window);
+    std::printf("%-4s %-7s %-8s | %8s %8s | %8s %8s %8s | %8s | %10s %10s\n", "thr", "objects", "dist",
+                "trust", "async", "mutex", "spin", "mcs", "1-core", "best/lock", "best/1core");
+    std::printf("%s\n", std::string(112, '-').c_str());
+    std::string dist;
+    for (std::size_t threads : parse_list(threads_s))
+      for (std::size_t objects : parse_list(objects_s)) {
+        std::size_t pos = 0;
+        while (pos < dists_s.size()) {
+          std::size_t e = dists_s.find(',', pos);
+          dist = dists_s.substr(pos, e - pos);
+          pos = e == std::string::npos ? dists_s.size() : e + 1;
+          Point p{threads, objects, dist, ops};
+          auto seqs = make_sequences(p);
+          double total = double(threads * ops) / 1e6;
+          // A variant left out is 0 here and "-" in the table.
+          auto rate = [&](const char* v, auto&& bench) { return want(v) ? total / bench() : 0.0; };
+          double trust = rate("trust", [&] { return bench_trust(p, seqs, dc, false); });
+          double async = rate("async", [&] { return bench_trust(p, seqs, dc, true); });
+          double mutex = rate("mutex", [&] { return bench_mutex(p, seqs); });
+          double spin = rate("spin", [&] { return bench_spin(p, seqs); });
+          double mcs = rate("mcs", [&] { return bench_mcs(p, seqs); });
+          double one = rate("1core", [&] { return bench_one_core(p, seqs); });
+          double best_d = std::max(trust, async), best_l = std::max({mutex, spin, mcs});
+          auto cell = [](double v) {
+            char b[32];
+            if (v > 0) std::snprintf(b, sizeof b, "%8.2f", v);
+            else std::snprintf(b, sizeof b, "%8s", "-");
+            return std::string(b);
+          };
+          char vs_lock[32] = "         -", vs_one[32] = "         -";
+          if (best_d > 0 && best_l > 0) std::snprintf(vs_lock, sizeof vs_lock, "%9.2fx", best_d / best_l);
+          if (best_d > 0 && one > 0) std::snprintf(vs_one, sizeof vs_one, "%9.0f%%", 100.0 * best_d / one);
+          std::printf("%-4zu %-7zu %-8s | %s %s | %s %s %s | %s | %s %s\n", threads, objects, dist.c_str(),
+                      cell(trust).c_str(), cell(async).c_str(), cell(mutex).c_str(), cell(spin).c_str(),
+                      cell(mcs).c_str(), cell(one).c_str(), vs_lock, vs_one);
+          std::fflush(stdout);
+        }
       }
+    std::printf("Mops/s per variant; best/lock = best delegation / best lock; best/1core = best delegation / one-core limit\n");
+  }
+  if (want("loop") || want("unwindowed")) {
+    std::printf("%sloop: %llu apply_then from 1 fiber on thread 0 to 1 object on thread 1, then wait\n",
+                table ? "\n" : "", (unsigned long long)loop_ops);
+    double w = 0, u = 0;
+    if (want("loop")) {
+      reset_peak_rss();
+      w = double(loop_ops) / 1e6 / bench_loop(loop_ops, dc.window, dc);
+      std::printf("loop windowed   %8.2f Mops/s  peak RSS %8.1f MiB  (window %zu)\n", w, peak_rss_mib(), dc.window);
     }
-  std::printf("Mops/s per variant; best/lock = best delegation / best lock; best/1core = best delegation / one-core limit\n");
+    if (want("unwindowed")) {
+      reset_peak_rss();
+      u = double(loop_ops) / 1e6 / bench_loop(loop_ops, 0, dc);
+      std::printf("loop unwindowed %8.2f Mops/s  peak RSS %8.1f MiB", u, peak_rss_mib());
+      if (w > 0) std::printf("  unwindowed/windowed %.2fx", u / w);
+      std::printf("\n");
+    }
+  }
   return 0;
 }

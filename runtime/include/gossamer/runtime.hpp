@@ -24,6 +24,13 @@ struct Options {
   Polling polling = Polling::adaptive;
   bool pin_threads = false;           // pin thread i to CPU i % nproc
   std::size_t stack_size = 64 * 1024; // per fiber, plus one guard page
+  // Backpressure: a fiber that sends a request (apply_then, apply, ...)
+  // while its thread has this many requests awaiting responses waits until
+  // responses bring the count below it (Trust::apply_then). Bounds the
+  // memory of pending requests (~280 B each). A loop that waits for more
+  // than this many of its requests to be in flight never gets there: raise
+  // the bound for it. 0 = no bound. Why 1024: runtime/PERFORMANCE.md.
+  std::size_t max_outstanding = 1024;
 };
 
 namespace detail {
@@ -58,6 +65,10 @@ std::size_t thread_count();
 std::size_t host_index();     // 0 until the rack runtime
 std::size_t host_count();     // 1 until the rack runtime
 void yield();                 // let the other fibers of this thread run
+// Requests this thread has sent whose completion (then-callback, or waking
+// the blocked fiber) has not run yet; at most Options::max_outstanding when
+// only fibers send.
+std::size_t outstanding_requests();
 
 // Measured at the source by each thread's poller with the cycle counter
 // (DESIGN.md "Polling"): an iteration of the thread's loop that found no work

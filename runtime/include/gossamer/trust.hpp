@@ -311,6 +311,7 @@ struct Target {
   template <class F, class MakeDone, class... Args>
   void send(const char* op, const F& f, MakeDone&& make_done, Args&&... args) const {
     using Inv = Invoker<&apply_invoke<T, F, std::decay_t<Args>...>, T>;
+    wait_for_room();  // before the record opens: no yield while it is open
     RecordWriter w(trustee, Inv::id(), handle);
     Completion done;
     try {
@@ -384,6 +385,7 @@ struct Target {
   void send_launch(const F& f, Completion done) const {
     using R = std::invoke_result_t<F&, T&>;
     if constexpr (!std::is_void_v<R>) check_sendable<R>();
+    wait_for_room();
     std::uint64_t token = park_completion(done);
     using Inv = Invoker<&launch_invoke<T, F>, T>;
     // Always through the channel, even to this thread: the closure needs a
@@ -473,10 +475,17 @@ class Trust {
     detail::check_closure<F>();
     return t_.apply_with(std::move(f));
   }
-  // Sends f without blocking; then(result) runs on this thread later. If f
-  // throws on another thread's trustee, its response does not decode, or
-  // then() throws, the process ends with that message: nobody is left to
-  // throw to (errors.hpp).
+  // Sends f without waiting for its result; then(result) runs on this
+  // thread later. If f throws on another thread's trustee, its response does
+  // not decode, or then() throws, the process ends with that message: nobody
+  // is left to throw to (errors.hpp).
+  // Backpressure: called from a fiber while this thread already has
+  // Options::max_outstanding requests awaiting responses (default 1024, any
+  // operation to another thread's trustee counts), it first waits, the
+  // fiber suspended, until responses bring the count below the bound, so a
+  // loop of apply_then keeps memory bounded. From delegated context or a
+  // then-callback it never waits (and may pass the bound). The same holds
+  // for apply_with_then, launch_then and, one request per fiber, apply.
   template <class F, class Then>
   void apply_then(F f, Then&& then) const {
     detail::check_closure<F>();

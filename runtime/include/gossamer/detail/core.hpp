@@ -44,6 +44,10 @@ struct ThreadState {
   Fiber* fiber = nullptr;       // the running fiber, null in the scheduler
   int delegated_depth = 0;      // > 0: in delegated context or a then-callback
   ThreadId id = 0;
+  // Requests this thread sent whose completion has not run yet (the worker
+  // counts them), and Options::max_outstanding (0 there: no bound).
+  std::uint64_t outstanding = 0;
+  std::uint64_t max_outstanding = UINT64_MAX;
 };
 // initial-exec: no __tls_get_addr call per access inside libgossamer.so.
 [[gnu::tls_model("initial-exec")]] extern thread_local constinit ThreadState tl_state;
@@ -60,6 +64,16 @@ inline void require_blocking(const char* op) {
 }
 inline void require_runtime(const char* op) {
   if (!tl_state.worker) [[unlikely]] fail_runtime(op);
+}
+
+// Backpressure: before a fiber sends a request, it waits (suspended, woken
+// by the responses) while its thread has max_outstanding requests awaiting
+// responses. Delegated context and then-callbacks cannot wait: they send at
+// once (and may pass the bound by what they send).
+void wait_for_room_slow();
+inline void wait_for_room() {
+  const ThreadState& s = tl_state;
+  if (s.outstanding >= s.max_outstanding) [[unlikely]] wait_for_room_slow();
 }
 
 // RAII: marks delegated context (a closure running on behalf of a trustee).

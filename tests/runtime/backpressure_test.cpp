@@ -1,0 +1,130 @@
+// Backpressure (issue 20): a fiber that sends apply_then in a loop without
+// counting what it has outstanding waits at Options::max_outstanding
+// instead of queueing without bound.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <gossamer/gossamer.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+using gossamer::FiberHandle;
+using gossamer_test::wait_until;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::uint64_t kOps = 300'000;  // the sanitizers are 10-50x slower
+#else
+constexpr std::uint64_t kOps = 3'000'000;
+#endif
+
+// One fiber, no window: millions of apply_then to another thread's
+// property. The count of requests awaiting responses reaches the bound and
+// never passes it; every callback runs, every increment lands.
+TEST(BackpressureTest, UnwindowedApplyThenStaysWithinTheBound) {
+  constexpr std::size_t kBound = 256;
+  gossamer::Options o;
+  o.threads = 2;
+  o.max_outstanding = kBound;
+  std::size_t max_seen = 0;
+  std::uint64_t done = 0;
+  long total = 0;
+  gossamer::run(o, [&] {
+    auto counter = gossamer::trustee(1).entrust(0L);
+    auto ref = counter.ref();
+    std::uint64_t* d = &done;
+    for (std::uint64_t i = 0; i < kOps; ++i) {
+      ref.apply_then([](long& c) { return ++c; }, [d](long) { ++*d; });
+      max_seen = std::max(max_seen, gossamer::outstanding_requests());
+    }
+    ASSERT_TRUE(wait_until([&] { return done == kOps; }));
+    EXPECT_EQ(gossamer::outstanding_requests(), 0u);
+    total = counter.apply([](long& c) { return c; });
+  });
+  EXPECT_EQ(max_seen, kBound);
+  EXPECT_EQ(done, kOps);
+  EXPECT_EQ(total, long(kOps));
+}
+
+// Several fibers of one thread share the bound: apply_then, apply_with_then
+// and blocking apply all wait for room, none starves, the count never
+// passes the bound.
+TEST(BackpressureTest, FibersOfAThreadShareTheBound) {
+  constexpr std::size_t kBound = 64;
+  constexpr int kFibers = 8;
+  constexpr std::uint64_t kEach = kOps / 100;
+  gossamer::Options o;
+  o.threads = 3;
+  o.max_outstanding = kBound;
+  std::size_t max_seen = 0;
+  std::uint64_t callbacks = 0, blocking = 0;
+  long total = 0;
+  gossamer::run(o, [&] {
+    auto a = gossamer::trustee(1).entrust(0L);
+    auto b = gossamer::trustee(2).entrust(0L);
+    auto ra = a.ref(), rb = b.ref();
+    std::vector<FiberHandle> fs;
+    for (int f = 0; f < kFibers; ++f)
+      fs.push_back(gossamer::spawn([&, f] {
+        for (std::uint64_t i = 0; i < kEach; ++i) {
+          if (f == 0 && i % 16 == 0) {
+            ra.apply([](long& c) { ++c; });
+            ++blocking;
+          } else if (i % 2) {
+            ra.apply_then([](long& c) { ++c; }, [&] { ++callbacks; });
+          } else {
+            rb.apply_with_then([](long& c, long by) { c += by; }, [&] { ++callbacks; }, 1L);
+          }
+          max_seen = std::max(max_seen, gossamer::outstanding_requests());
+        }
+      }));
+    for (auto& h : fs) h.join();
+    ASSERT_TRUE(wait_until([&] { return gossamer::outstanding_requests() == 0; }));
+    total = a.apply([](long& c) { return c; }) + b.apply([](long& c) { return c; });
+  });
+  EXPECT_LE(max_seen, kBound);
+  EXPECT_EQ(callbacks + blocking, kFibers * kEach);
+  EXPECT_EQ(total, long(kFibers * kEach));
+}
+
+// A then-callback cannot wait: at the bound it still sends (and the count
+// may pass the bound by what callbacks send), and nothing deadlocks.
+TEST(BackpressureTest, ThenCallbacksSendWithoutWaiting) {
+  gossamer::Options o;
+  o.threads = 2;
+  o.max_outstanding = 4;
+  std::uint64_t chained = 0;
+  gossamer::run(o, [&] {
+    auto counter = gossamer::trustee(1).entrust(0L);
+    auto ref = counter.ref();
+    std::uint64_t* n = &chained;
+    for (int i = 0; i < 1000; ++i)
+      ref.apply_then([](long& c) { return ++c; },
+                     [ref, n](long) { ref.apply_then([](long& c) { ++c; }, [n] { ++*n; }); });
+    ASSERT_TRUE(wait_until([&] { return chained == 1000; }));
+    EXPECT_EQ(counter.apply([](long& c) { return c; }), 2000);
+  });
+}
+
+// The bound is optional.
+TEST(BackpressureTest, ZeroMeansNoBound) {
+  gossamer::Options o;
+  o.threads = 2;
+  o.max_outstanding = 0;
+  std::size_t max_seen = 0;
+  gossamer::run(o, [&] {
+    auto counter = gossamer::trustee(1).entrust(0L);
+    auto ref = counter.ref();
+    for (int i = 0; i < 5000; ++i) {
+      ref.apply_then([](long& c) { ++c; }, [] {});
+      max_seen = std::max(max_seen, gossamer::outstanding_requests());
+    }
+  });
+  EXPECT_GT(max_seen, gossamer::Options{}.max_outstanding);
+}
+
+}  // namespace
