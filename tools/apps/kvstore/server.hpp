@@ -50,6 +50,14 @@ extern std::atomic<int> g_exit_code;
 void request_stop() noexcept;
 
 constexpr std::size_t kMaxThreads = 256;  // the rack's threads: one shard each
+constexpr const char* kRedisVersion = "7.0.0";  // the Redis whose replies Hydra follows (INFO, HELLO)
+
+// A request to another host carries at most 1 GiB (the runtime answers a
+// larger one with an error, which an apply_then callback cannot receive):
+// keys and values for one shard beyond --max-shard-request are refused
+// before anything is sent (commands.cpp).
+constexpr const char* kTooLarge = "ERR request too large: more keys and values for one shard than --max-shard-request";
+bool too_large(const std::vector<std::string_view>& args);  // a single-key command's arguments
 
 // Per-host counters for INFO (relaxed atomics: the loops of one host's
 // threads share them, and only INFO reads them).
@@ -58,6 +66,7 @@ struct HostStats {
   std::atomic<std::int64_t> connected_clients{0};
   std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
 };
 extern HostStats g_stats;
 extern const std::chrono::steady_clock::time_point g_started;
@@ -92,11 +101,15 @@ struct Pending {
   std::vector<Value> values;       // kMget: in key order
   std::vector<std::vector<std::uint32_t>> positions;  // kMget: key positions per shard request
   std::string info_section;        // kInfo: which sections
+  std::int64_t expiring = 0;       // kInfo: keys with a TTL
+  bool resp3 = false;              // the connection's protocol when the command came
 };
 
 struct Connection {
   int fd = -1;
   std::uint32_t gen = 0;
+  std::uint64_t id = 0;            // HELLO's client id: unique on this host
+  bool resp3 = false;              // HELLO 3 switched it
   // Input: bytes read, of which [0, consumed) are done with.
   std::string in;
   std::size_t consumed = 0;
@@ -141,6 +154,7 @@ class Loop {
   bool start_listening();
   bool poll_once(int timeout_ms);
   void idle(std::uint64_t idle_rounds);
+  void sweep(std::chrono::steady_clock::time_point now);
   bool trustee_quiet();
   void accept_all();
   void adopt(int fd);
@@ -162,7 +176,11 @@ class Loop {
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
   void finish(Pending& p) const;
-  std::string info_text(std::string_view section, std::int64_t keys) const;
+  std::string info_text(std::string_view section, std::int64_t keys, std::int64_t expiring) const;
+  void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  // strings.cpp: GET, SET, INCR..., the expiry commands; false: not one of them
+  bool execute_string(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                      const std::vector<std::string_view>& args);
   void config_get(Pending& p, const std::vector<std::string_view>& args) const;
 
   gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
@@ -182,6 +200,8 @@ class Loop {
   std::vector<std::uint32_t> dirty_;
   std::vector<epoll_event> events_;
   std::uint64_t inflight_ = 0;               // shard requests whose callbacks are owed
+  std::chrono::steady_clock::time_point next_sweep_{};  // active expiry (Loop::sweep)
+  std::uint64_t sweeps_ = 0;                 // not activity (Loop::trustee_quiet)
   // Idle policy (Loop::idle).
   bool quiet_ = false;
   std::uint64_t last_activity_ = 0;
