@@ -31,6 +31,9 @@ except ImportError:
     print("SKIP: redis-py is not installed (tools/dev/install-deps installs python3-redis)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hydra_test import encode, free_port  # noqa: E402 (the other Hydra test, next to this one)
+
 failures = []
 
 
@@ -38,20 +41,6 @@ def check(ok, what, detail=""):
     print(("ok: " if ok else "FAIL: ") + what + ("" if ok or not detail else f": {detail}"), flush=True)
     if not ok:
         failures.append(what)
-
-
-def free_port(avoid=()):
-    base = 20000 + (os.getpid() * 7) % 20000
-    for p in range(base, base + 500):
-        if p in avoid:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-                return p
-            except OSError:
-                continue
-    raise RuntimeError("no free port")
 
 
 def wait_up(port, proc, timeout=30):
@@ -151,14 +140,6 @@ def client_checks(servers):
 # ---- RESP3 over a raw socket (redis-py 4.3 has none) ------------------------------
 
 
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
 def raw_replies(port, commands):
     """Each command's raw reply bytes, one whole RESP2/RESP3 reply each."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -222,12 +203,13 @@ def main():
         print("SKIP: redis-server is not installed (tools/dev/install-deps installs it)")
         return 77
     hport = free_port()
-    rport = free_port(avoid={hport})
-    procs = [subprocess.Popen([hydra, "--threads", "2", "--port", str(hport), "--bind", "127.0.0.1"]),
-             subprocess.Popen([server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL)]
+    procs = [subprocess.Popen([hydra, "--threads", "2", "--port", str(hport), "--bind", "127.0.0.1"])]
     try:
-        if not (wait_up(hport, procs[0]) and wait_up(rport, procs[1])):
+        up = wait_up(hport, procs[0])
+        rport = free_port()  # hydra holds hport by now
+        procs.append(subprocess.Popen([server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL))
+        if not (up and wait_up(rport, procs[1])):
             print("FAIL: a server did not start")
             return 1
         servers = [redis.Redis(port=hport, socket_timeout=20), redis.Redis(port=rport, socket_timeout=20)]
