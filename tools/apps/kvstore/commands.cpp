@@ -15,14 +15,6 @@
 
 namespace hydra {
 
-// The same for a single-key command: its arguments after the name, all to
-// one shard.
-bool too_large(const std::vector<std::string_view>& args) {
-  std::size_t b = 0;
-  for (std::size_t i = 1; i < args.size(); ++i) b += args[i].size() + 8;
-  return b > g_config.max_shard_request;
-}
-
 namespace {
 
 std::string lower(std::string_view s) {
@@ -171,7 +163,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     every_shard(Pending::Kind::kOk, [](Shard& s) { return shard_flush(s); });
   } else if (name == "info") {
     if (!arity(args.size() <= 2)) return;
-    p.info_section = args.size() == 2 ? lower(args[1]) : "default";
+    p.info_sections = info_sections(args.size() == 2 ? lower(args[1]) : "default");
     every_shard(Pending::Kind::kInfo, [](Shard& s) { return shard_size(s); });  // keys for # Keyspace
   } else if (name == "ping") {
     if (!arity(args.size() <= 2)) return;
@@ -229,7 +221,7 @@ void Loop::finish(Pending& p) const {
       std::vector<Value>().swap(p.values);
       break;
     case Pending::Kind::kInfo:
-      resp::verbatim(p.reply, info_text(p.info_section, p.sum, p.expiring), p.resp3);
+      resp::verbatim(p.reply, info_text(p.info_sections, p.sum, p.expiring), p.resp3);
       break;
   }
 }
@@ -303,9 +295,18 @@ void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) con
   }
 }
 
-std::string Loop::info_text(std::string_view section, std::int64_t keys, std::int64_t expiring) const {
-  const bool all = section == "default" || section == "all" || section == "everything";
-  auto want = [&](std::string_view s) { return all || section == s; };
+// INFO's argument as a set of sections (a small field of Pending, not a
+// string: the reply queue's entries stay small).
+std::uint8_t Loop::info_sections(std::string_view section) {
+  if (section == "default" || section == "all" || section == "everything") return 0xff;
+  const std::string_view names[] = {"server", "clients", "stats", "keyspace"};
+  for (std::size_t i = 0; i < std::size(names); ++i)
+    if (section == names[i]) return std::uint8_t(1u << i);
+  return 0;  // an unknown section: empty, as Redis
+}
+
+std::string Loop::info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const {
+  auto want = [&](std::string_view s) { return (info_sections(s) & sections) != 0; };
   std::string out;
   auto line = [&](std::string_view k, const std::string& v) {
     out.append(k).append(":").append(v).append("\r\n");

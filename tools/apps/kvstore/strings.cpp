@@ -3,6 +3,7 @@
 // TTL/PTTL/EXPIRETIME/PEXPIRETIME, PERSIST. Arguments are checked here, with
 // Redis 7.0's error texts, before anything goes to the key's shard.
 #include <climits>
+#include <type_traits>
 
 #include "server.hpp"
 
@@ -63,15 +64,21 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
     return ok;
   };
   // Sends one request to the shard of args[1]; `then` fills the Pending.
+  // A `then` without captures is not captured either: the callback stays
+  // the size of the GET/SET ones before (a larger one costs the runtime a
+  // heap allocation per request; callgrind, SET/GET -P 16: +40 Ir each).
   auto to_key = [&](auto fn, auto then, auto&&... extra) {
+    using Then = decltype(then);
     p.waiting = 1;
     ++inflight_;
-    shard(shard_of(args[1], nshards_))
-        .apply_with_then(fn,
-                         [this, slot, gen, seq, then](auto a) {
-                           this->answer(slot, gen, seq, [&](Pending& q) { then(q, a); });
-                         },
-                         std::string(args[1]), std::forward<decltype(extra)>(extra)...);
+    auto send = [&](auto callback) {
+      shard(shard_of(args[1], nshards_))
+          .apply_with_then(fn, std::move(callback), std::string(args[1]), std::forward<decltype(extra)>(extra)...);
+    };
+    if constexpr (std::is_empty_v<Then>)
+      send([this, slot, gen, seq](auto a) { this->answer(slot, gen, seq, [&](Pending& q) { Then{}(q, a); }); });
+    else
+      send([this, slot, gen, seq, then](auto a) { this->answer(slot, gen, seq, [&](Pending& q) { then(q, a); }); });
   };
   auto integer_reply = [](Pending& q, Count n) {
     if (n.err == Count::kOk) resp::integer(q.reply, n.n);
