@@ -2,6 +2,7 @@
 // SETEX/PSETEX, INCR/INCRBY/DECR/DECRBY, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT,
 // TTL/PTTL/EXPIRETIME/PEXPIRETIME, PERSIST. Arguments are checked here, with
 // Redis 7.0's error texts, before anything goes to the key's shard.
+#include <cctype>
 #include <climits>
 #include <type_traits>
 
