@@ -173,4 +173,19 @@ TEST(HydraResp, Encoders) {
   EXPECT_EQ(out, std::string(kWant, sizeof kWant - 1));
 }
 
+// RESP3 as Redis 7.0 sends it after HELLO 3 (byte for byte from
+// redis-server 7.0.15), and the RESP2 each falls back to.
+TEST(HydraResp, Resp3Encoders) {
+  std::string out;
+  hydra::resp::nil(out, true);
+  hydra::resp::map(out, 1, true);
+  hydra::resp::verbatim(out, "# Keyspace\r\n", true);
+  EXPECT_EQ(out, "_\r\n%1\r\n=16\r\ntxt:# Keyspace\r\n\r\n");
+  out.clear();
+  hydra::resp::nil(out, false);
+  hydra::resp::map(out, 1, false);
+  hydra::resp::verbatim(out, "ab", false);
+  EXPECT_EQ(out, "$-1\r\n*2\r\n$2\r\nab\r\n");
+}
+
 }  // namespace

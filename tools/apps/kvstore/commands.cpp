@@ -15,19 +15,6 @@
 
 namespace hydra {
 
-Count shard_incr(Shard& s, std::string key) noexcept {
-  try {
-    auto [it, inserted] = s.map.try_emplace(std::move(key));
-    long long v = 0;
-    if (!inserted && !resp::parse_int64(it->second, v)) return {0, Count::kNotInteger};
-    if (v == LLONG_MAX) return {0, Count::kOverflow};
-    it->second = std::to_string(++v);
-    return {v, Count::kOk};
-  } catch (...) {
-    return {0, Count::kOutOfMemory};
-  }
-}
-
 namespace {
 
 std::string lower(std::string_view s) {
@@ -37,11 +24,7 @@ std::string lower(std::string_view s) {
 }
 
 const char* count_error(std::int32_t err) {
-  switch (err) {
-    case Count::kNotInteger: return "ERR value is not an integer or out of range";
-    case Count::kOverflow: return "ERR increment or decrement would overflow";
-    default: return "ERR out of memory";
-  }
+  return err == Count::kOverflow ? "ERR increment or decrement would overflow" : "ERR out of memory";
 }
 
 // The keys (with step 2: key, value pairs) of a multi-key command, grouped
@@ -53,25 +36,13 @@ struct Split {
   std::vector<std::size_t> bytes;                     // per group: serialized size, about
 };
 
-// A request to another host carries at most 1 GiB (the runtime answers a
-// larger one with an error, which an apply_then callback cannot receive):
-// keys and values for one shard beyond --max-shard-request (default 1 GiB
-// less 64 KiB for the serialization's lengths and counts) are refused
-// before anything is sent.
-constexpr const char* kTooLarge = "ERR request too large: more keys and values for one shard than --max-shard-request";
+// kTooLarge (server.hpp): --max-shard-request defaults to 1 GiB less 64 KiB
+// for the serialization's lengths and counts.
 
 bool too_large(const Split& sp) {
   for (std::size_t b : sp.bytes)
     if (b > g_config.max_shard_request) return true;
   return false;
-}
-
-// The same for a single-key command: its arguments after the name, all to
-// one shard.
-bool too_large(const std::vector<std::string_view>& args) {
-  std::size_t b = 0;
-  for (std::size_t i = 1; i < args.size(); ++i) b += args[i].size() + 8;
-  return b > g_config.max_shard_request;
 }
 
 Split split_keys(const std::vector<std::string_view>& args, std::size_t step, std::size_t shards) {
@@ -103,6 +74,7 @@ auto add_count(Loop* loop, std::uint32_t slot, std::uint32_t gen, std::uint64_t 
   return [loop, slot, gen, seq](Count n) {
     loop->answer(slot, gen, seq, [&](Pending& p) {
       p.sum += n.n;
+      p.expiring += n.expiring;
       if (n.err != Count::kOk && p.error.empty()) p.error = count_error(n.err);
     });
   };
@@ -118,6 +90,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;
   Pending& p = c.pending.emplace_back();
+  p.resp3 = c.resp3;
   auto arity = [&](bool ok) {
     if (!ok) resp::error(p.reply, "ERR wrong number of arguments for '" + name + "' command");
     return ok;
@@ -139,53 +112,9 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     for (std::size_t i = 0; i < nshards_; ++i) shard(i).apply_then(fn, add_count(this, slot, gen, seq));
   };
 
-  if (name == "get") {
-    if (!arity(args.size() == 2)) return;
-    if (too_large(args)) return resp::error(p.reply, kTooLarge);
-    p.waiting = 1;
-    ++inflight_;
-    shard(shard_of(args[1], nshards_))
-        .apply_with_then([](Shard& s, std::string k) { return shard_get(s, std::move(k)); },
-                         [this, slot, gen, seq](Value v) {
-                           answer(slot, gen, seq, [&](Pending& q) {
-                             if (v.kind == Value::kString) resp::bulk(q.reply, v.data);
-                             else if (v.kind == Value::kNil) resp::nil(q.reply);
-                             else resp::error(q.reply, v.data);
-                           });
-                         },
-                         std::string(args[1]));
-  } else if (name == "set") {
-    if (args.size() > 3) {
-      resp::error(p.reply, "ERR SET options (EX, PX, NX, XX, GET, KEEPTTL...) are not supported by hydra");
-      return;
-    }
-    if (!arity(args.size() == 3)) return;
-    if (too_large(args)) return resp::error(p.reply, kTooLarge);
-    p.waiting = 1;
-    ++inflight_;
-    shard(shard_of(args[1], nshards_))
-        .apply_with_then([](Shard& s, std::string k, std::string v) { return shard_set(s, std::move(k), std::move(v)); },
-                         [this, slot, gen, seq](Count n) {
-                           answer(slot, gen, seq, [&](Pending& q) {
-                             if (n.err == Count::kOk) resp::simple(q.reply, "OK");
-                             else resp::error(q.reply, count_error(n.err));
-                           });
-                         },
-                         std::string(args[1]), std::string(args[2]));
-  } else if (name == "incr") {
-    if (!arity(args.size() == 2)) return;
-    if (too_large(args)) return resp::error(p.reply, kTooLarge);
-    p.waiting = 1;
-    ++inflight_;
-    shard(shard_of(args[1], nshards_))
-        .apply_with_then([](Shard& s, std::string k) { return shard_incr(s, std::move(k)); },
-                         [this, slot, gen, seq](Count n) {
-                           answer(slot, gen, seq, [&](Pending& q) {
-                             if (n.err == Count::kOk) resp::integer(q.reply, n.n);
-                             else resp::error(q.reply, count_error(n.err));
-                           });
-                         },
-                         std::string(args[1]));
+  if (execute_string(slot, name, p, seq, gen, args)) return;
+  if (name == "hello") {
+    hello(p, c, args);
   } else if (name == "del" || name == "unlink") {
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
@@ -234,7 +163,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     every_shard(Pending::Kind::kOk, [](Shard& s) { return shard_flush(s); });
   } else if (name == "info") {
     if (!arity(args.size() <= 2)) return;
-    p.info_section = args.size() == 2 ? lower(args[1]) : "default";
+    p.info_sections = info_sections(args.size() == 2 ? lower(args[1]) : "default");
     every_shard(Pending::Kind::kInfo, [](Shard& s) { return shard_size(s); });  // keys for # Keyspace
   } else if (name == "ping") {
     if (!arity(args.size() <= 2)) return;
@@ -287,14 +216,56 @@ void Loop::finish(Pending& p) const {
       resp::array(p.reply, p.values.size());
       for (const Value& v : p.values) {
         if (v.kind == Value::kString) resp::bulk(p.reply, v.data);
-        else resp::nil(p.reply);
+        else resp::nil(p.reply, p.resp3);
       }
       std::vector<Value>().swap(p.values);
       break;
     case Pending::Kind::kInfo:
-      resp::bulk(p.reply, info_text(p.info_section, p.sum));
+      resp::verbatim(p.reply, info_text(p.info_sections, p.sum, p.expiring), p.resp3);
       break;
   }
+}
+
+// HELLO [protover [AUTH user pass] [SETNAME name]]: switches the
+// connection's protocol and answers Redis 7.0's map (an array of pairs in
+// RESP2). No password is set, so AUTH accepts user `default` with any
+// password, as Redis without requirepass.
+void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const {
+  bool resp3 = c.resp3;
+  if (args.size() >= 2) {
+    long long ver;
+    if (!resp::parse_int64(args[1], ver)) return resp::error(p.reply, "ERR Protocol version is not an integer or out of range");
+    if (ver < 2 || ver > 3) return resp::error(p.reply, "NOPROTO unsupported protocol version");
+    resp3 = ver == 3;
+  }
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const std::string opt = lower(args[i]);
+    const std::size_t left = args.size() - i - 1;
+    if (opt == "auth" && left >= 2) {
+      if (args[i + 1] != "default") return resp::error(p.reply, "WRONGPASS invalid username-password pair or user is disabled.");
+      i += 2;
+    } else if (opt == "setname" && left >= 1) {
+      ++i;
+    } else {
+      return resp::error(p.reply, "ERR Syntax error in HELLO option '" + std::string(args[i]) + "'");
+    }
+  }
+  c.resp3 = p.resp3 = resp3;
+  resp::map(p.reply, 7, resp3);
+  resp::bulk(p.reply, "server");
+  resp::bulk(p.reply, "redis");
+  resp::bulk(p.reply, "version");
+  resp::bulk(p.reply, kRedisVersion);
+  resp::bulk(p.reply, "proto");
+  resp::integer(p.reply, resp3 ? 3 : 2);
+  resp::bulk(p.reply, "id");
+  resp::integer(p.reply, static_cast<long long>(c.id));
+  resp::bulk(p.reply, "mode");
+  resp::bulk(p.reply, "standalone");
+  resp::bulk(p.reply, "role");
+  resp::bulk(p.reply, "master");
+  resp::bulk(p.reply, "modules");
+  resp::array(p.reply, 0);
 }
 
 // CONFIG GET pattern...: the few settings clients ask about, so that
@@ -317,16 +288,25 @@ void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) con
         hits.push_back(&e);
         break;
       }
-  resp::array(p.reply, 2 * hits.size());
+  resp::map(p.reply, hits.size(), p.resp3);
   for (const auto* e : hits) {
     resp::bulk(p.reply, e->first);
     resp::bulk(p.reply, e->second);
   }
 }
 
-std::string Loop::info_text(std::string_view section, std::int64_t keys) const {
-  const bool all = section == "default" || section == "all" || section == "everything";
-  auto want = [&](std::string_view s) { return all || section == s; };
+// INFO's argument as a set of sections (a small field of Pending, not a
+// string: the reply queue's entries stay small).
+std::uint8_t Loop::info_sections(std::string_view section) {
+  if (section == "default" || section == "all" || section == "everything") return 0xff;
+  const std::string_view names[] = {"server", "clients", "stats", "keyspace"};
+  for (std::size_t i = 0; i < std::size(names); ++i)
+    if (section == names[i]) return std::uint8_t(1u << i);
+  return 0;  // an unknown section: empty, as Redis
+}
+
+std::string Loop::info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const {
+  auto want = [&](std::string_view s) { return (info_sections(s) & sections) != 0; };
   std::string out;
   auto line = [&](std::string_view k, const std::string& v) {
     out.append(k).append(":").append(v).append("\r\n");
@@ -339,7 +319,7 @@ std::string Loop::info_text(std::string_view section, std::int64_t keys) const {
     utsname u{};
     ::uname(&u);
     header("Server");
-    line("redis_version", "7.0.0");  // the Redis whose replies Hydra follows
+    line("redis_version", kRedisVersion);  // the Redis whose replies Hydra follows
     line("hydra_version", "0.1.0");
     line("redis_mode", "standalone");
     line("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
@@ -370,7 +350,7 @@ std::string Loop::info_text(std::string_view section, std::int64_t keys) const {
   }
   if (want("keyspace")) {  // the whole rack's
     header("Keyspace");
-    if (keys > 0) line("db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+    if (keys > 0) line("db0", "keys=" + std::to_string(keys) + ",expires=" + std::to_string(expiring) + ",avg_ttl=0");
   }
   return out;
 }

@@ -133,19 +133,34 @@ void Loop::run() {
       drain_dirty();
       worked = true;
     }
-    // --seconds: checked every 1024 rounds, and every round when quiet
-    // (a napping round lasts idle_nap_ms).
-    if (g_config.seconds > 0 && ((++round & 1023) == 0 || quiet_) && std::chrono::steady_clock::now() >= deadline)
-      request_stop();
     if (worked) {
       idle_rounds = 0;
       quiet_ = false;
     } else {
       idle(++idle_rounds);                      // may nap (see idle)
     }
+    // --seconds and the expiry sweep: checked every 1024 rounds, and every
+    // round when quiet (a napping round lasts idle_nap_ms). The sweep comes
+    // last: the counters the next idle() reads are published at the yield.
+    if ((++round & 1023) == 0 || quiet_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (g_config.seconds > 0 && now >= deadline) request_stop();
+      if (now >= next_sweep_) sweep(now);
+    }
     gossamer::yield();                          // the trustee serves, answers arrive
   }
   stop_everything();
+}
+
+// Active expiry (shard.cpp, shard_sweep) on this thread's own shard, every
+// 100 ms as Redis's default hz 10. A local apply: it runs at once, and
+// counts once in the runtime's local_applies, which trustee_quiet
+// discounts (sweeps_), so that the sweep never ends a quiet spell.
+void Loop::sweep(std::chrono::steady_clock::time_point now) {
+  next_sweep_ = now + std::chrono::milliseconds(100);
+  ++inflight_;
+  ++sweeps_;
+  shard(gossamer::thread_index()).apply_then([](Shard& s) { return shard_sweep(s); }, [this](Count) { --inflight_; });
 }
 
 bool Loop::poll_once(int timeout_ms) {
@@ -201,7 +216,7 @@ bool Loop::trustee_quiet() {
   // slots_served too: the pieces of a request larger than a slot, and the
   // fetches of a large response, move nothing else.
   std::uint64_t activity =
-      s.requests_served + s.slots_served + s.requests_sent + s.responses_received + s.local_applies;
+      s.requests_served + s.slots_served + s.requests_sent + s.responses_received + s.local_applies - sweeps_;
   bool quiet = activity == last_activity_ && inflight_ == 0;
   last_activity_ = activity;
   return quiet;
@@ -255,6 +270,7 @@ void Loop::adopt(int fd) {
   auto c = std::make_unique<Connection>();
   c->fd = fd;
   c->gen = gens_[slot];
+  c->id = g_stats.next_client_id.fetch_add(1, std::memory_order_relaxed);
   c->events = EPOLLIN | EPOLLRDHUP;
   epoll_event ev{};
   ev.events = c->events;

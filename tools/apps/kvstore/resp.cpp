@@ -255,4 +255,21 @@ void array(std::string& out, std::size_t n) {
   out += "\r\n";
 }
 
+void nil(std::string& out, bool resp3) { out += resp3 ? "_\r\n" : "$-1\r\n"; }
+
+void map(std::string& out, std::size_t n, bool resp3) {
+  out += resp3 ? '%' : '*';
+  out += std::to_string(resp3 ? n : 2 * n);
+  out += "\r\n";
+}
+
+void verbatim(std::string& out, std::string_view s, bool resp3) {
+  if (!resp3) return bulk(out, s);
+  out += '=';
+  out += std::to_string(s.size() + 4);
+  out += "\r\ntxt:";
+  out += s;
+  out += "\r\n";
+}
+
 }  // namespace hydra::resp

@@ -1,4 +1,4 @@
-// RESP2 for Hydra: an incremental request parser (multibulk and inline
+// RESP for Hydra: an incremental request parser (multibulk and inline
 // requests, every length bounded) and the reply encoders.
 //
 // The parser never trusts the peer: a length is checked against its limit
@@ -69,12 +69,17 @@ class RequestParser {
 // spaces, no leading zeros, fits in int64.
 bool parse_int64(std::string_view s, long long& out);
 
-// Reply encoders: append one RESP2 value to `out`.
+// Reply encoders: append one RESP2 value (RESP3 where the name says) to `out`.
 void simple(std::string& out, std::string_view s);   // +s (s must not hold CR or LF)
 void error(std::string& out, std::string_view s);    // -s, CR and LF replaced by spaces
 void integer(std::string& out, long long v);
 void bulk(std::string& out, std::string_view s);
 void nil(std::string& out);                          // $-1
 void array(std::string& out, std::size_t n);         // *n, then n values
+
+// RESP3 (HELLO 3) where Redis 7 uses it, RESP2 otherwise.
+void nil(std::string& out, bool resp3);              // _ or $-1
+void map(std::string& out, std::size_t n, bool resp3);  // %n or *2n, then n key, value pairs
+void verbatim(std::string& out, std::string_view s, bool resp3);  // =len txt:s, or a bulk
 
 }  // namespace hydra::resp

@@ -43,6 +43,18 @@ struct Config {
 };
 extern Config g_config;
 
+// A request to another host carries at most 1 GiB (the runtime answers a
+// larger one with an error, which an apply_then callback cannot receive):
+// keys and values for one shard beyond --max-shard-request are refused
+// before anything is sent. This checks a single-key command's arguments
+// (commands.cpp checks the multi-key ones per shard).
+constexpr const char* kTooLarge = "ERR request too large: more keys and values for one shard than --max-shard-request";
+inline bool too_large(const std::vector<std::string_view>& args) {
+  std::size_t b = 0;
+  for (std::size_t i = 1; i < args.size(); ++i) b += args[i].size() + 8;
+  return b > g_config.max_shard_request;
+}
+
 // Process-wide (one process per host). Set by SIGINT/SIGTERM, by --seconds,
 // by a fatal listen error, or by another host telling this one to stop.
 extern std::atomic<bool> g_stop;
@@ -50,6 +62,8 @@ extern std::atomic<int> g_exit_code;
 void request_stop() noexcept;
 
 constexpr std::size_t kMaxThreads = 256;  // the rack's threads: one shard each
+constexpr const char* kRedisVersion = "7.0.0";  // the Redis whose replies Hydra follows (INFO, HELLO)
+
 
 // Per-host counters for INFO (relaxed atomics: the loops of one host's
 // threads share them, and only INFO reads them).
@@ -58,6 +72,7 @@ struct HostStats {
   std::atomic<std::int64_t> connected_clients{0};
   std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
 };
 extern HostStats g_stats;
 extern const std::chrono::steady_clock::time_point g_started;
@@ -78,12 +93,15 @@ struct ShardTable {
 
 // A reply position in a connection's queue, filled when its command
 // completes. Commands spanning shards gather their parts here.
+// Kept small: the reply queue is a deque, which allocates a block per
+// 512 bytes of entries (152 bytes now: 3 per block; 184 would fit 2).
 struct Pending {
   // What the reply is made of once every part has answered: kDone: the
   // part wrote `reply` itself; kSum: an integer; kOk: +OK; kMget: `values`;
   // kInfo: the INFO text with `sum` keys.
   enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo };
   Kind kind = Kind::kDone;
+  bool resp3 = false;              // the connection's protocol when the command came
   std::uint32_t waiting = 0;       // shard answers still to come
   std::int64_t sum = 0;            // kSum, kInfo (keys)
   std::string reply;               // the encoded reply once waiting == 0
@@ -91,12 +109,15 @@ struct Pending {
   std::string error;               // the first part that failed, if any
   std::vector<Value> values;       // kMget: in key order
   std::vector<std::vector<std::uint32_t>> positions;  // kMget: key positions per shard request
-  std::string info_section;        // kInfo: which sections
+  std::uint8_t info_sections = 0;  // kInfo: which sections (commands.cpp, info_sections)
+  std::int64_t expiring = 0;       // kInfo: keys with a TTL
 };
 
 struct Connection {
   int fd = -1;
   std::uint32_t gen = 0;
+  std::uint64_t id = 0;            // HELLO's client id: unique on this host
+  bool resp3 = false;              // HELLO 3 switched it
   // Input: bytes read, of which [0, consumed) are done with.
   std::string in;
   std::size_t consumed = 0;
@@ -141,6 +162,7 @@ class Loop {
   bool start_listening();
   bool poll_once(int timeout_ms);
   void idle(std::uint64_t idle_rounds);
+  void sweep(std::chrono::steady_clock::time_point now);
   bool trustee_quiet();
   void accept_all();
   void adopt(int fd);
@@ -162,7 +184,12 @@ class Loop {
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
   void finish(Pending& p) const;
-  std::string info_text(std::string_view section, std::int64_t keys) const;
+  static std::uint8_t info_sections(std::string_view section);
+  std::string info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const;
+  void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  // strings.cpp: GET, SET, INCR..., the expiry commands; false: not one of them
+  bool execute_string(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                      const std::vector<std::string_view>& args);
   void config_get(Pending& p, const std::vector<std::string_view>& args) const;
 
   gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
@@ -182,6 +209,8 @@ class Loop {
   std::vector<std::uint32_t> dirty_;
   std::vector<epoll_event> events_;
   std::uint64_t inflight_ = 0;               // shard requests whose callbacks are owed
+  std::chrono::steady_clock::time_point next_sweep_{};  // active expiry (Loop::sweep)
+  std::uint64_t sweeps_ = 0;                 // not activity (Loop::trustee_quiet)
   // Idle policy (Loop::idle).
   bool quiet_ = false;
   std::uint64_t last_activity_ = 0;

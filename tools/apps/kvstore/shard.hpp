@@ -5,6 +5,7 @@
 // process.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,18 +16,54 @@
 
 namespace hydra {
 
+// Keys with a time to live also have an entry in `expires` (as Redis's
+// db->expires): the deadline in Unix milliseconds. Expiry is lazy (every
+// closure that reads or writes a key first drops it if its deadline has
+// passed: live()) and active (shard_sweep, run every 100 ms on each shard by
+// its own thread's I/O loop, samples keys of `expires` and drops those past
+// their deadline, as Redis's activeExpireCycle).
 struct Shard {
   std::unordered_map<std::string, std::string> map;
+  std::unordered_map<std::string, std::int64_t> expires;
+  std::size_t sweep_bucket = 0;  // shard_sweep's cursor over the buckets of `expires`
   // Entrusting a shard to another host's trustee sends it serialized (empty).
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(map);
+    ar(map, expires);
   }
 };
 
+// Unix time in milliseconds (deadlines are absolute, as EXPIREAT gives them).
+inline std::int64_t now_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Lazy expiry: drops `key` if its deadline has passed. Costs one test when
+// the shard has no key with a TTL.
+inline void expire_if_due(Shard& s, const std::string& key) noexcept {
+  if (s.expires.empty()) return;
+  auto e = s.expires.find(key);
+  if (e == s.expires.end() || e->second > now_ms()) return;
+  s.expires.erase(e);
+  s.map.erase(key);
+}
+
+// The live entry of `key`, or end().
+inline auto live(Shard& s, const std::string& key) noexcept {
+  expire_if_due(s, key);
+  return s.map.find(key);
+}
+
+// A write that replaces the value forgets the TTL (as SET and MSET do).
+inline void forget_ttl(Shard& s, const std::string& key) noexcept {
+  if (!s.expires.empty()) s.expires.erase(key);
+}
+
 // A GET / MGET answer.
 struct Value {
-  enum Kind : std::uint8_t { kNil, kString, kError };
+  // kOk: SET without GET stored its value (kNil: it did not, NX or XX).
+  enum Kind : std::uint8_t { kNil, kString, kError, kOk };
   std::uint8_t kind = kNil;
   std::string data;  // the value, or the error message for kError
   template <class Ar>
@@ -35,11 +72,13 @@ struct Value {
   }
 };
 
-// A count (DEL, EXISTS, DBSIZE, INCR's new value) or an error code.
+// A count (DEL, EXISTS, DBSIZE, INCR's new value, a TTL) or an error code;
+// `expiring`: DBSIZE's keys with a TTL, for INFO's keyspace line.
 struct Count {
   enum Err : std::int32_t { kOk, kNotInteger, kOverflow, kOutOfMemory };
   std::int64_t n = 0;
   std::int32_t err = kOk;
+  std::int64_t expiring = 0;
 };
 
 // Where a key lives: the same on every host (the same binary), and not
@@ -59,7 +98,7 @@ inline std::size_t shard_of(std::string_view key, std::size_t shards) {
 inline Value shard_get(Shard& s, std::string key) noexcept {
   Value v;
   try {
-    auto it = s.map.find(key);
+    auto it = live(s, key);
     if (it != s.map.end()) {
       v.kind = Value::kString;
       v.data = it->second;
@@ -73,6 +112,7 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
 
 inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
   try {
+    forget_ttl(s, key);
     s.map.insert_or_assign(std::move(key), std::move(value));
     return {};
   } catch (...) {
@@ -84,7 +124,10 @@ inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
 // that a key given twice ends with its last value.
 inline Count shard_mset(Shard& s, std::vector<std::string> kvs) noexcept {
   try {
-    for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1]));
+    for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) {
+      forget_ttl(s, kvs[i]);
+      s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1]));
+    }
     return {};
   } catch (...) {
     return {0, Count::kOutOfMemory};
@@ -96,7 +139,7 @@ inline std::vector<Value> shard_mget(Shard& s, std::vector<std::string> keys) no
   try {
     out.resize(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto it = s.map.find(keys[i]);
+      auto it = live(s, keys[i]);
       if (it != s.map.end()) {
         out[i].kind = Value::kString;
         out[i].data = it->second;
@@ -111,24 +154,50 @@ inline std::vector<Value> shard_mget(Shard& s, std::vector<std::string> keys) no
 // DEL k k deletes once; EXISTS k k counts twice (as Redis).
 inline Count shard_del(Shard& s, std::vector<std::string> keys) noexcept {
   Count c;
-  for (const auto& k : keys) c.n += static_cast<std::int64_t>(s.map.erase(k));
+  for (const auto& k : keys) {
+    expire_if_due(s, k);
+    forget_ttl(s, k);
+    c.n += static_cast<std::int64_t>(s.map.erase(k));
+  }
   return c;
 }
 
 inline Count shard_exists(Shard& s, std::vector<std::string> keys) noexcept {
   Count c;
-  for (const auto& k : keys) c.n += s.map.count(k) ? 1 : 0;
+  for (const auto& k : keys) c.n += live(s, k) != s.map.end() ? 1 : 0;
   return c;
 }
 
-Count shard_incr(Shard& s, std::string key) noexcept;  // commands.cpp
+// shard.cpp: INCRBY (and INCR, DECR, DECRBY), SET with options, the
+// expiry commands and the active sweep.
+Count shard_incr(Shard& s, std::string key, std::int64_t by) noexcept;
 
-inline Count shard_size(Shard& s) noexcept { return {static_cast<std::int64_t>(s.map.size()), Count::kOk}; }
+// SET's options, as flags of shard_set_opts.
+enum SetFlag : std::uint32_t { kSetNx = 1, kSetXx = 2, kSetGet = 4, kSetKeepTtl = 8, kSetExpire = 16 };
+// kOk stored (no GET), kNil not stored (no GET) or no old value (GET),
+// kString the old value (GET).
+Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t flags, std::int64_t at_ms) noexcept;
+
+// EXPIRE's conditions.
+enum ExpireFlag : std::uint32_t { kExpNx = 1, kExpXx = 2, kExpGt = 4, kExpLt = 8 };
+// 1 if the deadline was set (or the key deleted, the deadline being past), 0 if not.
+Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags) noexcept;
+// The deadline in Unix ms, -1 without TTL, -2 without the key.
+Count shard_deadline(Shard& s, std::string key) noexcept;
+Count shard_persist(Shard& s, std::string key) noexcept;
+// One active expiry cycle; n = keys dropped.
+Count shard_sweep(Shard& s) noexcept;
+
+inline Count shard_size(Shard& s) noexcept {
+  return {static_cast<std::int64_t>(s.map.size()), Count::kOk, static_cast<std::int64_t>(s.expires.size())};
+}
 
 inline Count shard_flush(Shard& s) noexcept {
   // swap, not clear(): clear keeps the bucket array of the largest size the
   // map ever had.
   std::unordered_map<std::string, std::string>().swap(s.map);
+  std::unordered_map<std::string, std::int64_t>().swap(s.expires);
+  s.sweep_bucket = 0;
   return {};
 }
 
