@@ -50,6 +50,7 @@ inline constexpr std::uint16_t kBurst = 32;  // frames per rx or tx burst
 inline constexpr std::uint64_t kTagKick = 0;     // an application's eventfd
 inline constexpr std::uint64_t kTagWake = 1;     // the core's own eventfd: another core posted
 inline constexpr std::uint64_t kTagControl = 2;  // core 0: a socket is ready (control.cpp)
+inline constexpr std::uint64_t kTagRxWake = 3;   // the port's wake descriptor: a frame arrived (Port::rx_wake_fd)
 }
 
 namespace gossamer::dataplane {
@@ -117,7 +118,7 @@ class Dataplane {
     Dataplane& dp;
     Core& k;
     CoreSink(Dataplane& d, Core& c) : dp(d), k(c) {}
-    void deliver(std::uint32_t peer, const wire::RecordView& v) override { dp.deliver(k, peer, v); }
+    void deliver(std::uint32_t peer, const wire::RecordView& v) override;  // timed: stage_deliver_cycles
     void peer_restarted(std::uint32_t peer, std::uint64_t boot) override { dp.peer_restarted(k, peer, boot); }
   };
   // A periodic job of a core's loop (loop.cpp).
@@ -148,6 +149,8 @@ class Dataplane {
     std::vector<std::vector<std::uint64_t>> resets_seen;  // [peer][conn], own connections
     Stats stats;
     std::uint64_t last_work = 0;
+    bool rx_wakeable = false;         // frames wake its sleep (the port's rx_wake_fd is in epoll_fd)
+    bool rx_armed = false;            // ... and it is armed: the next sleep may be long
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.

@@ -1,13 +1,16 @@
 // The dataplane's loop, run by every polling core over what it owns
 // (dataplane.hpp; "How a frame flows" in dataplane/README.md). Adaptive:
 // spin a few rounds, then sleep on the core's epoll set (the applications'
-// eventfds, the core's own eventfd, and on core 0 the sockets) with a
-// timeout that keeps the port and the retransmission timers served. Frames
-// do not wake a sleep (the vdevs we run on have no rx interrupts), so the
-// timeout grows with the time since the last work: tens of microseconds
-// right after traffic, when a reply is likely, up to a millisecond on an
-// idle host. An iteration that finds no work makes no system call but the
-// sleep.
+// eventfds, the core's own eventfd, on core 0 the sockets, and the port's
+// wake descriptor when it has one) with a timeout that keeps the
+// retransmission timers served. Where frames wake a sleep (af_packet: a
+// wake socket, rx_wake.hpp), the core arms it, looks at its queue once more
+// and sleeps until a frame, a kick or a timer (at most 50 ms). Where they
+// do not, the timeout grows with the time since the last work: tens of
+// microseconds right after traffic, when a reply is likely, up to a
+// millisecond on an idle host. An iteration that finds no work makes no
+// system call but the sleep (and arming and disarming the wake socket
+// around it).
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
@@ -32,6 +35,9 @@ namespace {
 // processes that would produce the work.
 constexpr std::uint32_t kSpin = 40;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
+// When frames wake a sleep (the port's wake descriptor is armed), only the
+// timers bound it, and the periodic jobs (metrics, stats) at this.
+constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000;
 // Sleep for this fraction of the time since the last work: a quiet host backs
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
 // waits for at most about 1/8 of the gap it arrived after.
@@ -81,19 +87,36 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
   std::uint64_t last = tsc_now();
   while (!stop.load(std::memory_order_relaxed)) {
     refresh_apps(k);                          // the application list core 0 published
+    // Each stage's cycles count while it finds work (stage costs: the
+    // deliver stage, timed by the sink, is taken out of rx).
+    const std::uint64_t t_rx = tsc_now(), delivering = k.stats.stage_deliver_cycles;
     bool worked = k.transport->poll(*k.sink); // frames -> connections -> deliver (slots, announces)
+    const std::uint64_t t_msgs = tsc_now();
+    if (worked) k.stats.stage_rx_cycles += t_msgs - t_rx - (k.stats.stage_deliver_cycles - delivering);
     worked |= poll_msgs(k);                   // records and control from other cores
-    worked |= poll_doorbells(k);              // our threads' rings -> connections
-    worked |= k.transport->pump();            // our connections -> frames: data, timers, acks
-    if (k.backlogged) flush_backlog(k);       // messages that found another core's ring full
-    if (k.index == 0 && control_ready_) worked |= poll_control(k);  // core 0: sockets epoll reported
+    const std::uint64_t t_doorbells = tsc_now();
+    const bool rang = poll_doorbells(k);      // our threads' rings -> connections
+    const std::uint64_t t_tx = tsc_now();
+    if (rang) k.stats.stage_doorbells_cycles += t_tx - t_doorbells;
+    const bool sent = k.transport->pump();    // our connections -> frames: data, timers, acks
     std::uint64_t now = tsc_now();
+    if (sent) k.stats.stage_tx_cycles += now - t_tx;
+    worked |= rang | sent;
+    if (k.backlogged || (k.index == 0 && control_ready_)) {
+      if (k.backlogged) flush_backlog(k);     // messages that found another core's ring full
+      if (k.index == 0 && control_ready_) worked |= poll_control(k);  // core 0: sockets epoll reported
+      now = tsc_now();
+    }
     (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
     run_periodic(k, now);                     // schedulers, publish, control, faults, metrics, stats
     if (worked) {
       idle = 0;
       k.last_work = now;
+      if (k.rx_armed) {  // work came in the look after arming: no sleep, and no copies while we work
+        port_->rx_wake_arm(std::uint16_t(k.index), false);
+        k.rx_armed = false;
+      }
       continue;
     }
     if (++idle < kSpin || cfg_.dataplane.polling == config::Polling::busy) {
@@ -148,18 +171,27 @@ void Dataplane::job_metrics(Core&) { write_metrics(); }
 void Dataplane::job_stats(Core&) { write_stats(); }
 
 void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
+  const std::uint16_t q = std::uint16_t(k.index);
+  if (k.rx_wakeable && !k.rx_armed && port_->rx_wake_arm(q, true)) {
+    // Armed: the loop looks at the queue once more before the sleep. A
+    // frame that came before arming is found there, one after wakes us.
+    k.rx_armed = true;
+    return;
+  }
   // Applications see a non-zero word while any core sleeps, and kick
   // (their eventfd wakes every core).
   const std::uint32_t bit = 1u << (k.index % 32);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_or(bit, std::memory_order_seq_cst);
   k.sleeping.store(true, std::memory_order_seq_cst);
   fence(std::memory_order_seq_cst);  // Dekker with wake()
-  const std::uint64_t deadline = k.transport->next_deadline();
+  const std::uint64_t deadline = std::min(k.transport->next_deadline(), port_->rx_due(q));
   const std::uint64_t since_work = now - k.last_work;
   std::uint64_t timeout_ns =
-      since_work >= tsc_hz_ ? kMaxSleepNs
-                            : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift,
-                                                        kMinSleepNs, kMaxSleepNs);
+      k.rx_armed ? kMaxWakeableSleepNs
+      : since_work >= tsc_hz_
+          ? kMaxSleepNs
+          : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift, kMinSleepNs,
+                                      kMaxSleepNs);
   if (deadline <= now) {
     timeout_ns = 0;
   } else if (deadline != UINT64_MAX) {
@@ -179,6 +211,10 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
     }
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
+  }
+  if (k.rx_armed) {  // disarming drains what woke us
+    port_->rx_wake_arm(q, false);
+    k.rx_armed = false;
   }
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
