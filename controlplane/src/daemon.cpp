@@ -59,6 +59,12 @@ void Daemon::after(Clock::duration delay, std::function<void()> fn) {
 }
 
 bool Daemon::start() {
+  // The instances' run tokens are keyed by the secret itself, as the
+  // dataplane's check is (rack_keys.hpp): before key_ becomes the handshake key.
+  if (std::string e = tokens_.set_secret(key_); !e.empty()) {
+    spdlog::error("run tokens: {}", e);
+    return false;
+  }
   // The handshake key, once: slow on purpose (proto.hpp, handshake_key).
   const auto t0 = Clock::now();
   key_ = handshake_key(key_, rack_id());
@@ -82,10 +88,6 @@ bool Daemon::start() {
   if (!ec) tcp_acceptor_.listen(64, ec);
   if (ec) {
     spdlog::error("cannot listen on {} (controlplane.listen): {}", l.to_string(), ec.message());
-    return false;
-  }
-  if (std::string e = tokens_.set_secret(key_); !e.empty()) {
-    spdlog::error("run tokens: {}", e);
     return false;
   }
   if (!start_metrics()) return false;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# tools/apps/sssp end to end: distances equal sequential Dijkstra's (the
-# program validates on host 0 and exits non-zero naming the first differing
-# vertex) on scales 10..14, standalone with several partition counts and on
-# a 2-host rack in a box through `gossamerctl run`; a deliberately spoiled
-# distance (--corrupt-for-test) must be caught; the graph (root, vertices
-# reached, edges in the component) must not depend on how it is partitioned.
+# tools/apps/sssp end to end: the Graph500 validation (distances and parent
+# tree, run on host 0 for every root; the program exits 1 when it fails)
+# passes on every root at scales 10..14, standalone on 1, 2, 3 and 4
+# partitions and on a 2-host rack in a box through `gossamerctl run`; a
+# deliberately spoiled distance or parent (--corrupt-for-test) must be
+# caught; the results block carries the reference's field names; the graph
+# (first root, vertices reached, edges in the component) must not depend on
+# how it is partitioned.
 #   sssp_test.sh BUILD_DIR
 # The standalone part always runs. The rack part needs root and network
 # namespaces: without them it is skipped (exit 77, after the standalone part
@@ -23,12 +25,33 @@ trap cleanup EXIT
 # field NAME FILE: the value of NAME=... on the result line.
 field() { grep -o "^\(\[host 0\] \)\?sssp .*" "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
 
-# check_run LABEL FILE RC HOSTS: a validated run on HOSTS hosts.
+# The reference's results block (src/main.c, SSSP build), every name
+# followed by a number; "sssp harmonic_mean_TEPS:" has its "!" marker.
+block_fields="SCALE: edgefactor: NBFS: graph_generation: num_mpi_processes: construction_time:"
+for s in min firstquartile median thirdquartile max mean stddev; do
+  block_fields="$block_fields sssp_${s}_time: ${s}_nedge: sssp_${s}_validate:"
+done
+for s in min firstquartile median thirdquartile max harmonic_stddev; do block_fields="$block_fields sssp_${s}_TEPS:"; done
+num='-\?[0-9][0-9.e+-]*\|nan\|-\?inf'
+# check_block LABEL FILE ROOTS: the block parses, with NBFS = ROOTS.
+check_block() {
+  local f k missing=""
+  f=$(sed 's/^\[host 0\] //' "$2")
+  for k in $block_fields; do
+    echo "$f" | grep -q "^${k//_/[ _]} *\($num\)$" || missing="$missing $k"
+  done
+  echo "$f" | grep -q "^sssp harmonic_mean_TEPS:     !  [0-9]" || missing="$missing sssp_harmonic_mean_TEPS:"
+  if [ -n "$missing" ]; then fail "$1: the results block lacks$missing"; echo "$f"; return; fi
+  [ "$(echo "$f" | sed -n 's/^NBFS: *//p')" = "$3" ] || { fail "$1: NBFS is not $3"; return; }
+  pass "$1: the results block has the reference's fields (harmonic mean $(echo "$f" | sed -n 's/^sssp harmonic_mean_TEPS: *! *//p') TEPS)"
+}
+
+# check_run LABEL FILE RC HOSTS [ROOTS]: a run on HOSTS hosts whose every root validated.
 check_run() {
-  local label=$1 f=$2 rc=$3 hosts=$4
+  local label=$1 f=$2 rc=$3 hosts=$4 roots=${5:-64}
   if [ "$rc" -eq 0 ] && [ "$(field validated "$f")" = yes ] && [ "$(field hosts "$f")" = "$hosts" ] &&
-    [ "$(field reached "$f")" -gt 1 ]; then
-    pass "$label: distances equal Dijkstra's ($(grep -o 'threads=.*teps=[^ ]*' "$f"), reached=$(field reached "$f"))"
+    [ "$(field roots "$f")" = "$roots" ] && [ "$(field reached "$f")" -gt 1 ]; then
+    pass "$label: $roots roots validated ($(grep -o 'threads=.*teps=[^ ]*' "$f"), reached=$(field reached "$f"))"
   else
     fail "$label: exit $rc"; cat "$f"; return
   fi
@@ -53,27 +76,38 @@ same_graph() {
 # ---- standalone (no GOSSAMER_CONFIG: one host) --------------------------------------
 [ -x "$app" ] || { echo "FAIL: $app was not built"; exit 1; }
 unset GOSSAMER_CONFIG GOSSAMER_THREADS
-for s in 10 12 14; do
-  timeout 120 "$app" --scale "$s" --threads 4 --validate >"$out/s$s" 2>&1
-  check_run "standalone scale $s" "$out/s$s" $? 1
+for t in 1 2 4; do
+  timeout 120 "$app" --scale 12 --threads $t >"$out/s12t$t" 2>&1
+  check_run "standalone scale 12, $t partition(s)" "$out/s12t$t" $? 1
 done
-# Other partition counts (one partition; three: uneven shares) and another
-# seed and edge factor, each still equal to Dijkstra.
-timeout 120 "$app" --scale 12 --threads 1 --validate >"$out/s12t1" 2>&1
-check_run "standalone scale 12, 1 partition" "$out/s12t1" $? 1
-timeout 120 "$app" --scale 12 --threads 3 --validate >"$out/s12t3" 2>&1
-check_run "standalone scale 12, 3 partitions" "$out/s12t3" $? 1
+check_block "standalone scale 12, 2 partitions" "$out/s12t2" 64
+timeout 120 "$app" --scale 10 --threads 2 >"$out/s10" 2>&1
+check_run "standalone scale 10, 2 partitions" "$out/s10" $? 1
+timeout 120 "$app" --scale 14 --threads 2 --roots 8 >"$out/s14" 2>&1
+check_run "standalone scale 14, 2 partitions" "$out/s14" $? 1 8
+# Three partitions (uneven shares), another seed and edge factor, other deltas.
+timeout 120 "$app" --scale 12 --threads 3 --roots 16 >"$out/s12t3" 2>&1
+check_run "standalone scale 12, 3 partitions" "$out/s12t3" $? 1 16
 same_graph "scale 12 on 1 and 3 partitions" "$out/s12t1" "$out/s12t3"
-same_graph "scale 12 on 1 and 4 partitions" "$out/s12t1" "$out/s12"
-timeout 120 "$app" --scale 11 --edgefactor 8 --seed 7 --delta 0.03 --threads 2 --validate >"$out/s11" 2>&1
+same_graph "scale 12 on 1 and 4 partitions" "$out/s12t1" "$out/s12t4"
+timeout 120 "$app" --scale 11 --edgefactor 8 --seed 7 --delta 0.03 --threads 2 >"$out/s11" 2>&1
 check_run "standalone scale 11, edgefactor 8, seed 7, delta 0.03" "$out/s11" $? 1
-timeout 120 "$app" --scale 11 --edgefactor 8 --seed 7 --delta 2 --threads 2 --validate >"$out/s11bf" 2>&1
-check_run "standalone scale 11, delta 2 (Bellman-Ford rounds)" "$out/s11bf" $? 1
+timeout 120 "$app" --scale 11 --edgefactor 8 --seed 7 --delta 2 --threads 2 --roots 16 >"$out/s11bf" 2>&1
+check_run "standalone scale 11, delta 2 (Bellman-Ford rounds)" "$out/s11bf" $? 1 16
+# --skip-validation skips it and still prints the block.
+timeout 60 "$app" --scale 10 --threads 2 --roots 4 --skip-validation >"$out/skip" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(field validated "$out/skip")" = skipped ]; then
+  check_block "--skip-validation" "$out/skip" 4
+else
+  fail "--skip-validation: exit $rc"; cat "$out/skip"
+fi
 # A given root; one that is not a vertex is refused.
 timeout 60 "$app" --scale 10 --threads 2 --root 5 >"$out/root5" 2>&1
 rc=$?
-if [ $rc -eq 0 ] && [ "$(field root "$out/root5")" = 5 ] && [ "$(field validated "$out/root5")" = yes ]; then
-  pass "--root 5 is the source, validated by default at scale 10"
+if [ $rc -eq 0 ] && [ "$(field root "$out/root5")" = 5 ] && [ "$(field validated "$out/root5")" = yes ] &&
+  [ "$(field roots "$out/root5")" = 1 ]; then
+  pass "--root 5 is the one source, validated by default"
 else
   fail "--root 5: exit $rc"; cat "$out/root5"
 fi
@@ -82,15 +116,18 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "is not a vertex" "$out/badroot" && pass "--root 1024 on 1024 vertices is refused" ||
   { fail "--root 1024: exit $rc"; cat "$out/badroot"; }
 
-# A wrong distance must be caught: exit 1, the first differing vertex named.
-timeout 120 "$app" --scale 12 --threads 4 --corrupt-for-test >"$out/bad" 2>&1
-rc=$?
-if [ $rc -eq 1 ] && [ "$(field validated "$out/bad")" = no ] &&
-  grep -q "validation FAILED at the first differing vertex [0-9]*: distance" "$out/bad"; then
-  pass "standalone: a spoiled distance is caught ($(grep -o 'vertex [0-9]*:.*' "$out/bad"))"
-else
-  fail "standalone --corrupt-for-test: exit $rc"; cat "$out/bad"
-fi
+# A wrong distance or parent must be caught: exit 1, an error named, no results.
+for c in distance parent; do
+  timeout 120 "$app" --scale 12 --threads 2 --corrupt-for-test $c >"$out/bad$c" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && [ "$(field validated "$out/bad$c")" = no ] &&
+    grep -q "validation FAILED for root" "$out/bad$c" && grep -q "^Validation Error: " "$out/bad$c" &&
+    grep -q "^No results printed for invalid run" "$out/bad$c"; then
+    pass "standalone: a spoiled $c is caught ($(grep -m1 '^Validation Error' "$out/bad$c"))"
+  else
+    fail "standalone --corrupt-for-test $c: exit $rc"; cat "$out/bad$c"
+  fi
+done
 
 # ---- on a 2-host rack in a box -------------------------------------------------------
 skip=""
@@ -113,22 +150,22 @@ rack_up=1  # from here on, the trap takes the rack down (down also removes its d
 "$rib" up --hosts 2 >"$out/up" 2>&1 || { cat "$out/up"; fail "rack up"; exit 1; }
 
 grun() { "$rib" exec 0 -- timeout 150 "$ctl" run "$@"; }
-for s in 10 12 14; do
-  grun -- "$app" --scale "$s" --threads 4 --validate >"$out/r$s" 2>&1
-  check_run "2-host rack scale $s" "$out/r$s" $? 2
-done
-same_graph "scale 12 standalone and on the rack" "$out/s12" "$out/r12"
+grun -- "$app" --scale 10 --threads 2 >"$out/r10" 2>&1
+check_run "2-host rack scale 10, 2 partitions" "$out/r10" $? 2
+check_block "2-host rack scale 10" "$out/r10" 64
+grun -- "$app" --scale 12 --threads 4 --roots 16 >"$out/r12" 2>&1
+check_run "2-host rack scale 12, 4 partitions" "$out/r12" $? 2 16
+same_graph "scale 12 standalone and on the rack" "$out/s12t4" "$out/r12"
 # gossamerctl's --threads overrides the program's count: 6 partitions, 3 a host.
-grun --threads 6 -- "$app" --scale 12 --threads 4 --validate >"$out/r12t6" 2>&1
+grun --threads 6 -- "$app" --scale 12 --threads 4 --roots 8 >"$out/r12t6" 2>&1
 rc=$?
-check_run "2-host rack scale 12, gossamerctl run --threads 6" "$out/r12t6" $rc 2
+check_run "2-host rack scale 12, gossamerctl run --threads 6" "$out/r12t6" $rc 2 8
 [ "$(field threads "$out/r12t6")" = 6 ] || fail "--threads 6 gave $(field threads "$out/r12t6") partitions"
 
-grun -- "$app" --scale 12 --threads 4 --corrupt-for-test >"$out/rbad" 2>&1
+grun -- "$app" --scale 12 --threads 4 --roots 4 --corrupt-for-test parent >"$out/rbad" 2>&1
 rc=$?
-if [ $rc -eq 1 ] && [ "$(field validated "$out/rbad")" = no ] &&
-  grep -q "validation FAILED at the first differing vertex" "$out/rbad"; then
-  pass "2-host rack: a spoiled distance is caught, gossamerctl run exits 1"
+if [ $rc -eq 1 ] && [ "$(field validated "$out/rbad")" = no ] && grep -q "validation FAILED for root" "$out/rbad"; then
+  pass "2-host rack: a spoiled parent is caught, gossamerctl run exits 1"
 else
   fail "rack --corrupt-for-test: exit $rc"; cat "$out/rbad"
 fi

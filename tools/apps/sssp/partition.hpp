@@ -13,17 +13,24 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
 #include <gossamer/gossamer.hpp>
 
 #include "kronecker.hpp"
-#include "reference.hpp"
 
 namespace sssp {
 
 inline constexpr std::size_t kMaxParts = 256;
+inline constexpr float kInf = std::numeric_limits<float>::infinity();  // not reached (yet)
+
+// One adjacency entry: the other end (global) and the edge's weight.
+struct Arc {
+  std::uint32_t v;
+  float w;
+};
 inline constexpr std::uint32_t kNoBucket = ~std::uint32_t(0);
 
 class Partition;
@@ -44,13 +51,20 @@ enum class Phase : std::uint8_t {
 };
 
 // A remote relaxation: (local index at the owner, tentative distance) in one
-// word, so a batch is a std::vector<std::uint64_t> that cereal copies as one
-// block instead of element by element.
+// word and the parent (global) in the next, so a batch is a
+// std::vector<std::uint64_t> that cereal copies as one block instead of
+// element by element.
+inline constexpr std::size_t kUpdateWords = 2;
 inline std::uint64_t pack_update(std::uint32_t local, float d) {
   return std::uint64_t(local) << 32 | std::bit_cast<std::uint32_t>(d);
 }
 inline std::uint32_t update_vertex(std::uint64_t u) { return std::uint32_t(u >> 32); }
 inline float update_distance(std::uint64_t u) { return std::bit_cast<float>(std::uint32_t(u)); }
+inline constexpr std::uint32_t kNone = ~std::uint32_t(0);  // no parent: unreached
+
+// A half-edge on its way to its owner during construction: (local index at
+// the owner, other end, weight bits).
+inline constexpr std::size_t kHalfWords = 3;
 
 // What one round produced on one partition: a batch per destination
 // partition (empty for itself) and its lowest live bucket afterwards.
@@ -62,9 +76,9 @@ struct Outgoing {
 // Counts gathered once a run is over.
 struct Summary {
   std::uint64_t reached = 0;
-  std::uint64_t half_edges = 0;     // adjacency entries of reached vertices, self-loops twice
+  std::uint64_t half_edges = 0;     // adjacency entries of reached vertices (self-loops are not stored)
   std::uint64_t relaxations = 0;    // edges relaxed
-  std::uint64_t updates_sent = 0;   // (vertex, distance) pairs sent to other partitions
+  std::uint64_t updates_sent = 0;   // (vertex, distance, parent) updates sent to other partitions
   std::uint64_t batches_sent = 0;   // apply_with requests that carried them
 };
 
@@ -72,45 +86,59 @@ class Partition {
  public:
   Partition() = default;
 
-  // ---- construction: generate the whole edge list, keep what touches us ----
-  void build(const Setup& s) {
+  // ---- construction, in three steps that host 0 drives (construct.hpp) ------
+  // 1. This partition's share of the input edge list: edges [lo, hi) of the
+  //    counter-based generator, lo = m * index / parts. Returns how many.
+  std::uint64_t generate(const Setup& s) {
     setup_ = s;
     const std::uint64_t n = s.spec.vertices(), m = s.spec.edges();
-    const std::uint32_t parts = s.parts, me = s.index;
-    n_local_ = me < n ? std::uint32_t((n - 1 - me) / parts + 1) : 0;  // more partitions than vertices: none
+    n_local_ = s.index < n ? std::uint32_t((n - 1 - s.index) / s.parts + 1) : 0;  // more partitions than vertices: none
+    const std::uint64_t lo = m * s.index / s.parts, hi = m * (s.index + 1) / s.parts;
     const Kronecker gen(s.spec);
-    struct Half {
-      std::uint32_t local, v;
-      float w;
-    };
-    std::vector<Half> halves;
-    halves.reserve(std::size_t(2 * m / parts + 1024));
-    offsets_.assign(std::size_t(n_local_) + 1, 0);
-    loops_.clear();
-    for (std::uint64_t e = 0; e < m; ++e) {
-      const Edge ed = gen.edge(e);
-      if (ed.u == ed.v) {
-        if (ed.u % parts == me) loops_.push_back(ed.u / parts);
-        continue;
-      }
-      if (ed.u % parts == me) halves.push_back({ed.u / parts, ed.v, ed.w});
-      if (ed.v % parts == me) halves.push_back({ed.v / parts, ed.u, ed.w});
+    edges_.resize(hi - lo);
+    for (std::uint64_t e = lo; e < hi; ++e) edges_[e - lo] = gen.edge(e);
+    halves_.clear();
+    halves_.reserve(std::size_t(2 * m / s.parts + 1024));
+    return edges_.size();
+  }
+
+  // 2. The exchange takes the share and sends every partition the halves of
+  //    its vertices (self-loops left out: they do nothing to shortest paths
+  //    and are not counted for TEPS); each arrives here as (local index,
+  //    other end, weight bits) triples.
+  std::vector<Edge> take_edges() { return std::move(edges_); }
+  void add_halves(const std::vector<std::uint32_t>& triples) {
+    if (triples.size() % kHalfWords != 0) throw std::length_error("a batch of half-edges ends in the middle of one");
+    const std::uint64_t n = setup_.spec.vertices();
+    for (std::size_t i = 0; i < triples.size(); i += kHalfWords) {
+      const std::uint32_t local = triples[i], v = triples[i + 1];
+      if (local >= n_local_ || v >= n) throw std::out_of_range("a half-edge for a vertex that does not exist here");
+      halves_.push_back({local, v, std::bit_cast<float>(triples[i + 2])});
     }
-    for (const Half& h : halves) ++offsets_[h.local + 1];
+  }
+
+  // 3. The CSR from the halves, each vertex's light arcs (w < delta) first.
+  std::uint64_t build_csr() {
+    offsets_.assign(std::size_t(n_local_) + 1, 0);
+    for (const Half& h : halves_) ++offsets_[h.local + 1];
     for (std::uint32_t v = 0; v < n_local_; ++v) offsets_[v + 1] += offsets_[v];
-    arcs_.resize(halves.size());
+    arcs_.resize(halves_.size());
     std::vector<std::uint64_t> fill(offsets_.begin(), offsets_.end() - 1);
-    for (const Half& h : halves) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    std::vector<Half>().swap(halves_);
     // Light arcs first, so a phase walks a contiguous range (a partition,
     // not a sort: the order within each class does not matter).
     light_end_.resize(n_local_);
     for (std::uint32_t v = 0; v < n_local_; ++v) {
       auto b = arcs_.begin() + std::ptrdiff_t(offsets_[v]), e = arcs_.begin() + std::ptrdiff_t(offsets_[v + 1]);
-      light_end_[v] = std::uint64_t(std::partition(b, e, [&](const Arc& a) { return a.w < s.delta; }) - arcs_.begin());
+      light_end_[v] =
+          std::uint64_t(std::partition(b, e, [this](const Arc& a) { return a.w < setup_.delta; }) - arcs_.begin());
     }
-    best_.assign(std::size_t(n), kInf);
-    touched_.assign(parts, {});
+    best_.assign(std::size_t(setup_.spec.vertices()), kInf);
+    best_parent_.assign(std::size_t(setup_.spec.vertices()), kNone);
+    touched_.assign(setup_.parts, {});
     built_ = true;
+    return arcs_.size();
   }
 
   std::uint64_t degree(std::uint32_t global) const {
@@ -118,18 +146,18 @@ class Partition {
     return offsets_[v + 1] - offsets_[v];
   }
   const Setup& setup() const { return setup_; }
-  std::uint64_t arcs() const { return arcs_.size(); }
 
   // ---- a run ---------------------------------------------------------------
   // Forget any previous run; the root's owner puts it in bucket 0.
   void start(std::uint32_t root) {
     dist_.assign(n_local_, kInf);
+    parent_.assign(n_local_, kNone);
     relaxed_at_.assign(n_local_, -1.0f);
     in_settled_.assign(n_local_, 0);
     settled_.clear();
     buckets_.clear();
     stats_ = {};
-    if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f);
+    if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f, root);
   }
 
   // One round's work on this partition. Improvements of our own vertices
@@ -150,7 +178,8 @@ class Partition {
             in_settled_[v] = 1;
             settled_.push_back(v);
           }
-          for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, arcs_[a]);
+          const std::uint32_t g = global(v);
+          for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, g, arcs_[a]);
         }
         current.clear();
       }
@@ -158,7 +187,8 @@ class Partition {
       for (std::uint32_t v : settled_) {
         in_settled_[v] = 0;
         const float d = dist_[v];
-        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, arcs_[a]);
+        const std::uint32_t g = global(v);
+        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, g, arcs_[a]);
       }
       settled_.clear();
     }
@@ -166,12 +196,13 @@ class Partition {
     out.batches.resize(setup_.parts);
     for (std::uint32_t p = 0; p < setup_.parts; ++p) {
       auto& b = out.batches[p];
-      b.reserve(touched_[p].size());
+      b.reserve(kUpdateWords * touched_[p].size());
       for (std::uint32_t g : touched_[p]) {
         b.push_back(pack_update(g / setup_.parts, best_[g]));
+        b.push_back(best_parent_[g]);
         best_[g] = kInf;
       }
-      stats_.updates_sent += b.size();
+      stats_.updates_sent += touched_[p].size();
       touched_[p].clear();
     }
     out.local_min = lowest_live_bucket(k);
@@ -181,11 +212,12 @@ class Partition {
   // A batch from another partition; returns the lowest bucket it filled.
   std::uint32_t apply_updates(const std::vector<std::uint64_t>& batch) {
     std::uint32_t lowest = kNoBucket;
-    for (std::uint64_t u : batch) {
-      const std::uint32_t v = update_vertex(u);
+    if (batch.size() % kUpdateWords != 0) throw std::length_error("a batch of updates ends in the middle of one");
+    for (std::size_t i = 0; i < batch.size(); i += kUpdateWords) {
+      const std::uint32_t v = update_vertex(batch[i]);
       if (v >= n_local_) throw std::out_of_range("update for a vertex this partition does not own");
-      const float d = update_distance(u);
-      if (d < dist_[v]) lowest = std::min(lowest, improve(v, d));
+      const float d = update_distance(batch[i]);
+      if (d < dist_[v]) lowest = std::min(lowest, improve(v, d, std::uint32_t(batch[i + 1])));
     }
     return lowest;
   }
@@ -199,11 +231,10 @@ class Partition {
         ++s.reached;
         s.half_edges += offsets_[v + 1] - offsets_[v];
       }
-    for (std::uint32_t v : loops_)
-      if (dist_[v] != kInf) s.half_edges += 2;
     return s;
   }
   const std::vector<float>& distances() const { return dist_; }
+  const std::vector<std::uint32_t>& parents() const { return parent_; }
 
   // Travels only when host 0 entrusts a new, empty partition to another
   // host's trustee: a partition is built where it lives, from the seed, and
@@ -221,26 +252,30 @@ class Partition {
 
  private:
   std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
+  std::uint32_t global(std::uint32_t local) const { return local * setup_.parts + setup_.index; }
 
-  // dist_[v] drops to d: (re)file v under d's bucket; the old entry goes stale.
-  std::uint32_t improve(std::uint32_t v, float d) {
+  // dist_[v] drops to d through parent p: (re)file v under d's bucket; the
+  // old entry goes stale.
+  std::uint32_t improve(std::uint32_t v, float d, std::uint32_t p) {
     dist_[v] = d;
+    parent_[v] = p;
     const std::uint32_t b = bucket_of(d);
     if (b >= buckets_.size()) buckets_.resize(std::size_t(b) + 1);
     buckets_[b].push_back(v);
     return b;
   }
 
-  void relax_arc(float d, const Arc& a) {
+  void relax_arc(float d, std::uint32_t from, const Arc& a) {
     ++stats_.relaxations;
     const float nd = d + a.w;
     const std::uint32_t owner = a.v % setup_.parts;
     if (owner == setup_.index) {
       const std::uint32_t v = a.v / setup_.parts;
-      if (nd < dist_[v]) improve(v, nd);
+      if (nd < dist_[v]) improve(v, nd, from);
     } else if (nd < best_[a.v]) {
       if (best_[a.v] == kInf) touched_[owner].push_back(a.v);
       best_[a.v] = nd;
+      best_parent_[a.v] = from;
     }
   }
 
@@ -261,21 +296,29 @@ class Partition {
     return kNoBucket;
   }
 
+  struct Half {
+    std::uint32_t local, v;
+    float w;
+  };
+
   Setup setup_{};
   bool built_ = false;
+  std::vector<Edge> edges_;                // construction only: this partition's share of the edge list
+  std::vector<Half> halves_;               // construction only: the halves of our vertices, as they arrive
   std::uint32_t n_local_ = 0;
   std::vector<std::uint64_t> offsets_;     // CSR over local vertices
   std::vector<Arc> arcs_;                  // (global target, weight), light ones first per vertex
   std::vector<std::uint64_t> light_end_;   // end of each vertex's light arcs
-  std::vector<std::uint32_t> loops_;       // local vertices of self-loop edges (TEPS only)
 
   std::vector<float> dist_;
+  std::vector<std::uint32_t> parent_;      // global parent in the shortest-path tree; kNone: unreached
   std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
   std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
   std::vector<std::uint8_t> in_settled_;
   std::vector<std::vector<std::uint32_t>> buckets_;
 
   std::vector<float> best_;                                // per global vertex: lowest distance to send
+  std::vector<std::uint32_t> best_parent_;                 // and the vertex it came through
   std::vector<std::vector<std::uint32_t>> touched_;        // per destination: global vertices in best_
   Summary stats_{};
 };
