@@ -151,6 +151,7 @@ class Dataplane {
     std::uint64_t last_work = 0;
     bool rx_wakeable = false;         // frames wake its sleep (the port's rx_wake_fd is in epoll_fd)
     bool rx_armed = false;            // ... and it is armed: the next sleep may be long
+    std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.
@@ -325,6 +326,11 @@ class Dataplane {
   int control_epoll_fd_ = -1;        // listening socket, attaching sockets, applications' sockets
   bool control_ready_ = false;       // control_epoll_fd_ may have events
   bool slept_ = false;               // core 0 slept since the last control job
+  // When any core last found work (TSC; stored at most once a millisecond
+  // per core): the whole host has been quiet for a while before a core
+  // sleeps long (loop.cpp), since a core with nothing to do may be waiting
+  // for another's periodic job (the QP scheduler's decision on core 0).
+  std::atomic<std::uint64_t> last_work_any_{0};
   struct Attaching {
     int fd;
     std::uint64_t deadline;  // TSC: refused if its message has not come by then

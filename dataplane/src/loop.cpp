@@ -3,14 +3,14 @@
 // spin a few rounds, then sleep on the core's epoll set (the applications'
 // eventfds, the core's own eventfd, on core 0 the sockets, and the port's
 // wake descriptor when it has one) with a timeout that keeps the
-// retransmission timers served. Where frames wake a sleep (af_packet: a
-// wake socket, rx_wake.hpp), the core arms it, looks at its queue once more
-// and sleeps until a frame, a kick or a timer (at most 50 ms). Where they
-// do not, the timeout grows with the time since the last work: tens of
-// microseconds right after traffic, when a reply is likely, up to a
-// millisecond on an idle host. An iteration that finds no work makes no
-// system call but the sleep (and arming and disarming the wake socket
-// around it).
+// retransmission timers served. Once the whole host has been quiet for
+// 100 ms and frames can wake a sleep (af_packet: a wake socket,
+// rx_wake.hpp), the core arms it, looks at its queue once more and sleeps
+// until a frame, a kick or a timer (at most 50 ms). Otherwise the timeout
+// grows with the time since the last work: tens of microseconds right
+// after traffic, when a reply is likely, up to a millisecond. An iteration
+// that finds no work makes no system call but the sleep (and, before a long
+// one, draining the wake socket).
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
@@ -37,7 +37,11 @@ constexpr std::uint32_t kSpin = 40;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
 // When frames wake a sleep (the port's wake descriptor is armed), only the
 // timers bound it, and the periodic jobs (metrics, stats) at this.
-constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000;
+// Armed only after the whole host found no work for kQuietUs: while traffic
+// is recent, a core with nothing to do may be waiting for another core's
+// periodic job (the QP scheduler), and keeps the short sleeps (which also
+// spares a busy host the system calls of arming).
+constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000, kQuietUs = 100'000;
 // Sleep for this fraction of the time since the last work: a quiet host backs
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
 // waits for at most about 1/8 of the gap it arrived after.
@@ -90,10 +94,12 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     // Each stage's cycles count while it finds work (stage costs: the
     // deliver stage, timed by the sink, is taken out of rx).
     const std::uint64_t t_rx = tsc_now(), delivering = k.stats.stage_deliver_cycles;
+    const std::uint64_t processed = k.stats.frames_processed;
     bool worked = k.transport->poll(*k.sink); // frames -> connections -> deliver (slots, announces)
     const std::uint64_t t_msgs = tsc_now();
     if (worked) k.stats.stage_rx_cycles += t_msgs - t_rx - (k.stats.stage_deliver_cycles - delivering);
-    worked |= poll_msgs(k);                   // records and control from other cores
+    const bool posted = poll_msgs(k);         // records and control from other cores
+    worked |= posted;
     const std::uint64_t t_doorbells = tsc_now();
     const bool rang = poll_doorbells(k);      // our threads' rings -> connections
     const std::uint64_t t_tx = tsc_now();
@@ -112,11 +118,15 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     run_periodic(k, now);                     // schedulers, publish, control, faults, metrics, stats
     if (worked) {
       idle = 0;
-      k.last_work = now;
-      if (k.rx_armed) {  // work came in the look after arming: no sleep, and no copies while we work
-        port_->rx_wake_arm(std::uint16_t(k.index), false);
-        k.rx_armed = false;
+      // The host is not quiet while frames of ours, records or doorbells
+      // move (other frames the port shows us, such as gossamerd's TCP on a
+      // shared interface, do not count). Stored once a millisecond at most.
+      if ((k.stats.frames_processed != processed || posted || rang || sent) && now - k.any_stored > tsc_hz_ / 1000) {
+        last_work_any_.store(now, std::memory_order_relaxed);
+        k.any_stored = now;
       }
+      k.last_work = now;
+      k.rx_armed = false;  // work came in the look after arming: arm again before the next long sleep
       continue;
     }
     if (++idle < kSpin || cfg_.dataplane.polling == config::Polling::busy) {
@@ -172,7 +182,8 @@ void Dataplane::job_stats(Core&) { write_stats(); }
 
 void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   const std::uint16_t q = std::uint16_t(k.index);
-  if (k.rx_wakeable && !k.rx_armed && port_->rx_wake_arm(q, true)) {
+  const bool quiet = now - last_work_any_.load(std::memory_order_relaxed) > tsc_hz_ / 1'000'000 * kQuietUs;
+  if (k.rx_wakeable && !k.rx_armed && quiet && port_->rx_wake_arm(q)) {
     // Armed: the loop looks at the queue once more before the sleep. A
     // frame that came before arming is found there, one after wakes us.
     k.rx_armed = true;
@@ -186,6 +197,8 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   fence(std::memory_order_seq_cst);  // Dekker with wake()
   const std::uint64_t deadline = std::min(k.transport->next_deadline(), port_->rx_due(q));
   const std::uint64_t since_work = now - k.last_work;
+  // Long only when frames wake us (armed once the host is quiet); else it
+  // grows with the time since our last work, up to a millisecond.
   std::uint64_t timeout_ns =
       k.rx_armed ? kMaxWakeableSleepNs
       : since_work >= tsc_hz_
@@ -212,10 +225,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
-  if (k.rx_armed) {  // disarming drains what woke us
-    port_->rx_wake_arm(q, false);
-    k.rx_armed = false;
-  }
+  k.rx_armed = false;  // the next long sleep arms it again (what woke us is drained then)
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
 }

@@ -44,13 +44,13 @@ class Port {
   // The frame behind a handle (frames cross cores as handles).
   virtual Frame frame(void* handle) const = 0;
   // Sleeping without missing frames (loop.cpp): a descriptor that becomes
-  // readable when a frame arrives on queue q while it is armed, or -1 when
-  // the port has none (a sleeping core must then wake on a timer to look).
-  // A core arms it before its last look at the queue ahead of a sleep and
-  // disarms it when it wakes; queue q's core only.
+  // readable when a frame arrives on queue q after rx_wake_arm(q), or -1
+  // when the port has none (a sleeping core must then wake on a timer to
+  // look). A core arms it before its last look at the queue ahead of a
+  // sleep; queue q's core only. False if it could not be armed (then the
+  // core must not rely on it for this sleep).
   virtual int rx_wake_fd(std::uint16_t /*q*/) const { return -1; }
-  // False if it could not (then the core must not rely on it for this sleep).
-  virtual bool rx_wake_arm(std::uint16_t /*q*/, bool /*on*/) { return false; }
+  virtual bool rx_wake_arm(std::uint16_t /*q*/) { return false; }
   // When a frame the port holds back will come out of rx_burst without a
   // new arrival (fault injection's reordering): a TSC time, or UINT64_MAX.
   virtual std::uint64_t rx_due(std::uint16_t /*q*/) const { return UINT64_MAX; }

@@ -133,9 +133,9 @@ void DpdkPort::retain(const Frame& f) { rte_mbuf_refcnt_update(static_cast<rte_m
 Frame DpdkPort::frame(void* handle) const { return view(static_cast<rte_mbuf*>(handle)); }
 std::uint64_t DpdkPort::tsc_hz() const { return rte_get_tsc_hz(); }
 
-bool DpdkPort::rx_wake_arm(std::uint16_t q, bool on) {
+bool DpdkPort::rx_wake_arm(std::uint16_t q) {
   if (q >= wake_.size()) return false;
-  std::string e = wake_[q].arm(on);
+  std::string e = wake_[q].drain();
   if (!e.empty() && !wake_warned_[q]) {  // that sleep is a timed one (loop.cpp)
     spdlog::warn("queue {}: wake socket: {}; this core's sleeps stay short", q, e);
     wake_warned_[q] = 1;

@@ -31,7 +31,7 @@ class DpdkPort final : public Port {
   void retain(const Frame& f) override;
   Frame frame(void* handle) const override;
   int rx_wake_fd(std::uint16_t q) const override { return q < wake_.size() ? wake_[q].fd() : -1; }
-  bool rx_wake_arm(std::uint16_t q, bool on) override;
+  bool rx_wake_arm(std::uint16_t q) override;
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;
