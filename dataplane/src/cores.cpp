@@ -62,6 +62,13 @@ std::string Dataplane::make_cores() {
     ev.events = EPOLLIN;
     ev.data.u64 = kTagWake;
     ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, k->wake_fd, &ev);
+    if (const int fd = port_->rx_wake_fd(std::uint16_t(i)); fd >= 0) {  // frames wake the core's sleep
+      // Edge-triggered: a frame queued on it wakes a sleep; a full buffer
+      // (it is read only when armed) does not keep every sleep short.
+      ev.events = EPOLLIN | EPOLLET;
+      ev.data.u64 = kTagRxWake;
+      if (::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) k->rx_wakeable = true;
+    }
     k->backlog.resize(ncores_);
     for (const Peer& p : peers_) {
       k->macs.push_back(p.mac);

@@ -50,6 +50,7 @@ inline constexpr std::uint16_t kBurst = 32;  // frames per rx or tx burst
 inline constexpr std::uint64_t kTagKick = 0;     // an application's eventfd
 inline constexpr std::uint64_t kTagWake = 1;     // the core's own eventfd: another core posted
 inline constexpr std::uint64_t kTagControl = 2;  // core 0: a socket is ready (control.cpp)
+inline constexpr std::uint64_t kTagRxWake = 3;   // the port's wake descriptor: a frame arrived (Port::rx_wake_fd)
 }
 
 namespace gossamer::dataplane {
@@ -117,7 +118,7 @@ class Dataplane {
     Dataplane& dp;
     Core& k;
     CoreSink(Dataplane& d, Core& c) : dp(d), k(c) {}
-    void deliver(std::uint32_t peer, const wire::RecordView& v) override { dp.deliver(k, peer, v); }
+    void deliver(std::uint32_t peer, const wire::RecordView& v) override;  // timed: stage_deliver_cycles
     void peer_restarted(std::uint32_t peer, std::uint64_t boot) override { dp.peer_restarted(k, peer, boot); }
   };
   // A periodic job of a core's loop (loop.cpp).
@@ -148,6 +149,9 @@ class Dataplane {
     std::vector<std::vector<std::uint64_t>> resets_seen;  // [peer][conn], own connections
     Stats stats;
     std::uint64_t last_work = 0;
+    bool rx_wakeable = false;         // frames wake its sleep (the port's rx_wake_fd is in epoll_fd)
+    bool rx_armed = false;            // ... and it is armed: the next sleep may be long
+    std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.
@@ -322,6 +326,11 @@ class Dataplane {
   int control_epoll_fd_ = -1;        // listening socket, attaching sockets, applications' sockets
   bool control_ready_ = false;       // control_epoll_fd_ may have events
   bool slept_ = false;               // core 0 slept since the last control job
+  // When any core last found work (TSC; stored at most once a millisecond
+  // per core): the whole host has been quiet for a while before a core
+  // sleeps long (loop.cpp), since a core with nothing to do may be waiting
+  // for another's periodic job (the QP scheduler's decision on core 0).
+  std::atomic<std::uint64_t> last_work_any_{0};
   struct Attaching {
     int fd;
     std::uint64_t deadline;  // TSC: refused if its message has not come by then

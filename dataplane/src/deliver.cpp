@@ -36,6 +36,12 @@ void Dataplane::control_restart(std::uint32_t peer, std::uint64_t boot) {
   control_ready_ = true;
 }
 
+void Dataplane::CoreSink::deliver(std::uint32_t peer, const wire::RecordView& v) {
+  const std::uint64_t start = tsc_now();
+  dp.deliver(k, peer, v);
+  k.stats.stage_deliver_cycles += tsc_now() - start;
+}
+
 void Dataplane::deliver(Core& k, std::uint32_t src, const wire::RecordView& v) {
   const wire::WireRecord& r = v.rec;
   if (r.kind == wire::kRecAttach || r.kind == wire::kRecDetach) {

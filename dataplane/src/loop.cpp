@@ -1,13 +1,16 @@
 // The dataplane's loop, run by every polling core over what it owns
 // (dataplane.hpp; "How a frame flows" in dataplane/README.md). Adaptive:
 // spin a few rounds, then sleep on the core's epoll set (the applications'
-// eventfds, the core's own eventfd, and on core 0 the sockets) with a
-// timeout that keeps the port and the retransmission timers served. Frames
-// do not wake a sleep (the vdevs we run on have no rx interrupts), so the
-// timeout grows with the time since the last work: tens of microseconds
-// right after traffic, when a reply is likely, up to a millisecond on an
-// idle host. An iteration that finds no work makes no system call but the
-// sleep.
+// eventfds, the core's own eventfd, on core 0 the sockets, and the port's
+// wake descriptor when it has one) with a timeout that keeps the
+// retransmission timers served. Once the whole host has been quiet for
+// 100 ms and frames can wake a sleep (af_packet: a wake socket,
+// rx_wake.hpp), the core arms it, looks at its queue once more and sleeps
+// until a frame, a kick or a timer (at most 50 ms). Otherwise the timeout
+// grows with the time since the last work: tens of microseconds right
+// after traffic, when a reply is likely, up to a millisecond. An iteration
+// that finds no work makes no system call but the sleep (and, before a long
+// one, draining the wake socket).
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
@@ -32,6 +35,13 @@ namespace {
 // processes that would produce the work.
 constexpr std::uint32_t kSpin = 40;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
+// When frames wake a sleep (the port's wake descriptor is armed), only the
+// timers bound it, and the periodic jobs (metrics, stats) at this.
+// Armed only after the whole host found no work for kQuietUs: while traffic
+// is recent, a core with nothing to do may be waiting for another core's
+// periodic job (the QP scheduler), and keeps the short sleeps (which also
+// spares a busy host the system calls of arming).
+constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000, kQuietUs = 100'000;
 // Sleep for this fraction of the time since the last work: a quiet host backs
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
 // waits for at most about 1/8 of the gap it arrived after.
@@ -81,19 +91,42 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
   std::uint64_t last = tsc_now();
   while (!stop.load(std::memory_order_relaxed)) {
     refresh_apps(k);                          // the application list core 0 published
+    // Each stage's cycles count while it finds work (stage costs: the
+    // deliver stage, timed by the sink, is taken out of rx).
+    const std::uint64_t t_rx = tsc_now(), delivering = k.stats.stage_deliver_cycles;
+    const std::uint64_t processed = k.stats.frames_processed;
     bool worked = k.transport->poll(*k.sink); // frames -> connections -> deliver (slots, announces)
-    worked |= poll_msgs(k);                   // records and control from other cores
-    worked |= poll_doorbells(k);              // our threads' rings -> connections
-    worked |= k.transport->pump();            // our connections -> frames: data, timers, acks
-    if (k.backlogged) flush_backlog(k);       // messages that found another core's ring full
-    if (k.index == 0 && control_ready_) worked |= poll_control(k);  // core 0: sockets epoll reported
+    const std::uint64_t t_msgs = tsc_now();
+    if (worked) k.stats.stage_rx_cycles += t_msgs - t_rx - (k.stats.stage_deliver_cycles - delivering);
+    const bool posted = poll_msgs(k);         // records and control from other cores
+    worked |= posted;
+    const std::uint64_t t_doorbells = tsc_now();
+    const bool rang = poll_doorbells(k);      // our threads' rings -> connections
+    const std::uint64_t t_tx = tsc_now();
+    if (rang) k.stats.stage_doorbells_cycles += t_tx - t_doorbells;
+    const bool sent = k.transport->pump();    // our connections -> frames: data, timers, acks
     std::uint64_t now = tsc_now();
+    if (sent) k.stats.stage_tx_cycles += now - t_tx;
+    worked |= rang | sent;
+    if (k.backlogged || (k.index == 0 && control_ready_)) {
+      if (k.backlogged) flush_backlog(k);     // messages that found another core's ring full
+      if (k.index == 0 && control_ready_) worked |= poll_control(k);  // core 0: sockets epoll reported
+      now = tsc_now();
+    }
     (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
     run_periodic(k, now);                     // schedulers, publish, control, faults, metrics, stats
     if (worked) {
       idle = 0;
+      // The host is not quiet while frames of ours, records or doorbells
+      // move (other frames the port shows us, such as gossamerd's TCP on a
+      // shared interface, do not count). Stored once a millisecond at most.
+      if ((k.stats.frames_processed != processed || posted || rang || sent) && now - k.any_stored > tsc_hz_ / 1000) {
+        last_work_any_.store(now, std::memory_order_relaxed);
+        k.any_stored = now;
+      }
       k.last_work = now;
+      k.rx_armed = false;  // work came in the look after arming: arm again before the next long sleep
       continue;
     }
     if (++idle < kSpin || cfg_.dataplane.polling == config::Polling::busy) {
@@ -148,18 +181,30 @@ void Dataplane::job_metrics(Core&) { write_metrics(); }
 void Dataplane::job_stats(Core&) { write_stats(); }
 
 void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
+  const std::uint16_t q = std::uint16_t(k.index);
+  const bool quiet = now - last_work_any_.load(std::memory_order_relaxed) > tsc_hz_ / 1'000'000 * kQuietUs;
+  if (k.rx_wakeable && !k.rx_armed && quiet && port_->rx_wake_arm(q)) {
+    // Armed: the loop looks at the queue once more before the sleep. A
+    // frame that came before arming is found there, one after wakes us.
+    k.rx_armed = true;
+    return;
+  }
   // Applications see a non-zero word while any core sleeps, and kick
   // (their eventfd wakes every core).
   const std::uint32_t bit = 1u << (k.index % 32);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_or(bit, std::memory_order_seq_cst);
   k.sleeping.store(true, std::memory_order_seq_cst);
   fence(std::memory_order_seq_cst);  // Dekker with wake()
-  const std::uint64_t deadline = k.transport->next_deadline();
+  const std::uint64_t deadline = std::min(k.transport->next_deadline(), port_->rx_due(q));
   const std::uint64_t since_work = now - k.last_work;
+  // Long only when frames wake us (armed once the host is quiet); else it
+  // grows with the time since our last work, up to a millisecond.
   std::uint64_t timeout_ns =
-      since_work >= tsc_hz_ ? kMaxSleepNs
-                            : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift,
-                                                        kMinSleepNs, kMaxSleepNs);
+      k.rx_armed ? kMaxWakeableSleepNs
+      : since_work >= tsc_hz_
+          ? kMaxSleepNs
+          : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift, kMinSleepNs,
+                                      kMaxSleepNs);
   if (deadline <= now) {
     timeout_ns = 0;
   } else if (deadline != UINT64_MAX) {
@@ -180,6 +225,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
+  k.rx_armed = false;  // the next long sleep arms it again (what woke us is drained then)
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
 }

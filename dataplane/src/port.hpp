@@ -43,6 +43,17 @@ class Port {
   virtual void retain(const Frame& f) = 0;
   // The frame behind a handle (frames cross cores as handles).
   virtual Frame frame(void* handle) const = 0;
+  // Sleeping without missing frames (loop.cpp): a descriptor that becomes
+  // readable when a frame arrives on queue q after rx_wake_arm(q), or -1
+  // when the port has none (a sleeping core must then wake on a timer to
+  // look). A core arms it before its last look at the queue ahead of a
+  // sleep; queue q's core only. False if it could not be armed (then the
+  // core must not rely on it for this sleep).
+  virtual int rx_wake_fd(std::uint16_t /*q*/) const { return -1; }
+  virtual bool rx_wake_arm(std::uint16_t /*q*/) { return false; }
+  // When a frame the port holds back will come out of rx_burst without a
+  // new arrival (fault injection's reordering): a TSC time, or UINT64_MAX.
+  virtual std::uint64_t rx_due(std::uint16_t /*q*/) const { return UINT64_MAX; }
   // The TSC frequency the port's environment measured, or 0.
   virtual std::uint64_t tsc_hz() const { return 0; }
   // A polling core other than the process's main thread starts or stops

@@ -75,6 +75,21 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
+  // af_packet has no receive interrupts: a wake socket per queue lets a
+  // sleeping core hear frames (rx_wake.hpp). Without one, it wakes on a timer.
+  if (p->driver_ == "net_af_packet") {
+    std::string err = info.if_index ? "" : "the driver names no interface";
+    for (std::uint16_t q = 0; q < queues && err.empty(); ++q) {
+      RxWakeSocket s;
+      if (err = RxWakeSocket::open(int(info.if_index), &s); err.empty()) p->wake_.push_back(std::move(s));
+    }
+    p->wake_warned_.assign(p->wake_.size(), 0);
+    if (!err.empty()) {
+      p->wake_.clear();
+      spdlog::warn("no wake socket for {} ({}): sleeping cores wake every millisecond to look for frames",
+                   p->driver_, err);
+    }
+  }
   *out = std::move(p);
   return "";
 }
@@ -118,6 +133,16 @@ void DpdkPort::retain(const Frame& f) { rte_mbuf_refcnt_update(static_cast<rte_m
 Frame DpdkPort::frame(void* handle) const { return view(static_cast<rte_mbuf*>(handle)); }
 std::uint64_t DpdkPort::tsc_hz() const { return rte_get_tsc_hz(); }
 
+bool DpdkPort::rx_wake_arm(std::uint16_t q) {
+  if (q >= wake_.size()) return false;
+  std::string e = wake_[q].drain();
+  if (!e.empty() && !wake_warned_[q]) {  // that sleep is a timed one (loop.cpp)
+    spdlog::warn("queue {}: wake socket: {}; this core's sleeps stay short", q, e);
+    wake_warned_[q] = 1;
+  }
+  return e.empty();
+}
+
 void DpdkPort::thread_started(std::uint32_t core) {
   if (rte_thread_register() != 0)
     spdlog::warn("core {}: rte_thread_register: {} (mbufs without a per-core cache)", core, rte_strerror(rte_errno));
@@ -126,7 +151,7 @@ void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
 
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +
-         (queues_ == 1 ? "" : "s");
+         (queues_ == 1 ? "" : "s") + (wake_.empty() ? ", cores wake on a timer" : ", cores wake on frames");
 }
 
 }  // namespace gossamer::dataplane

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "port.hpp"
+#include "rx_wake.hpp"
 
 struct rte_mempool;
 
@@ -29,6 +30,8 @@ class DpdkPort final : public Port {
   void release(const Frame& f) override;
   void retain(const Frame& f) override;
   Frame frame(void* handle) const override;
+  int rx_wake_fd(std::uint16_t q) const override { return q < wake_.size() ? wake_[q].fd() : -1; }
+  bool rx_wake_arm(std::uint16_t q) override;
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;
@@ -41,6 +44,8 @@ class DpdkPort final : public Port {
   rte_mempool* pool_ = nullptr;
   bool eal_ready_ = false, started_ = false;
   std::string driver_;
+  std::vector<RxWakeSocket> wake_;  // per queue, for drivers without rx interrupts (af_packet)
+  std::vector<char> wake_warned_;   // per queue: an arming error was logged
 };
 
 }  // namespace gossamer::dataplane

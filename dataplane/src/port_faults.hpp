@@ -44,6 +44,11 @@ class FaultPort final : public Port {
   void release(const Frame& f) override { inner_->release(f); }
   void retain(const Frame& f) override { inner_->retain(f); }
   Frame frame(void* handle) const override { return inner_->frame(handle); }
+  int rx_wake_fd(std::uint16_t q) const override { return inner_->rx_wake_fd(q); }
+  bool rx_wake_arm(std::uint16_t q) override { return inner_->rx_wake_arm(q); }
+  std::uint64_t rx_due(std::uint16_t q) const override {
+    return queues_[q].held.handle ? queues_[q].held_at + hold_ticks_ + 1 : inner_->rx_due(q);
+  }
   std::uint64_t tsc_hz() const override { return inner_->tsc_hz(); }
   void thread_started(std::uint32_t core) override { inner_->thread_started(core); }
   void thread_stopped(std::uint32_t core) override { inner_->thread_stopped(core); }

@@ -217,6 +217,15 @@ void exact_delivery(const LoopbackRack::Options& o, std::uint32_t rounds) {
     EXPECT_GT(rack.stat(0, "duplicates") + rack.stat(1, "duplicates"), 0u);
   }
   EXPECT_GT(rack.stat(0, "fragments_sent"), 0u);
+  // Every stage of the loop was timed, within the busy time it is part of.
+  for (int h = 0; h < 2; ++h) {
+    std::uint64_t stages = 0;
+    for (const char* s : {"stage_rx_cycles", "stage_deliver_cycles", "stage_doorbells_cycles", "stage_tx_cycles"}) {
+      EXPECT_GT(rack.stat(h, s), 0u) << "host " << h << ": " << s;
+      stages += rack.stat(h, s);
+    }
+    EXPECT_LE(stages, rack.stat(h, "busy_cycles")) << "host " << h;
+  }
   EXPECT_EQ(rack.stat(0, "apps_detached"), 1u);
   EXPECT_EQ(rack.stat(0, "apps_lost"), 0u);
 }

@@ -144,7 +144,9 @@ if pycheck wait-up --url "$url" --targets 2 --samples 5 --timeout 30; then
   # what this workload must have made move, and that busy + idle seconds
   # add up to wall time (1 s per second, within 20 %: the cycles-to-seconds
   # conversion; a 10 s window, so that series younger than the recording
-  # rules' 1 m windows are not under-counted by rate()).
+  # rules' 1 m windows are not under-counted by rate()); every stage of
+  # the dataplane's loop has a time per slot on both hosts, and the stages
+  # together take no more than the busy time they are part of.
   if pycheck check --url "$url" --hosts 2 --timeout 30 --verbose \
     --expect 'count(gossamer:trustee_utilization:ratio_rate1m{app="metrics_load"} > 0) == '"$THREADS" \
     --expect 'min(gossamer_app_rack_threads{app="metrics_load"}) == '"$THREADS" \
@@ -155,6 +157,8 @@ if pycheck wait-up --url "$url" --targets 2 --samples 5 --timeout 30; then
     --expect 'min(gossamer:trustee_batching:ratio_rate1m{app="metrics_load"}) >= 1' \
     --expect 'count(gossamer:dataplane_coalescing:ratio_rate1m > 0) == 2' \
     --expect 'count(gossamer:dataplane_core_utilization:ratio_rate1m > 0) >= 2' \
+    --expect 'count(gossamer:dataplane_stage_seconds_per_slot:rate1m > 0) == 8' \
+    --expect 'count(sum by (host, core) (rate(gossamer_dataplane_stage_seconds_total[10s])) <= on (host, core) sum by (host, core) (rate(gossamer_dataplane_busy_seconds_total[10s])) * 1.01) >= 2' \
     --expect 'count(abs(rate(gossamer_trustee_busy_seconds_total{app="metrics_load"}[10s]) + rate(gossamer_trustee_idle_seconds_total{app="metrics_load"}[10s]) - 1) < 0.2) == '"$THREADS" \
     --expect 'count(abs(rate(gossamer_dataplane_busy_seconds_total[10s]) + rate(gossamer_dataplane_idle_seconds_total[10s]) - 1) < 0.2) >= 2' \
     --expect 'sum(increase(gossamer_dataplane_retransmits_total[2m]))' \

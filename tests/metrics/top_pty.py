@@ -12,7 +12,9 @@ with a deadline, strips the escape sequences and checks:
   - it exits with status 0 and leaves the cursor visible;
   - it drew two frames, with terminal escapes;
   - in the second frame, every expected (host, thread) has a row under its
-    host's header with a numeric utilization (the first frame has no rates);
+    host's header with a numeric utilization (the first frame has no rates),
+    and every host with expected threads shows its dataplane's time per slot
+    in each stage (rx, deliver, doorbells, tx) as numbers;
 then runs `top` with no --iterations and presses `q`: it must quit with 0.
 Prints one ok/FAIL line per check and the second frame; exits 1 on failure,
 77 (skip) when no pseudo-terminal can be opened, 2 on bad usage.
@@ -168,6 +170,16 @@ def check_two_frames(ctl, config, expected):
     if not missing and not not_numeric:
         ok("second frame: " + ", ".join(
             f"{h}:{t} {next(u for u in found[(h, t)] if NUMBER.match(u))}%" for h, t in expected))
+    # Every host under load shows its dataplane's time per slot in each
+    # stage, as numbers (the first frame has no rates).
+    stages = [line for line in last if "time per slot:" in line]
+    hosts = {h for h, _ in expected}
+    costed = [line for line in stages
+              if all(re.search(rf"\b{name} [0-9.]+[kMG]?ns\b", line) for name in ("rx", "deliver", "doorbells", "tx"))]
+    if len(costed) >= len(hosts):
+        ok(f"second frame: time per slot by stage on {len(costed)} hosts: {costed[0].strip()}")
+    else:
+        fail(f"second frame: {len(costed)} hosts show every stage's time per slot, expected {len(hosts)}: {stages}")
 
 
 def check_q_quits(ctl, config):

@@ -26,6 +26,30 @@ skip_unless_rack() {
   done
 }
 
+# The kernel must load BPF programs (af_xdp's XDP program). A kernel whose
+# BPF JIT allocator is stuck (seen on a 6.18 test kernel: a task holding its
+# lock waits for work its own queue cannot run) blocks every load forever,
+# unkillably: probe in the background (a one-instruction socket filter,
+# which the JIT compiles like any program) and skip, saying why, if it does
+# not return within 10 s. The probe cannot be stopped then; it is left.
+skip_unless_bpf_loads() {
+  local p i
+  python3 -c 'import socket, struct, ctypes
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+insn = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0))  # BPF_RET | BPF_K, 0
+prog = struct.pack("HL", 1, ctypes.addressof(insn))
+s.setsockopt(socket.SOL_SOCKET, 26, prog)  # SO_ATTACH_FILTER' >/dev/null 2>&1 &
+  p=$!
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; return 0; }
+    sleep 0.1
+  done
+  disown "$p" 2>/dev/null
+  echo "SKIP: this kernel does not load a BPF program within 10 s (its BPF JIT allocator is stuck:" \
+    "processes in state D in bpf_prog_pack_alloc; reboot the machine); pid $p is the stuck probe"
+  exit 77
+}
+
 # A rack of our own: namespace prefix LETTERS + pid (at most 8 characters,
 # rack-in-a-box's limit), state in /tmp/gossamer-rack-NAME-PID.
 own_rack() {  # LETTERS NAME

@@ -17,6 +17,7 @@ set -uo pipefail
 app="$build/tests/rack/rack_app"
 
 skip_unless_rack "$app"
+skip_unless_bpf_loads
 # Not a skip: setup installs clang and libbpf-dev, so a missing program is a
 # broken build.
 [ -r "$build/dataplane/gossamer_xdp.o" ] || { echo "FAIL: $build/dataplane/gossamer_xdp.o was not built"; exit 1; }

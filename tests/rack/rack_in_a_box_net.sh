@@ -116,7 +116,12 @@ ip netns exec "$prefix-h0" ethtool -k veth0 | grep -q '^generic-receive-offload:
   fail "GRO is still on in h0"
 ip -n "$prefix-sw" -br link show master br0 | grep -c '^h[0-9]' | grep -qx 3 ||
   fail "br0 does not have 3 ports"
-ok "addresses, MACs, offloads and bridge ports"
+# The switch does not send bridged frames through iptables (br_netfilter).
+for f in /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables; do
+  v=$(ip netns exec "$prefix-sw" sh -c "[ ! -e $f ] || cat $f")
+  [ -z "$v" ] || [ "$v" = 0 ] || fail "$f is '$v' in the switch namespace"
+done
+ok "addresses, MACs, offloads, bridge ports, no netfilter on the bridge"
 
 if "$rack" up --hosts 2 --no-dataplane --no-gossamerd --build "$build" >"$tmp/up2.out" 2>&1; then
   fail "a second up succeeded"

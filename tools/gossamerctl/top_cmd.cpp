@@ -599,7 +599,8 @@ struct HostView {
   std::optional<double> dataplane_up, apps;
   std::set<std::string> cores;
   std::map<std::string, double> core_cpu;  // by core label
-  Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, retransmits;
+  Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, slots_received, retransmits;
+  Delta stages[4];  // kStages' order
   std::map<ThreadKey, ThreadView> threads;
 };
 
@@ -627,6 +628,15 @@ constexpr abi::SeriesName kMessagesReceived = series(abi::kConnCounters, &abi::C
 constexpr abi::SeriesName kRequestsSent = series(abi::kConnCounters, &abi::ConnCounters::requests_sent);
 constexpr abi::SeriesName kResponsesSent = series(abi::kConnCounters, &abi::ConnCounters::responses_sent);
 constexpr abi::SeriesName kRetransmits = series(abi::kConnCounters, &abi::ConnCounters::retransmits);
+constexpr abi::SeriesName kRequestsReceived = series(abi::kConnCounters, &abi::ConnCounters::requests_received);
+constexpr abi::SeriesName kResponsesReceived = series(abi::kConnCounters, &abi::ConnCounters::responses_received);
+// The stages of the dataplane's loop; the first two per slot received, the
+// others per slot sent.
+constexpr abi::SeriesName kStages[4] = {
+    series(abi::kCoreCounters, &abi::CoreCounters::stage_rx_cycles),
+    series(abi::kCoreCounters, &abi::CoreCounters::stage_deliver_cycles),
+    series(abi::kCoreCounters, &abi::CoreCounters::stage_doorbells_cycles),
+    series(abi::kCoreCounters, &abi::CoreCounters::stage_tx_cycles)};
 
 // The sample is that series (its name, and its label if it has one).
 bool is(const exposition::Sample& s, const abi::SeriesName& n) {
@@ -662,7 +672,11 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   } else if (is(s, kMessagesSent)) v.messages_sent.add(d);
   else if (is(s, kMessagesReceived)) v.messages_received.add(d);
   else if (is(s, kRequestsSent) || is(s, kResponsesSent)) v.slots_sent.add(d);
+  else if (is(s, kRequestsReceived) || is(s, kResponsesReceived)) v.slots_received.add(d);
   else if (is(s, kRetransmits)) v.retransmits.add(d);
+  else
+    for (std::size_t i = 0; i < std::size(kStages); ++i)
+      if (is(s, kStages[i])) v.stages[i].add(d);
 }
 
 // Reads one scrape into `v` and `cur`, with increases since `prev`.
@@ -732,6 +746,11 @@ std::string ratio(std::optional<double> num, std::optional<double> den) {
   return num && den && *den > 0 ? compact(*num / *den) : "-";
 }
 
+// Seconds per slot as nanoseconds, e.g. "310ns".
+std::string ns_per(std::optional<double> seconds, std::optional<double> slots) {
+  return with_unit(seconds ? ratio(*seconds * 1e9, slots) : "-", "ns");
+}
+
 constexpr const char* kRowFormat = "  %6s %5s %6s %8s %8s %5s %8s %8s %5s  %s";
 
 std::string row(const char* thread, const std::string& util, const std::string& serve, const std::string& served,
@@ -769,6 +788,11 @@ void render_host(const HostView& v, std::vector<std::string>& out) {
                   per_second(v.messages_received.get(), v.seconds) + " received, coalescing " +
                   ratio(v.slots_sent.get(), v.messages_sent.get()) + " slots/message, retransmits/s " +
                   per_second(v.retransmits.get(), v.seconds));
+  if (v.stages[0].series > 0)
+    out.push_back("    time per slot: rx " + ns_per(v.stages[0].get(), v.slots_received.get()) + ", deliver " +
+                  ns_per(v.stages[1].get(), v.slots_received.get()) + " (per slot received); doorbells " +
+                  ns_per(v.stages[2].get(), v.slots_sent.get()) + ", tx " +
+                  ns_per(v.stages[3].get(), v.slots_sent.get()) + " (per slot sent)");
   for (const auto& n : v.notes) out.push_back("    note: " + n);
   if (v.threads.empty()) {
     out.push_back("    no application threads (only applications attached to the dataplane are visible)");
@@ -958,7 +982,10 @@ void add_top_commands(CLI::App& app, std::shared_ptr<const Common> common) {
       "  BATCH     requests served per request slot\n"
       "  SENT-L/s, SENT-R/s  requests this thread sent to trustees on its host, on other hosts\n"
       "  READY     fibers ready to run (now)\n"
-      "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message).\n"
+      "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message), and\n"
+      "the polling cores' time per slot in each stage of their loop (rx: frames from the port; deliver:\n"
+      "records into slots; both per slot received; doorbells: the applications' rings; tx: frames built\n"
+      "and sent; both per slot sent).\n"
       "\"-\": no rate yet (first refresh, or a series that just appeared).\n"
       "\n"
       "On a terminal the screen is redrawn in place and q quits; otherwise frames are printed one\n"

@@ -89,7 +89,21 @@
   X(handoffs, "core_handoffs", "", kCounter, "gossamer_dataplane_core_handoffs_total",                                \
     "Records handed to a connection another core owns.")                                                              \
   X(cpu, "core_cpu", "", kGauge, "gossamer_dataplane_core_cpu",                                                       \
-    "The CPU the polling core ran on when it last woke (dataplane.cpus).")
+    "The CPU the polling core ran on when it last woke (dataplane.cpus).")                                            \
+  /* the stages of the loop, counted only while they find work: divided by */                                       \
+  /* the slots received (rx, deliver) or sent (doorbells, tx), a cost per */                                          \
+  /* slot that names the stage a regression is in */                                                                 \
+  X(stage_rx_cycles, "core_stage_rx_cycles", "stage_rx_cycles", kCycles,                                              \
+    "gossamer_dataplane_stage_seconds_total{stage=rx}",                                                               \
+    "Dataplane polling core: time in each stage of the loop while it had work (rx: frames from the port, checked "    \
+    "and acknowledged; deliver: records written into slots; doorbells: the applications' rings read; tx: frames "     \
+    "built and sent, timers).")                                                                                       \
+  X(stage_deliver_cycles, "core_stage_deliver_cycles", "stage_deliver_cycles", kCycles,                               \
+    "gossamer_dataplane_stage_seconds_total{stage=deliver}", "")                                                      \
+  X(stage_doorbells_cycles, "core_stage_doorbells_cycles", "stage_doorbells_cycles", kCycles,                         \
+    "gossamer_dataplane_stage_seconds_total{stage=doorbells}", "")                                                    \
+  X(stage_tx_cycles, "core_stage_tx_cycles", "stage_tx_cycles", kCycles,                                              \
+    "gossamer_dataplane_stage_seconds_total{stage=tx}", "")
 
 // Per connection to a peer (metrics: ConnCounters; .stats: labels peer, conn).
 #define GOSSAMER_CONN_COUNTERS(X)                                                                                     \

@@ -34,8 +34,8 @@ namespace gossamer::abi {
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
 // 2: active connections, thread placement; 3: the rows of counters.hpp
 // (per-core counters, credit probes); 4: 64-bit incarnation, core_cpu;
-// 5: room for 24 host counters (apps_denied).
-inline constexpr std::uint32_t kMetricsVersion = 5;
+// 5: room for 24 host counters (apps_denied); 6: stage cycles per core.
+inline constexpr std::uint32_t kMetricsVersion = 6;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
