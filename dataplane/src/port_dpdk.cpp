@@ -1,10 +1,19 @@
 // The DPDK port (port_dpdk.hpp).
 #include "port_dpdk.hpp"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -19,11 +28,89 @@ Frame view(rte_mbuf* m) {
   // A chained mbuf is never one of our frames: length 0, which no stage takes.
   return Frame{m, rte_pktmbuf_mtod(m, std::uint8_t*), m->nb_segs == 1 ? m->data_len : 0u};
 }
+
+// The value of `key` in a device's arguments ("iface=veth0,framesz=4096"), or "".
+std::string devarg(const rte_eth_dev_info& info, const std::string& key) {
+  const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+  if (!da || !da->args) return "";
+  const std::string args = std::string(",") + da->args + ",";
+  const auto at = args.find("," + key + "=");
+  if (at == std::string::npos) return "";
+  const auto from = at + key.size() + 2;
+  return args.substr(from, args.find(',', from) - from);
+}
+
+// The largest MTU the port carries, and what sets it (for the error). The
+// ethdev's own figure (max_mtu, max_rx_pktlen less the Ethernet overhead);
+// DPDK 22.11's net_af_packet and net_memif report 1518-byte frames whatever
+// they are given, so for them it comes from what really limits them:
+//   net_af_packet: a frame lands in a ring slot of `framesz` bytes (default
+//     2048) after 66 bytes of kernel headers (TPACKET_V2), and the kernel
+//     interface's MTU bounds what it sends and receives;
+//   net_memif: a frame spans as many ring buffers as it needs and is copied
+//     into one mbuf, which we size to the MTU: the mbuf is the limit.
+std::uint32_t mtu_limit(const rte_eth_dev_info& info, const std::string& driver, std::uint32_t mbuf_room,
+                        std::string* why) {
+  constexpr std::uint32_t kEth = RTE_ETHER_HDR_LEN;
+  if (driver == "net_memif") {
+    *why = "net_memif: a frame must fit one mbuf of " + std::to_string(mbuf_room) + " bytes";
+    return mbuf_room - kEth;
+  }
+  if (driver == "net_af_packet") {
+    const std::string fs = devarg(info, "framesz");
+    const std::uint32_t framesz = fs.empty() ? 2048 : std::uint32_t(std::strtoul(fs.c_str(), nullptr, 10));
+    std::uint32_t limit = framesz > 80 ? framesz - 66 - kEth : 0;
+    *why = "net_af_packet: ring frames of " + std::to_string(framesz) + " bytes (framesz= in the --vdev)";
+    const std::string iface = devarg(info, "iface");
+    if (std::FILE* f = std::fopen(("/sys/class/net/" + iface + "/mtu").c_str(), "r")) {
+      unsigned kernel = 0;
+      if (std::fscanf(f, "%u", &kernel) == 1 && kernel < limit) {
+        limit = kernel;
+        *why = "net_af_packet: interface " + iface + "'s MTU (ip link set dev " + iface + " mtu N)";
+      }
+      std::fclose(f);
+    }
+    return limit;
+  }
+  const std::uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                     ? info.max_rx_pktlen - info.max_mtu
+                                     : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  *why = driver + ": max_mtu " + std::to_string(info.max_mtu) + ", max_rx_pktlen " +
+         std::to_string(info.max_rx_pktlen);
+  return std::min<std::uint32_t>(info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
+}
+
+// A net_memif server binds its socket file and never removes it, so one
+// left by a killed dataplane would keep the next from starting: remove it
+// when nobody listens on it (a live server answers a connect).
+void remove_stale_memif_socket(const std::vector<std::string>& eal_args) {
+  for (const std::string& a : eal_args) {
+    if (a.find("net_memif") == std::string::npos || a.find("role=server") == std::string::npos ||
+        a.find("socket-abstract=no") == std::string::npos)
+      continue;
+    const std::string args = a + ",";
+    const auto at = args.find(",socket=");
+    if (at == std::string::npos) continue;
+    const std::string path = args.substr(at + 8, args.find(',', at + 8) - at - 8);
+    sockaddr_un sa{};
+    if (path.empty() || path.size() >= sizeof sa.sun_path) continue;
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, path.c_str(), path.size());
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED) {
+      spdlog::warn("removing {}: a memif socket nobody listens on (left by a dataplane that was killed)", path);
+      ::unlink(path.c_str());
+    }
+    ::close(fd);
+  }
+}
 }  // namespace
 
 std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port_id,
-                           std::uint16_t queues, std::unique_ptr<Port>* out) {
+                           std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out) {
   std::unique_ptr<DpdkPort> p(new DpdkPort);
+  remove_stale_memif_socket(eal_args);
   std::vector<std::string> args{argv0};
   for (const auto& a : eal_args) args.push_back(a);
   std::vector<char*> argv;
@@ -48,8 +135,21 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
            std::to_string(info.max_tx_queues) + " tx queues; every core needs one of each " +
            "(net_af_packet: qpairs=" + std::to_string(queues) + ", net_af_xdp: queue_count=" +
            std::to_string(queues) + " in the --vdev argument)";
+  // One mbuf holds a whole frame of the MTU (a chained one is dropped).
+  // af_packet also wants every ring frame to fit one.
+  std::uint32_t room = std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu);
+  if (p->driver_ == "net_af_packet") {
+    const std::string fs = devarg(info, "framesz");
+    if (!fs.empty()) room = std::max<std::uint32_t>(room, RTE_PKTMBUF_HEADROOM + std::uint32_t(std::atoi(fs.c_str())));
+  }
+  room = (room + 63) & ~63u;
+  std::string why;
+  if (const std::uint32_t limit = mtu_limit(info, p->driver_, room - RTE_PKTMBUF_HEADROOM, &why); mtu > limit)
+    return "dataplane.mtu is " + std::to_string(mtu) + ", but port " + std::to_string(port_id) + " carries at most " +
+           std::to_string(limit) + " (" + why + ")";
+  p->mtu_ = mtu;
   p->pool_ = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096u * queues - 1), 256, 0,
-                                     RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+                                     std::uint16_t(room), int(rte_socket_id()));
   if (!p->pool_) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
   rte_eth_conf conf{};
   if (queues > 1 && (info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP))) {
@@ -70,7 +170,17 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
     if (int r = rte_eth_tx_queue_setup(port_id, q, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
       return "tx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
   }
-  if (int r = rte_eth_dev_start(port_id); r < 0) return "port start: " + std::string(rte_strerror(-r));
+  // A memif client fails to start until its server listens (the other
+  // host's dataplane may start later): try for 20 s.
+  for (int tries = 0;; ++tries) {
+    const int r = rte_eth_dev_start(port_id);
+    if (r >= 0) break;
+    if (p->driver_ != "net_memif" || tries >= 200)
+      return "port start: " + std::string(rte_strerror(-r)) +
+             (p->driver_ == "net_memif" ? " (no memif server listened on its socket for 20 s)" : "");
+    if (tries == 0) spdlog::info("waiting for the memif server (the peer's dataplane) to listen");
+    ::usleep(100'000);
+  }
   p->started_ = true;
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
@@ -126,7 +236,7 @@ void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
 
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +
-         (queues_ == 1 ? "" : "s");
+         (queues_ == 1 ? "" : "s") + ", MTU " + std::to_string(mtu_);
 }
 
 }  // namespace gossamer::dataplane

@@ -16,9 +16,11 @@ namespace gossamer::dataplane {
 class DpdkPort final : public Port {
  public:
   // Initialises the EAL with `eal_args` and starts port `port` with
-  // `queues` rx and tx queues. Returns "" or an error naming what to check.
+  // `queues` rx and tx queues, for frames of `mtu` IP bytes (mbufs hold one
+  // whole; the port must carry it). Returns "" or an error naming what to
+  // check.
   static std::string open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port,
-                          std::uint16_t queues, std::unique_ptr<Port>* out);
+                          std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out);
   ~DpdkPort() override;
 
   std::uint16_t queues() const override { return queues_; }
@@ -41,6 +43,7 @@ class DpdkPort final : public Port {
   rte_mempool* pool_ = nullptr;
   bool eal_ready_ = false, started_ = false;
   std::string driver_;
+  std::uint32_t mtu_ = 0;
 };
 
 }  // namespace gossamer::dataplane
