@@ -182,6 +182,7 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
     ::usleep(100'000);
   }
   p->started_ = true;
+  p->memif_client_ = p->driver_ == "net_memif" && devarg(info, "role") == "client";
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
@@ -233,6 +234,28 @@ void DpdkPort::thread_started(std::uint32_t core) {
     spdlog::warn("core {}: rte_thread_register: {} (mbufs without a per-core cache)", core, rte_strerror(rte_errno));
 }
 void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
+
+// A memif client does not connect again when its server goes away (its
+// dataplane restarted): once the link is down, stop and start the port,
+// which connects again, every second until it works. Only with one queue,
+// whose core is this one (core 0): no other core touches the port meanwhile.
+void DpdkPort::maintain() {
+  if (!memif_client_ || queues_ != 1) return;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_, &link) != 0) return;
+  if (link.link_status == RTE_ETH_LINK_UP) {
+    if (!link_was_up_ && reconnect_logged_) spdlog::info("memif link up again");
+    link_was_up_ = true;
+    reconnect_logged_ = false;
+    return;
+  }
+  if (!link_was_up_ && !reconnect_logged_ && started_) return;  // still connecting the first time
+  if (!reconnect_logged_) spdlog::warn("memif link down (the server went away): connecting again every second");
+  reconnect_logged_ = true;
+  link_was_up_ = false;
+  if (started_) rte_eth_dev_stop(port_);
+  started_ = rte_eth_dev_start(port_) >= 0;
+}
 
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +

@@ -34,6 +34,7 @@ class DpdkPort final : public Port {
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;
+  void maintain() override;
   std::string describe() const override;
 
  private:
@@ -44,6 +45,7 @@ class DpdkPort final : public Port {
   bool eal_ready_ = false, started_ = false;
   std::string driver_;
   std::uint32_t mtu_ = 0;
+  bool memif_client_ = false, link_was_up_ = false, reconnect_logged_ = false;
 };
 
 }  // namespace gossamer::dataplane
