@@ -16,8 +16,7 @@
 #                        joins exactly two hosts: 2 hosts only.
 #
 # --mtu N sets dataplane.mtu on every host and the MTU of every veth and of
-# the bridge; af_packet gets ring frames large enough (framesz), memif
-# buffers of the frame's size (bsize).
+# the bridge; af_packet gets ring frames large enough (framesz).
 
 LINKS="af_packet af_xdp memif"
 
@@ -59,9 +58,10 @@ link_vdev_arg() {
     af_xdp) a="--vdev=net_af_xdp0,iface=veth0,start_queue=0,queue_count=$cores,xdp_prog=$BUILD/dataplane/gossamer_xdp.o" ;;
     memif)
       a="--vdev=net_memif0,id=0,role=$([ "$i" -eq 0 ] && echo server || echo client),socket=$STATE/memif.sock"
-      a+=",socket-abstract=no,mac=$(host_mac "$i")"
-      # One ring buffer per frame.
-      [ "$mtu" -le 2034 ] || a+=",bsize=$(( (mtu + 14 + 1023) / 1024 * 1024 ))" ;;
+      # The default 2048-byte ring buffers: a jumbo frame spans several and
+      # lands in one mbuf. (With bsize=9216, DPDK 22.11's memif carried no
+      # frame at all here: tx failed from the start.)
+      a+=",socket-abstract=no,mac=$(host_mac "$i")" ;;
   esac
   echo "$a"
 }

@@ -27,8 +27,8 @@
 // (take_utilization) for the scheduler.
 //
 // Slots larger than a frame: enqueue() cuts a slot record whose payload
-// exceeds wire::max_fragment_bytes(mtu) (set_mtu, dataplane.mtu) into consecutive fragment records (wire.hpp),
-// which take frames (and credits) like any other. The receiver passes every
+// exceeds wire::max_fragment_bytes(mtu) (set_mtu, dataplane.mtu) into
+// consecutive fragment records (wire.hpp), which take frames (and credits) like any other. The receiver passes every
 // record of a delivered frame through reassemble(): a whole record comes
 // back as is, fragments are gathered in the connection's one buffer until
 // the last, and anything that breaks the rules is counted and dropped with

@@ -1,12 +1,10 @@
 // The DPDK port (port_dpdk.hpp).
 #include "port_dpdk.hpp"
 
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,37 +78,54 @@ std::uint32_t mtu_limit(const rte_eth_dev_info& info, const std::string& driver,
   return std::min<std::uint32_t>(info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
 }
 
-// A net_memif server binds its socket file and never removes it, so one
-// left by a killed dataplane would keep the next from starting: remove it
-// when nobody listens on it (a live server answers a connect).
-void remove_stale_memif_socket(const std::vector<std::string>& eal_args) {
+// Names the unix socket file at `path` (a new file gets a new name even
+// when the file system reuses its inode number), or 0 when there is none.
+std::uint64_t socket_inode(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  const std::uint64_t ctime = std::uint64_t(st.st_ctim.tv_sec) * 1'000'000'000ull + std::uint64_t(st.st_ctim.tv_nsec);
+  return ((std::uint64_t(st.st_ino) * 0x9e3779b97f4a7c15ull) ^ ctime) | 1;
+}
+
+// Before the EAL starts a net_memif with a path socket. Nothing here
+// connects to a server: DPDK 22.11's memif server panics (its interrupt
+// thread) when a client hangs up right after connecting.
+//  - a server binds its socket file and never removes it, so one left by a
+//    killed dataplane would keep the next from starting: remove it (the
+//    incarnation lock keeps a second dataplane of this host from getting
+//    here while the first runs);
+//  - a client whose first connect fails is started again by nobody, and
+//    one started again after a failure carries nothing: wait until the
+//    server's socket exists, up to 20 s, and a little more for it to listen.
+std::string prepare_memif(const std::vector<std::string>& eal_args) {
   for (const std::string& a : eal_args) {
-    if (a.find("net_memif") == std::string::npos || a.find("role=server") == std::string::npos ||
-        a.find("socket-abstract=no") == std::string::npos)
-      continue;
+    if (a.find("net_memif") == std::string::npos || a.find("socket-abstract=no") == std::string::npos) continue;
     const std::string args = a + ",";
     const auto at = args.find(",socket=");
     if (at == std::string::npos) continue;
     const std::string path = args.substr(at + 8, args.find(',', at + 8) - at - 8);
-    sockaddr_un sa{};
-    if (path.empty() || path.size() >= sizeof sa.sun_path) continue;
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path, path.c_str(), path.size());
-    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED) {
-      spdlog::warn("removing {}: a memif socket nobody listens on (left by a dataplane that was killed)", path);
-      ::unlink(path.c_str());
+    if (args.find(",role=server,") != std::string::npos) {
+      if (socket_inode(path)) {
+        spdlog::info("removing {}, a previous memif server's socket", path);
+        ::unlink(path.c_str());
+      }
+      continue;
     }
-    ::close(fd);
+    for (int tries = 0; !socket_inode(path); ++tries) {
+      if (tries == 200) return "no memif server socket at " + path + " for 20 s (start the peer's dataplane)";
+      if (tries == 0) spdlog::info("waiting for the memif server (the peer's dataplane) to create {}", path);
+      ::usleep(100'000);
+    }
+    ::usleep(200'000);
   }
+  return "";
 }
 }  // namespace
 
 std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port_id,
                            std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out) {
   std::unique_ptr<DpdkPort> p(new DpdkPort);
-  remove_stale_memif_socket(eal_args);
+  if (std::string err = prepare_memif(eal_args); !err.empty()) return err;
   std::vector<std::string> args{argv0};
   for (const auto& a : eal_args) args.push_back(a);
   std::vector<char*> argv;
@@ -137,11 +152,10 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
            std::to_string(queues) + " in the --vdev argument)";
   // One mbuf holds a whole frame of the MTU (a chained one is dropped).
   // af_packet also wants every ring frame to fit one.
-  std::uint32_t room = std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu);
-  if (p->driver_ == "net_af_packet") {
-    const std::string fs = devarg(info, "framesz");
-    if (!fs.empty()) room = std::max<std::uint32_t>(room, RTE_PKTMBUF_HEADROOM + std::uint32_t(std::atoi(fs.c_str())));
-  }
+  std::uint32_t room =
+      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu);
+  if (const std::string fs = devarg(info, "framesz"); p->driver_ == "net_af_packet" && !fs.empty())
+    room = std::max<std::uint32_t>(room, RTE_PKTMBUF_HEADROOM + std::uint32_t(std::strtoul(fs.c_str(), nullptr, 10)));
   room = (room + 63) & ~63u;
   std::string why;
   if (const std::uint32_t limit = mtu_limit(info, p->driver_, room - RTE_PKTMBUF_HEADROOM, &why); mtu > limit)
@@ -170,19 +184,12 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
     if (int r = rte_eth_tx_queue_setup(port_id, q, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
       return "tx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
   }
-  // A memif client fails to start until its server listens (the other
-  // host's dataplane may start later): try for 20 s.
-  for (int tries = 0;; ++tries) {
-    const int r = rte_eth_dev_start(port_id);
-    if (r >= 0) break;
-    if (p->driver_ != "net_memif" || tries >= 200)
-      return "port start: " + std::string(rte_strerror(-r)) +
-             (p->driver_ == "net_memif" ? " (no memif server listened on its socket for 20 s)" : "");
-    if (tries == 0) spdlog::info("waiting for the memif server (the peer's dataplane) to listen");
-    ::usleep(100'000);
-  }
+  if (int r = rte_eth_dev_start(port_id); r < 0) return "port start: " + std::string(rte_strerror(-r));
   p->started_ = true;
-  p->memif_client_ = p->driver_ == "net_memif" && devarg(info, "role") == "client";
+  if (p->driver_ == "net_memif" && devarg(info, "role") == "client") {
+    p->memif_socket_ = devarg(info, "socket");
+    p->memif_inode_ = socket_inode(p->memif_socket_);
+  }
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
@@ -236,11 +243,11 @@ void DpdkPort::thread_started(std::uint32_t core) {
 void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
 
 // A memif client does not connect again when its server goes away (its
-// dataplane restarted): once the link is down, stop and start the port,
-// which connects again, every second until it works. Only with one queue,
-// whose core is this one (core 0): no other core touches the port meanwhile.
+// dataplane restarted): once the link is down and a server listens again,
+// stop and start the port, which connects. Only with one queue, whose core
+// is this one (core 0): no other core touches the port meanwhile.
 void DpdkPort::maintain() {
-  if (!memif_client_ || queues_ != 1) return;
+  if (memif_socket_.empty() || queues_ != 1) return;
   rte_eth_link link{};
   if (rte_eth_link_get_nowait(port_, &link) != 0) return;
   if (link.link_status == RTE_ETH_LINK_UP) {
@@ -250,9 +257,14 @@ void DpdkPort::maintain() {
     return;
   }
   if (!link_was_up_ && !reconnect_logged_ && started_) return;  // still connecting the first time
-  if (!reconnect_logged_) spdlog::warn("memif link down (the server went away): connecting again every second");
+  if (!reconnect_logged_) spdlog::warn("memif link down (the server went away): connecting again when it listens");
   reconnect_logged_ = true;
   link_was_up_ = false;
+  // A new server binds a new socket file; give it a moment to listen.
+  const std::uint64_t ino = socket_inode(memif_socket_);
+  if (!ino || ino == memif_inode_) return;
+  ::usleep(200'000);
+  memif_inode_ = ino;
   if (started_) rte_eth_dev_stop(port_);
   started_ = rte_eth_dev_start(port_) >= 0;
 }

@@ -45,7 +45,9 @@ class DpdkPort final : public Port {
   bool eal_ready_ = false, started_ = false;
   std::string driver_;
   std::uint32_t mtu_ = 0;
-  bool memif_client_ = false, link_was_up_ = false, reconnect_logged_ = false;
+  std::string memif_socket_;  // a memif client's socket, else ""
+  std::uint64_t memif_inode_ = 0;  // names the socket file its server bound when we connected
+  bool link_was_up_ = false, reconnect_logged_ = false;
 };
 
 }  // namespace gossamer::dataplane

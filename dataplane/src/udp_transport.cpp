@@ -122,9 +122,11 @@ void UdpTransport::process_frame(const std::uint8_t* data, std::size_t len, std:
   wire::ParsedFrame pf;
   // Longer than our MTU: a peer with a larger dataplane.mtu (or a port that
   // could not give the frame in one buffer, len 0).
-  const wire::Drop d = len == 0 || len > wire::kEthBytes + dp_.cfg_.dataplane.mtu ? wire::Drop::kTooLong : wire::parse_frame(data, len, dp_.self_ep_, dp_.endpoints_.data(), dp_.endpoints_.size(),
-                                         dp_.self_, dp_.conns_per_host_,
-                                         dp_.cfg_.dataplane.authenticate ? &verifier_ : nullptr, &pf);
+  const wire::Drop d = len == 0 || len > wire::kEthBytes + dp_.cfg_.dataplane.mtu
+                           ? wire::Drop::kTooLong
+                           : wire::parse_frame(data, len, dp_.self_ep_, dp_.endpoints_.data(),
+                                               dp_.endpoints_.size(), dp_.self_, dp_.conns_per_host_,
+                                               dp_.cfg_.dataplane.authenticate ? &verifier_ : nullptr, &pf);
   if (d != wire::Drop::kNone) {
     ++k_.stats.drops[std::size_t(d)];
     return;

@@ -27,24 +27,38 @@ struct Sent {
 
 // Host a's thread sends kRounds full slots to host b's, one at a time;
 // every one comes back answered. Returns host a's counters.
-Sent full_slots(std::uint32_t mtu) {
+LoopbackRack::Options mtus(std::uint32_t a, std::uint32_t b) {
   LoopbackRack::Options o;
   o.conns = 1;
-  o.mtu = mtu;
-  LoopbackRack rack(o);
-  const std::uint64_t key = std::random_device{}() | std::uint64_t(std::random_device{}()) << 32;
-  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  o.mtu = a;
+  o.mtu_b = b;
+  return o;
+}
+
+std::uint64_t fresh_key() { return std::random_device{}() | std::uint64_t(std::random_device{}()) << 32; }
+
+// Attaches both, waits for the start barrier.
+void attach_both(FakeApp& a, FakeApp& b) {
   EXPECT_EQ(a.attach().type, abi::kMsgAttachOk);
   EXPECT_EQ(b.attach().type, abi::kMsgAttachOk);
   EXPECT_TRUE(a.wait_message(abi::kMsgStart, 10'000));
   EXPECT_TRUE(b.wait_message(abi::kMsgStart, 10'000));
+}
+
+Sent full_slots(std::uint32_t mtu) {
+  LoopbackRack rack(mtus(mtu, mtu));
+  const std::uint64_t key = fresh_key();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
   for (std::uint32_t seq = 1; seq <= kRounds && !::testing::Test::HasFailure(); ++seq) {
     a.request(0, 1, seq, pattern(0, 1, seq, false, kFullSlot));
     const auto end = Clock::now() + std::chrono::seconds(20);
-    while (b.request_seq(0, 0) != seq && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    while (b.request_seq(0, 0) != seq && Clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     EXPECT_EQ(b.request_body(0, 0), pattern(0, 1, seq, false, kFullSlot)) << "request " << seq;
     b.respond(0, 0, seq, pattern(0, 1, seq, true, 64));
-    while (a.response_seq(0, 1) != seq && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    while (a.response_seq(0, 1) != seq && Clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     EXPECT_EQ(a.response_seq(0, 1), seq) << "no answer to request " << seq;
   }
   a.send_detach();
@@ -81,17 +95,11 @@ TEST(Mtu, DefaultMtuFragmentsAFullSlot) {
 // take. b counts them (too_long) and drops them, and the slot never
 // arrives; nothing crashes, and host a keeps retransmitting.
 TEST(Mtu, FrameLargerThanThePeersMtuIsCountedAndDropped) {
-  LoopbackRack::Options o;
-  o.conns = 1;
-  o.mtu = 9000;
-  o.mtu_b = 1500;
-  LoopbackRack rack(o);
-  const std::uint64_t key = std::random_device{}() | std::uint64_t(std::random_device{}()) << 32;
+  LoopbackRack rack(mtus(9000, 1500));
+  const std::uint64_t key = fresh_key();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
-  ASSERT_EQ(a.attach().type, abi::kMsgAttachOk);
-  ASSERT_EQ(b.attach().type, abi::kMsgAttachOk);
-  ASSERT_TRUE(a.wait_message(abi::kMsgStart, 10'000));
-  ASSERT_TRUE(b.wait_message(abi::kMsgStart, 10'000));
+  attach_both(a, b);
+  ASSERT_FALSE(HasFailure());
   a.request(0, 1, 1, pattern(0, 1, 1, false, kFullSlot));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_NE(b.request_seq(0, 0), 1u) << "a frame longer than host b's MTU was delivered";
