@@ -16,7 +16,8 @@
 #                        joins exactly two hosts: 2 hosts only.
 #
 # --mtu N sets dataplane.mtu on every host and the MTU of every veth and of
-# the bridge; af_packet gets ring frames large enough (framesz).
+# the bridge; af_packet gets ring frames large enough (framesz), memif ring
+# buffers (bsize).
 
 LINKS="af_packet af_xdp memif"
 
@@ -48,20 +49,24 @@ link_vdev_arg() {
       a="--vdev=net_af_packet0,iface=veth0"
       [ "$cores" -eq 1 ] || a+=",qpairs=$cores"
       # A frame lands 66 bytes into a ring frame (TPACKET_V2); the default
-      # 2048-byte ring frames hold MTUs up to 1968.
+      # 2048-byte ring frames hold MTUs up to 1968. The driver lays frames
+      # out back to back across blocks, so a block holds whole frames: both
+      # a power of two.
       if [ "$mtu" -gt 1500 ]; then
-        framesz=$(( (mtu + 80 + 15) / 16 * 16 ))
-        a+=",framesz=$framesz,blocksz=$(( (framesz + 4095) / 4096 * 4096 ))"
+        framesz=4096
+        while [ "$framesz" -lt $((mtu + 80)) ]; do framesz=$((framesz * 2)); done
+        a+=",framesz=$framesz,blocksz=$framesz"
       fi ;;
     # Our XDP program passes everything but Gossamer's frames to the kernel
     # (DPDK's default one would take the control plane's TCP too).
     af_xdp) a="--vdev=net_af_xdp0,iface=veth0,start_queue=0,queue_count=$cores,xdp_prog=$BUILD/dataplane/gossamer_xdp.o" ;;
     memif)
       a="--vdev=net_memif0,id=0,role=$([ "$i" -eq 0 ] && echo server || echo client),socket=$STATE/memif.sock"
-      # The default 2048-byte ring buffers: a jumbo frame spans several and
-      # lands in one mbuf. (With bsize=9216, DPDK 22.11's memif carried no
-      # frame at all here: tx failed from the start.)
-      a+=",socket-abstract=no,mac=$(host_mac "$i")" ;;
+      # One ring buffer per frame (bsize): a jumbo frame that spans several
+      # default 2048-byte buffers sometimes reached the peer merged with
+      # the next one (counted as too_long) when the ring was full.
+      a+=",socket-abstract=no,mac=$(host_mac "$i")"
+      [ "$mtu" -le 2034 ] || a+=",bsize=$(( (mtu + 14 + 1023) / 1024 * 1024 ))" ;;
   esac
   echo "$a"
 }

@@ -14,7 +14,9 @@
 #     one) the client connects again by itself, and after one of the
 #     client's: exact totals again;
 #   - again with jumbo frames (--mtu 9000), under faults too; the dataplanes
-#     say so at start-up and no frame was too long.
+#     say so at start-up and no frame was too long;
+#   - jumbo frames on af_packet too, and a dataplane.mtu above veth0's MTU
+#     refused at start-up with the limit named.
 #   rack_memif.sh BUILD_DIR
 # Needs root and network namespaces; exits 77 (skip) otherwise.
 set -uo pipefail
@@ -101,6 +103,25 @@ for h in 0 1; do
   tl=$(awk '$1 == "dropped{reason=\"too_long\"}" { print $2 }' "$GOSSAMER_RACK_DIR/h$h/dataplane.sock.stats")
   [ "${tl:-x}" = 0 ] || fail "host $h: too_long is ${tl:-missing}, want 0"
 done
+
+
+# ---- jumbo frames on af_packet (veths of MTU 9000, ring frames to match),
+# and a port that cannot carry the MTU: a clear error at start-up.
+"$rib" down >/dev/null 2>&1
+if timeout 120 "$rib" up --hosts 2 --link af_packet --mtu 9000 >"$GOSSAMER_RACK_DIR.up" 2>&1; then
+  rm -f "$GOSSAMER_RACK_DIR.up"
+  run_everywhere 2 6 300 af-packet-jumbo
+  "$rib" exec 0 -- ip link set dev veth0 mtu 1500
+  "$rib" dataplane 0 restart >/dev/null 2>&1 && fail "host 0's dataplane started with dataplane.mtu above veth0's MTU"
+  if grep -q "dataplane.mtu is 9000, but port 0 carries at most 1500 (net_af_packet: interface veth0's MTU" \
+      "$GOSSAMER_RACK_DIR/h0/gossamerd.log"; then
+    pass "dataplane.mtu 9000 on a veth of MTU 1500: refused at start-up, naming the limit"
+  else
+    fail "no start-up error naming veth0's MTU: $(grep -i mtu "$GOSSAMER_RACK_DIR/h0/gossamerd.log" | tail -2)"
+  fi
+else
+  tail -20 "$GOSSAMER_RACK_DIR.up"; rm -f "$GOSSAMER_RACK_DIR.up"; fail "rack up --link af_packet --mtu 9000"
+fi
 
 if [ $failures -eq 0 ]; then echo "rack memif: all checks passed"; exit 0; fi
 echo "rack memif: $failures check(s) failed"; exit 1
