@@ -156,6 +156,8 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
     v.integer("port", out.verbs.port, {1, 255});
     v.integer("gid_index", out.verbs.gid_index, {0, 255});
   }
+  // 576: IPv4's minimum; 9216: the usual jumbo limit (wire::kMaxMtu).
+  r.integer("mtu", out.mtu, {576, 9216});
   const bool cores_ok = r.integer("cores", out.cores, {1, 8}) || !r.has("cores");
   if (r.integer_list("cpus", out.cpus, {0, 4095}) && cores_ok && !out.cpus.empty() &&
       out.cpus.size() != out.cores)

@@ -120,7 +120,7 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
   }
   const auto* bytes = static_cast<const std::uint8_t*>(payload);
   bool slot = r.kind == wire::kRecRequest || r.kind == wire::kRecResponse;
-  if (!slot || body <= wire::kMaxFragmentBytes) {
+  if (!slot || body <= max_fragment_) {
     wire::WireRecord w = r;
     w.frag = 0;
     w.frag_len = 0;
@@ -129,8 +129,8 @@ void Connection::enqueue(const wire::WireRecord& r, const void* payload) {
     return;
   }
   // Larger than a frame: consecutive fragments, each filling a frame.
-  for (std::size_t off = 0; off < body; off += wire::kMaxFragmentBytes) {
-    std::size_t n = std::min(body - off, wire::kMaxFragmentBytes);
+  for (std::size_t off = 0; off < body; off += max_fragment_) {
+    std::size_t n = std::min(body - off, max_fragment_);
     wire::WireRecord w = r;
     w.frag = wire::kFragment | (off + n < body ? wire::kFragMore : 0);
     w.frag_len = std::uint16_t(n);
@@ -249,7 +249,7 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       wire::WireRecord r;
       std::memcpy(&r, pending_.data() + pending_head_, sizeof r);
       std::size_t size = sizeof r + wire::pad8(wire::record_body(r));
-      if (s.bytes.size() - sizeof(FrameHeader) + size > wire::kMaxRecordBytes) break;
+      if (s.bytes.size() - sizeof(FrameHeader) + size > max_record_) break;
       if (!coalescing_on_ && records > 0) break;
       s.bytes.insert(s.bytes.end(), pending_.begin() + std::ptrdiff_t(pending_head_),
                      pending_.begin() + std::ptrdiff_t(pending_head_ + size));

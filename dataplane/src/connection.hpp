@@ -27,8 +27,8 @@
 // (take_utilization) for the scheduler.
 //
 // Slots larger than a frame: enqueue() cuts a slot record whose payload
-// exceeds wire::kMaxFragmentBytes into consecutive fragment records (wire.hpp),
-// which take frames (and credits) like any other. The receiver passes every
+// exceeds wire::max_fragment_bytes(mtu) (set_mtu, dataplane.mtu) into
+// consecutive fragment records (wire.hpp), which take frames (and credits) like any other. The receiver passes every
 // record of a delivered frame through reassemble(): a whole record comes
 // back as is, fragments are gathered in the connection's one buffer until
 // the last, and anything that breaks the rules is counted and dropped with
@@ -109,6 +109,12 @@ class Connection {
   std::size_t pump(std::uint64_t now, const Emit& emit);
   // false: one record per frame (connections.coalescing, for comparisons).
   void set_coalescing(bool on) { coalescing_on_ = on; }
+  // Frames of at most `mtu` IP bytes (dataplane.mtu; default wire::kMtu).
+  // Before the first enqueue.
+  void set_mtu(std::size_t mtu) {
+    max_record_ = wire::max_record_bytes(mtu);
+    max_fragment_ = wire::max_fragment_bytes(mtu);
+  }
 
   enum class Accept { kDeliver, kDrop };
   // A frame for this connection arrived (already parsed and validated).
@@ -222,6 +228,7 @@ class Connection {
   std::uint64_t stalled_since_ = 0;
   bool out_active_;
   bool coalescing_on_ = true;
+  std::size_t max_record_ = wire::kMaxRecordBytes, max_fragment_ = wire::kMaxFragmentBytes;
   RunningMedian coalescing_;         // slots per data frame since the last renewal
 
   // rx

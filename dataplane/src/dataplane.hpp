@@ -278,6 +278,7 @@ class Dataplane {
   void sleep_until_work(Core& k, std::uint64_t now);
   void job_control(Core& k);
   void job_faults(Core& k);
+  void job_port(Core& k);
   void job_metrics(Core& k);
   void job_stats(Core& k);
 

@@ -85,6 +85,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
   if (k.index == 0)
     k.periodic.insert(k.periodic.end(), {{"control", ms, 0, &Dataplane::job_control},
                                          {"faults", 1000 * ms, 0, &Dataplane::job_faults},
+                                         {"port", 1000 * ms, 0, &Dataplane::job_port},
                                          {"metrics", ms * abi::kMetricsPeriodMs, 0, &Dataplane::job_metrics},
                                          {"stats", 1000 * ms, 0, &Dataplane::job_stats}});
   std::uint32_t idle = 0;
@@ -177,6 +178,7 @@ void Dataplane::job_faults(Core&) {
                f.duplicate * 100, f.reorder * 100);
 }
 
+void Dataplane::job_port(Core&) { port_->maintain(); }
 void Dataplane::job_metrics(Core&) { write_metrics(); }
 void Dataplane::job_stats(Core&) { write_stats(); }
 

@@ -60,6 +60,9 @@ class Port {
   // (DPDK registers it for its per-core mempool cache).
   virtual void thread_started(std::uint32_t /*core*/) {}
   virtual void thread_stopped(std::uint32_t /*core*/) {}
+  // Core 0, every second: look after the link (a memif client whose
+  // server restarted connects again).
+  virtual void maintain() {}
   // One line for the start-up log: driver, queues.
   virtual std::string describe() const = 0;
 };

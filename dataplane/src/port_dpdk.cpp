@@ -1,10 +1,17 @@
 // The DPDK port (port_dpdk.hpp).
 #include "port_dpdk.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -19,11 +26,106 @@ Frame view(rte_mbuf* m) {
   // A chained mbuf is never one of our frames: length 0, which no stage takes.
   return Frame{m, rte_pktmbuf_mtod(m, std::uint8_t*), m->nb_segs == 1 ? m->data_len : 0u};
 }
+
+// The value of `key` in a device's arguments ("iface=veth0,framesz=4096"), or "".
+std::string devarg(const rte_eth_dev_info& info, const std::string& key) {
+  const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+  if (!da || !da->args) return "";
+  const std::string args = std::string(",") + da->args + ",";
+  const auto at = args.find("," + key + "=");
+  if (at == std::string::npos) return "";
+  const auto from = at + key.size() + 2;
+  return args.substr(from, args.find(',', from) - from);
+}
+
+// The largest MTU the port carries, and what sets it (for the error). The
+// ethdev's own figure (max_mtu, max_rx_pktlen less the Ethernet overhead);
+// DPDK 22.11's net_af_packet and net_memif report 1518-byte frames whatever
+// they are given, so for them it comes from what really limits them:
+//   net_af_packet: a frame lands in a ring slot of `framesz` bytes (default
+//     2048) after 66 bytes of kernel headers (TPACKET_V2), and the kernel
+//     interface's MTU bounds what it sends and receives;
+//   net_memif: a frame spans as many ring buffers as it needs and is copied
+//     into one mbuf, which we size to the MTU: the mbuf is the limit.
+std::uint32_t mtu_limit(const rte_eth_dev_info& info, const std::string& driver, std::uint32_t mbuf_room,
+                        std::string* why) {
+  constexpr std::uint32_t kEth = RTE_ETHER_HDR_LEN;
+  if (driver == "net_memif") {
+    *why = "net_memif: a frame must fit one mbuf of " + std::to_string(mbuf_room) + " bytes";
+    return mbuf_room - kEth;
+  }
+  if (driver == "net_af_packet") {
+    const std::string fs = devarg(info, "framesz");
+    const std::uint32_t framesz = fs.empty() ? 2048 : std::uint32_t(std::strtoul(fs.c_str(), nullptr, 10));
+    std::uint32_t limit = framesz > 80 ? framesz - 66 - kEth : 0;
+    *why = "net_af_packet: ring frames of " + std::to_string(framesz) + " bytes (framesz= in the --vdev)";
+    const std::string iface = devarg(info, "iface");
+    if (std::FILE* f = std::fopen(("/sys/class/net/" + iface + "/mtu").c_str(), "r")) {
+      unsigned kernel = 0;
+      if (std::fscanf(f, "%u", &kernel) == 1 && kernel < limit) {
+        limit = kernel;
+        *why = "net_af_packet: interface " + iface + "'s MTU (ip link set dev " + iface + " mtu N)";
+      }
+      std::fclose(f);
+    }
+    return limit;
+  }
+  const std::uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                     ? info.max_rx_pktlen - info.max_mtu
+                                     : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  *why = driver + ": max_mtu " + std::to_string(info.max_mtu) + ", max_rx_pktlen " +
+         std::to_string(info.max_rx_pktlen);
+  return std::min<std::uint32_t>(info.max_mtu, info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0);
+}
+
+// Names the unix socket file at `path` (a new file gets a new name even
+// when the file system reuses its inode number), or 0 when there is none.
+std::uint64_t socket_inode(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  const std::uint64_t ctime = std::uint64_t(st.st_ctim.tv_sec) * 1'000'000'000ull + std::uint64_t(st.st_ctim.tv_nsec);
+  return ((std::uint64_t(st.st_ino) * 0x9e3779b97f4a7c15ull) ^ ctime) | 1;
+}
+
+// Before the EAL starts a net_memif with a path socket. Nothing here
+// connects to a server: DPDK 22.11's memif server panics (its interrupt
+// thread) when a client hangs up right after connecting.
+//  - a server binds its socket file and never removes it, so one left by a
+//    killed dataplane would keep the next from starting: remove it (the
+//    incarnation lock keeps a second dataplane of this host from getting
+//    here while the first runs);
+//  - a client whose first connect fails is started again by nobody, and
+//    one started again after a failure carries nothing: wait until the
+//    server's socket exists, up to 20 s, and a little more for it to listen.
+std::string prepare_memif(const std::vector<std::string>& eal_args) {
+  for (const std::string& a : eal_args) {
+    if (a.find("net_memif") == std::string::npos || a.find("socket-abstract=no") == std::string::npos) continue;
+    const std::string args = a + ",";
+    const auto at = args.find(",socket=");
+    if (at == std::string::npos) continue;
+    const std::string path = args.substr(at + 8, args.find(',', at + 8) - at - 8);
+    if (args.find(",role=server,") != std::string::npos) {
+      if (socket_inode(path)) {
+        spdlog::info("removing {}, a previous memif server's socket", path);
+        ::unlink(path.c_str());
+      }
+      continue;
+    }
+    for (int tries = 0; !socket_inode(path); ++tries) {
+      if (tries == 200) return "no memif server socket at " + path + " for 20 s (start the peer's dataplane)";
+      if (tries == 0) spdlog::info("waiting for the memif server (the peer's dataplane) to create {}", path);
+      ::usleep(100'000);
+    }
+    ::usleep(200'000);
+  }
+  return "";
+}
 }  // namespace
 
 std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port_id,
-                           std::uint16_t queues, std::unique_ptr<Port>* out) {
+                           std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out) {
   std::unique_ptr<DpdkPort> p(new DpdkPort);
+  if (std::string err = prepare_memif(eal_args); !err.empty()) return err;
   std::vector<std::string> args{argv0};
   for (const auto& a : eal_args) args.push_back(a);
   std::vector<char*> argv;
@@ -48,8 +150,20 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
            std::to_string(info.max_tx_queues) + " tx queues; every core needs one of each " +
            "(net_af_packet: qpairs=" + std::to_string(queues) + ", net_af_xdp: queue_count=" +
            std::to_string(queues) + " in the --vdev argument)";
+  // One mbuf holds a whole frame of the MTU (a chained one is dropped).
+  // af_packet also wants every ring frame to fit one.
+  std::uint32_t room =
+      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu);
+  if (const std::string fs = devarg(info, "framesz"); p->driver_ == "net_af_packet" && !fs.empty())
+    room = std::max<std::uint32_t>(room, RTE_PKTMBUF_HEADROOM + std::uint32_t(std::strtoul(fs.c_str(), nullptr, 10)));
+  room = (room + 63) & ~63u;
+  std::string why;
+  if (const std::uint32_t limit = mtu_limit(info, p->driver_, room - RTE_PKTMBUF_HEADROOM, &why); mtu > limit)
+    return "dataplane.mtu is " + std::to_string(mtu) + ", but port " + std::to_string(port_id) + " carries at most " +
+           std::to_string(limit) + " (" + why + ")";
+  p->mtu_ = mtu;
   p->pool_ = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096u * queues - 1), 256, 0,
-                                     RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+                                     std::uint16_t(room), int(rte_socket_id()));
   if (!p->pool_) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
   rte_eth_conf conf{};
   if (queues > 1 && (info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP))) {
@@ -72,6 +186,10 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   }
   if (int r = rte_eth_dev_start(port_id); r < 0) return "port start: " + std::string(rte_strerror(-r));
   p->started_ = true;
+  if (p->driver_ == "net_memif" && devarg(info, "role") == "client") {
+    p->memif_socket_ = devarg(info, "socket");
+    p->memif_inode_ = socket_inode(p->memif_socket_);
+  }
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
@@ -149,9 +267,37 @@ void DpdkPort::thread_started(std::uint32_t core) {
 }
 void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
 
+// A memif client does not connect again when its server goes away (its
+// dataplane restarted): once the link is down and a server listens again,
+// stop and start the port, which connects. Only with one queue, whose core
+// is this one (core 0): no other core touches the port meanwhile.
+void DpdkPort::maintain() {
+  if (memif_socket_.empty() || queues_ != 1) return;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_, &link) != 0) return;
+  if (link.link_status == RTE_ETH_LINK_UP) {
+    if (!link_was_up_ && reconnect_logged_) spdlog::info("memif link up again");
+    link_was_up_ = true;
+    reconnect_logged_ = false;
+    return;
+  }
+  if (!link_was_up_ && !reconnect_logged_ && started_) return;  // still connecting the first time
+  if (!reconnect_logged_) spdlog::warn("memif link down (the server went away): connecting again when it listens");
+  reconnect_logged_ = true;
+  link_was_up_ = false;
+  // A new server binds a new socket file; give it a moment to listen.
+  const std::uint64_t ino = socket_inode(memif_socket_);
+  if (!ino || ino == memif_inode_) return;
+  ::usleep(200'000);
+  memif_inode_ = ino;
+  if (started_) rte_eth_dev_stop(port_);
+  started_ = rte_eth_dev_start(port_) >= 0;
+}
+
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +
-         (queues_ == 1 ? "" : "s") + (wake_.empty() ? ", cores wake on a timer" : ", cores wake on frames");
+         (queues_ == 1 ? "" : "s") + ", MTU " + std::to_string(mtu_) +
+         (wake_.empty() ? ", cores wake on a timer" : ", cores wake on frames");
 }
 
 }  // namespace gossamer::dataplane

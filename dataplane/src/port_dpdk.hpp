@@ -17,9 +17,11 @@ namespace gossamer::dataplane {
 class DpdkPort final : public Port {
  public:
   // Initialises the EAL with `eal_args` and starts port `port` with
-  // `queues` rx and tx queues. Returns "" or an error naming what to check.
+  // `queues` rx and tx queues, for frames of `mtu` IP bytes (mbufs hold one
+  // whole; the port must carry it). Returns "" or an error naming what to
+  // check.
   static std::string open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port,
-                          std::uint16_t queues, std::unique_ptr<Port>* out);
+                          std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out);
   ~DpdkPort() override;
 
   std::uint16_t queues() const override { return queues_; }
@@ -35,6 +37,7 @@ class DpdkPort final : public Port {
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;
+  void maintain() override;
   std::string describe() const override;
 
  private:
@@ -46,6 +49,10 @@ class DpdkPort final : public Port {
   std::string driver_;
   std::vector<RxWakeSocket> wake_;  // per queue, for drivers without rx interrupts (af_packet)
   std::vector<char> wake_warned_;   // per queue: an arming error was logged
+  std::uint32_t mtu_ = 0;
+  std::string memif_socket_;  // a memif client's socket, else ""
+  std::uint64_t memif_inode_ = 0;  // names the socket file its server bound when we connected
+  bool link_was_up_ = false, reconnect_logged_ = false;
 };
 
 }  // namespace gossamer::dataplane

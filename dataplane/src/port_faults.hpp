@@ -52,6 +52,7 @@ class FaultPort final : public Port {
   std::uint64_t tsc_hz() const override { return inner_->tsc_hz(); }
   void thread_started(std::uint32_t core) override { inner_->thread_started(core); }
   void thread_stopped(std::uint32_t core) override { inner_->thread_stopped(core); }
+  void maintain() override { inner_->maintain(); }
   std::string describe() const override { return inner_->describe(); }
 
  private:

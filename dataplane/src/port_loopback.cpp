@@ -17,7 +17,7 @@ constexpr std::size_t kRingFrames = 4096;
 struct Buffer {
   std::atomic<int> refs{1};
   std::uint32_t len = 0;
-  std::uint8_t bytes[wire::kMaxFrame];
+  std::uint8_t bytes[wire::kMaxFrameAnyMtu];
 };
 
 // What the two sides share: each side's receive ring (queue 0).
@@ -47,7 +47,7 @@ class LoopbackPort final : public Port {
     return std::uint16_t(k);
   }
   bool alloc(std::uint32_t len, Frame* out) override {
-    if (len > wire::kMaxFrame) return false;
+    if (len > wire::kMaxFrameAnyMtu) return false;
     auto* b = new Buffer;
     b->len = len;
     *out = Frame{b, b->bytes, len};
@@ -90,7 +90,7 @@ std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::
     };
   if (injector)
     *injector = [link](int to, const std::vector<std::uint8_t>& bytes) {
-      if (bytes.size() > wire::kMaxFrame) return false;
+      if (bytes.size() > wire::kMaxFrameAnyMtu) return false;
       auto* b = new Buffer;
       b->len = std::uint32_t(bytes.size());
       std::memcpy(b->bytes, bytes.data(), bytes.size());

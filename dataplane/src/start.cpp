@@ -161,6 +161,7 @@ std::string Dataplane::make_peers() {
       p.conns.push_back(std::make_unique<Connection>(std::uint16_t(self_), std::uint16_t(h), std::uint8_t(c),
                                                      cfg_.connections.credits, boot_, tsc_hz_));
       p.conns.back()->set_coalescing(cfg_.connections.coalescing);
+      p.conns.back()->set_mtu(cfg_.dataplane.mtu);
     }
     p.usable = std::make_unique<std::atomic<bool>[]>(conns_per_host_);
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) p.usable[c].store(p.conns[c]->usable());

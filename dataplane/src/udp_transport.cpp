@@ -120,9 +120,13 @@ bool UdpTransport::poll_steered(DeliverySink& sink) {
 
 void UdpTransport::process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now, DeliverySink& sink) {
   wire::ParsedFrame pf;
-  const wire::Drop d = wire::parse_frame(data, len, dp_.self_ep_, dp_.endpoints_.data(), dp_.endpoints_.size(),
-                                         dp_.self_, dp_.conns_per_host_,
-                                         dp_.cfg_.dataplane.authenticate ? &verifier_ : nullptr, &pf);
+  // Longer than our MTU: a peer with a larger dataplane.mtu (or a port that
+  // could not give the frame in one buffer, len 0).
+  const wire::Drop d = len == 0 || len > wire::kEthBytes + dp_.cfg_.dataplane.mtu
+                           ? wire::Drop::kTooLong
+                           : wire::parse_frame(data, len, dp_.self_ep_, dp_.endpoints_.data(),
+                                               dp_.endpoints_.size(), dp_.self_, dp_.conns_per_host_,
+                                               dp_.cfg_.dataplane.authenticate ? &verifier_ : nullptr, &pf);
   if (d != wire::Drop::kNone) {
     ++k_.stats.drops[std::size_t(d)];
     return;

@@ -52,6 +52,7 @@ const char* drop_name(Drop d) {
     case Drop::kBadConn: return "bad_connection";
     case Drop::kBadRecord: return "bad_record";
     case Drop::kBadMac: return "bad_mac";
+    case Drop::kTooLong: return "too_long";
     case Drop::kCount: break;
   }
   return "unknown";
@@ -123,7 +124,7 @@ Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
       // inside it, and ending it exactly when no more fragments follow.
       body = r.frag_len;
       std::size_t end = std::size_t(r.frag_offset) + r.frag_len;
-      if (r.frag_len == 0 || r.frag_len > kMaxFragmentBytes || r.frag_offset >= total || end > total)
+      if (r.frag_len == 0 || r.frag_len > max_fragment_bytes(kMaxMtu) || r.frag_offset >= total || end > total)
         return Drop::kBadRecord;
       if ((r.frag & kFragMore) ? end == total : end != total) return Drop::kBadRecord;
     } else if (r.frag != 0 || r.frag_len != 0 || r.frag_offset != 0) {

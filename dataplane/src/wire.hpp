@@ -54,8 +54,14 @@ inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
 inline constexpr std::uint8_t kVersion = 6;
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
-inline constexpr std::size_t kMtu = 1500;                     // IP packet bytes
+// The MTU (IP packet bytes) is dataplane.mtu, the same on every host: frames
+// are cut to it. The constants without a name for the MTU are those of the
+// default, 1500; kMaxMtu bounds the setting (and every buffer for a frame).
+inline constexpr std::size_t kMtu = 1500;                     // the default
+inline constexpr std::size_t kMaxMtu = 9216;                  // the largest dataplane.mtu
+inline constexpr std::size_t kMinMtu = 576;                   // the smallest
 inline constexpr std::size_t kMaxFrame = kEthBytes + kMtu;    // 1514
+inline constexpr std::size_t kMaxFrameAnyMtu = kEthBytes + kMaxMtu;
 inline constexpr std::size_t kMaxUdpPayload = kMtu - kIpBytes - kUdpBytes;
 
 enum FrameType : std::uint8_t { kData = 1, kAckOnly = 2 };
@@ -96,7 +102,11 @@ static_assert(std::is_trivially_copyable_v<FrameHeader>);
 // The tag that follows the records when frames are authenticated (auth.hpp).
 // Records leave room for it either way, so both settings cut slots alike.
 inline constexpr std::size_t kTagBytes = 16;
-inline constexpr std::size_t kMaxRecordBytes = kMaxUdpPayload - sizeof(FrameHeader) - kTagBytes;  // 1408
+// Record bytes of one frame at MTU `mtu` (a multiple of 8).
+constexpr std::size_t max_record_bytes(std::size_t mtu) {
+  return (mtu - kIpBytes - kUdpBytes - sizeof(FrameHeader) - kTagBytes) & ~std::size_t(7);
+}
+inline constexpr std::size_t kMaxRecordBytes = max_record_bytes(kMtu);  // 1408
 static_assert(kMaxRecordBytes == 1408 && kMaxRecordBytes % 8 == 0);
 
 enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach = 3, kRecDetach = 4 };
@@ -137,9 +147,13 @@ static_assert(sizeof(AttachAnnounce) == 24);
 
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 
-// Largest payload of one record (a fragment fills a frame alone).
-inline constexpr std::size_t kMaxFragmentBytes = kMaxRecordBytes - sizeof(WireRecord);  // 1376
+// Largest payload of one record at MTU `mtu` (a fragment fills a frame
+// alone). A receiver takes fragments up to the largest MTU's: the frame's
+// length is checked against its own MTU before (Drop::kTooLong).
+constexpr std::size_t max_fragment_bytes(std::size_t mtu) { return max_record_bytes(mtu) - sizeof(WireRecord); }
+inline constexpr std::size_t kMaxFragmentBytes = max_fragment_bytes(kMtu);  // 1376
 static_assert(kMaxFragmentBytes == 1376 && kMaxFragmentBytes % 8 == 0);
+static_assert(max_record_bytes(kMaxMtu) < 0xffff && max_record_bytes(kMinMtu) >= 256);
 
 // Payload bytes that follow a record (already validated by parse_frame).
 constexpr std::size_t record_body(const WireRecord& r) {
@@ -164,6 +178,8 @@ enum class Drop : std::uint8_t {
   kBadConn,         // connection index out of range
   kBadRecord,       // a record's kind, lengths or fragment fields are wrong
   kBadMac,          // the tag does not verify (auth.hpp): forged, corrupted, or another secret
+  kTooLong,         // longer than this host's MTU allows (the hosts disagree on dataplane.mtu),
+                    // or not one contiguous buffer
   kCount
 };
 const char* drop_name(Drop d);

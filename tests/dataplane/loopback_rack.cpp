@@ -31,7 +31,7 @@ namespace gossamer::dataplane::testing {
 namespace {
 
 config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns,
-                           bool authenticate, std::uint32_t max_apps) {
+                           bool authenticate, std::uint32_t max_apps, std::uint32_t mtu) {
   std::ostringstream y;
   y << "host: {index: " << host << "}\n"
     << "rack:\n  hosts:\n"
@@ -41,6 +41,7 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
     << "  incarnation_file: " << dir << "/{host}.incarnation\n"
     << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
     << "  max_applications: " << max_apps << "\n"
+    << "  mtu: " << mtu << "\n"
     << "controlplane:\n  psk_file: " << dir << "/psk\n"
     << "connections:\n  per_remote_host: " << conns << "\n";
   auto r = config::load_string(y.str(), "loopback-rack.yaml");
@@ -87,7 +88,8 @@ LoopbackRack::LoopbackRack(const Options& o) : o_(o) {
 
 void LoopbackRack::start(int h, std::unique_ptr<Port> port) {
   dp_[h] = std::make_unique<Dataplane>(
-      host_config(dir_, h, h == 0 ? o_.cores_a : o_.cores_b, o_.conns, o_.authenticate, o_.max_applications));
+      host_config(dir_, h, h == 0 ? o_.cores_a : o_.cores_b, o_.conns, o_.authenticate, o_.max_applications,
+                  h == 1 && o_.mtu_b ? o_.mtu_b : o_.mtu));
   auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
     *out = std::move(port);
     return std::string();

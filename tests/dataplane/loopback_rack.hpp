@@ -30,6 +30,8 @@ class LoopbackRack {
     std::string faults;  // written to both hosts' <socket>.faults before start
     bool authenticate = true;
     std::uint32_t max_applications = 64;
+    std::uint32_t mtu = 1500;  // dataplane.mtu of both hosts
+    std::uint32_t mtu_b = 0;   // host b's, when not 0 (hosts that disagree)
     // What host b's incarnation file holds before it starts; "": no file.
     std::string incarnation_b;
   };

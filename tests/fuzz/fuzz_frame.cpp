@@ -78,7 +78,7 @@ void check_accepted(const std::uint8_t* f, std::size_t len, const ParsedFrame& p
     const std::size_t total = std::size_t(v.rec.primary_len) + v.rec.overflow_len;
     if (v.rec.frag & kFragment) {
       const std::size_t end = std::size_t(v.rec.frag_offset) + v.rec.frag_len;
-      if ((v.rec.frag & ~kFragMask) || v.rec.frag_len == 0 || v.rec.frag_len > kMaxFragmentBytes ||
+      if ((v.rec.frag & ~kFragMask) || v.rec.frag_len == 0 || v.rec.frag_len > max_fragment_bytes(kMaxMtu) ||
           end > total || ((v.rec.frag & kFragMore) != 0) == (end == total))
         std::abort();
     } else if (v.rec.frag || v.rec.frag_len || v.rec.frag_offset) {

@@ -135,6 +135,10 @@ struct DataplaneConfig {
   std::uint16_t port = 0;         // DPDK port id
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores
+  // The data network's MTU (IPv4 packet bytes of a frame). Frames are cut
+  // to it; larger ones received are counted and dropped. The same on every
+  // host; the port must carry it (checked at start-up).
+  std::uint32_t mtu = 1500;
   // The CPU each polling core runs on (core i on cpus[i]); one per core.
   // Empty: every core may run on any CPU of the process's affinity mask
   // (DPDK's default pins them all to the mask's first CPU).
