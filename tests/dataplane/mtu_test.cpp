@@ -4,6 +4,7 @@
 // from the dataplanes' stats files.
 #include <chrono>
 #include <random>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ LoopbackRack::Options mtus(std::uint32_t a, std::uint32_t b) {
   return o;
 }
 
-std::uint64_t fresh_key() { return std::random_device{}() | std::uint64_t(std::random_device{}()) << 32; }
+std::string fresh_id() { return "m-" + std::to_string(std::random_device{}()) + "-" + std::to_string(std::random_device{}()); }
 
 // Attaches both, waits for the start barrier.
 void attach_both(FakeApp& a, FakeApp& b) {
@@ -47,7 +48,7 @@ void attach_both(FakeApp& a, FakeApp& b) {
 
 Sent full_slots(std::uint32_t mtu) {
   LoopbackRack rack(mtus(mtu, mtu));
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   for (std::uint32_t seq = 1; seq <= kRounds && !::testing::Test::HasFailure(); ++seq) {
@@ -96,7 +97,7 @@ TEST(Mtu, DefaultMtuFragmentsAFullSlot) {
 // arrives; nothing crashes, and host a keeps retransmitting.
 TEST(Mtu, FrameLargerThanThePeersMtuIsCountedAndDropped) {
   LoopbackRack rack(mtus(9000, 1500));
-  const std::uint64_t key = fresh_key();
+  const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);
   ASSERT_FALSE(HasFailure());
