@@ -36,8 +36,8 @@ namespace {
 constexpr std::uint32_t kSpin = 40;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
 // When frames wake a sleep (the port's wake descriptor is armed), only the
-// timers bound it, and the periodic jobs (metrics, stats) at this.
-// Armed only after the whole host found no work for kQuietUs: while traffic
+// timers bound it, and the periodic jobs (metrics, stats) at this. It is
+// armed only after the whole host found no work for kQuietUs: while traffic
 // is recent, a core with nothing to do may be waiting for another core's
 // periodic job (the QP scheduler), and keeps the short sleeps (which also
 // spares a busy host the system calls of arming).
@@ -184,7 +184,9 @@ void Dataplane::job_stats(Core&) { write_stats(); }
 
 void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   const std::uint16_t q = std::uint16_t(k.index);
-  const bool quiet = now - last_work_any_.load(std::memory_order_relaxed) > tsc_hz_ / 1'000'000 * kQuietUs;
+  // Another core may have stored a time later than our `now`: not quiet.
+  const std::uint64_t any = last_work_any_.load(std::memory_order_relaxed);
+  const bool quiet = now > any && now - any > tsc_hz_ / 1'000'000 * kQuietUs;
   if (k.rx_wakeable && !k.rx_armed && quiet && port_->rx_wake_arm(q)) {
     // Armed: the loop looks at the queue once more before the sleep. A
     // frame that came before arming is found there, one after wakes us.
