@@ -22,14 +22,20 @@ constexpr std::uint64_t kOps = 300'000;  // the sanitizers are 10-50x slower
 constexpr std::uint64_t kOps = 3'000'000;
 #endif
 
+// `threads` runtime threads, at most `bound` requests outstanding per thread.
+gossamer::Options bounded(std::size_t threads, std::size_t bound) {
+  gossamer::Options o;
+  o.threads = threads;
+  o.max_outstanding = bound;
+  return o;
+}
+
 // One fiber, no window: millions of apply_then to another thread's
 // property. The count of requests awaiting responses reaches the bound and
 // never passes it; every callback runs, every increment lands.
 TEST(BackpressureTest, UnwindowedApplyThenStaysWithinTheBound) {
   constexpr std::size_t kBound = 256;
-  gossamer::Options o;
-  o.threads = 2;
-  o.max_outstanding = kBound;
+  const gossamer::Options o = bounded(2, kBound);
   std::size_t max_seen = 0;
   std::uint64_t done = 0;
   long total = 0;
@@ -57,9 +63,7 @@ TEST(BackpressureTest, FibersOfAThreadShareTheBound) {
   constexpr std::size_t kBound = 64;
   constexpr int kFibers = 8;
   constexpr std::uint64_t kEach = kOps / 100;
-  gossamer::Options o;
-  o.threads = 3;
-  o.max_outstanding = kBound;
+  const gossamer::Options o = bounded(3, kBound);
   std::size_t max_seen = 0;
   std::uint64_t callbacks = 0, blocking = 0;
   long total = 0;
@@ -94,9 +98,7 @@ TEST(BackpressureTest, FibersOfAThreadShareTheBound) {
 // A then-callback cannot wait: at the bound it still sends (and the count
 // may pass the bound by what callbacks send), and nothing deadlocks.
 TEST(BackpressureTest, ThenCallbacksSendWithoutWaiting) {
-  gossamer::Options o;
-  o.threads = 2;
-  o.max_outstanding = 4;
+  const gossamer::Options o = bounded(2, 4);
   std::uint64_t chained = 0;
   gossamer::run(o, [&] {
     auto counter = gossamer::trustee(1).entrust(0L);
@@ -112,9 +114,7 @@ TEST(BackpressureTest, ThenCallbacksSendWithoutWaiting) {
 
 // The bound is optional.
 TEST(BackpressureTest, ZeroMeansNoBound) {
-  gossamer::Options o;
-  o.threads = 2;
-  o.max_outstanding = 0;
+  const gossamer::Options o = bounded(2, 0);
   std::size_t max_seen = 0;
   gossamer::run(o, [&] {
     auto counter = gossamer::trustee(1).entrust(0L);
