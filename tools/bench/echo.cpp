@@ -10,6 +10,11 @@
 // the fibers stop issuing (requests in flight still complete and count) and
 // host 0 prints one line:
 //   echo size=32 threads=4 fibers=32 seconds=3 requests=N rps=R p50_us=X p99_us=Y
+// With --after-idle K, host 0 then sends K more requests one at a time, each
+// after --idle-gap G seconds in which the whole rack does nothing (long
+// enough for the dataplanes and the runtime threads to go to sleep), and
+// prints what the first request after an idle period costs:
+//   echo_idle samples=K gap_s=G p50_us=X max_us=Y
 // B = 32 sends a std::array<char, 32> captured in the closure (the closure
 // is 32 bytes); other sizes send a std::string as an apply_with argument.
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,6 +39,8 @@ constexpr std::size_t kMaxTargets = 64;  // host-1 trustees addressed
 struct Params {
   std::size_t threads = 4, fibers = 32, size = 32;
   double seconds = 3;
+  std::size_t after_idle = 0;  // requests sent one at a time after an idle gap
+  double idle_gap = 1.0;       // seconds of silence before each of them
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
 
@@ -145,6 +153,19 @@ int bench(const Params& p) {
   }
   for (auto& h : hs) h.join();
 
+  // The first request after an idle period: the rack has been quiet for
+  // idle_gap seconds (this thread sleeps in the kernel, as an idle program
+  // would), so every poller on the path has gone to sleep and must be woken.
+  std::vector<std::uint32_t> idle_lat;
+  for (std::size_t i = 0; i < p.after_idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(p.idle_gap));
+    auto start = Clock::now();
+    long v = refs[i % targets].apply([](long& c) { return ++c; });
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    idle_lat.push_back(std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX)));
+    if (v <= 0) ++results[0].mismatches;
+  }
+
   std::vector<std::uint32_t> lat;
   std::uint64_t requests = 0, mismatches = 0;
   Clock::time_point end = t0;
@@ -169,15 +190,20 @@ int bench(const Params& p) {
   std::printf("echo size=%zu threads=%zu fibers=%zu seconds=%g requests=%llu rps=%.0f p50_us=%.1f p99_us=%.1f\n",
               size, n, fibers, p.seconds, (unsigned long long)requests, secs > 0 ? double(requests) / secs : 0.0,
               p50, p99);
+  if (!idle_lat.empty()) {
+    std::sort(idle_lat.begin(), idle_lat.end());
+    std::printf("echo_idle samples=%zu gap_s=%g p50_us=%.1f max_us=%.1f\n", idle_lat.size(), p.idle_gap,
+                idle_lat[idle_lat.size() / 2] / 1000.0, idle_lat.back() / 1000.0);
+  }
   std::fflush(stdout);
   int rc = 0;
   if (mismatches) {
     std::fprintf(stderr, "echo: %llu responses did not echo their payload\n", (unsigned long long)mismatches);
     rc = 1;
   }
-  if (std::uint64_t(counted) != requests) {
+  if (std::uint64_t(counted) != requests + idle_lat.size()) {
     std::fprintf(stderr, "echo: the trustees counted %ld requests, the clients %llu\n", counted,
-                 (unsigned long long)requests);
+                 (unsigned long long)(requests + idle_lat.size()));
     rc = 1;
   }
   return rc;
@@ -194,6 +220,9 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", p.seconds, "how long the fibers keep issuing requests")->check(CLI::PositiveNumber);
   app.add_option("--size", p.size, "payload bytes (32: captured std::array; else an apply_with std::string)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--after-idle", p.after_idle, "then this many requests, each after an idle gap")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--idle-gap", p.idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.01, 60.0));
   app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
   CLI11_PARSE(app, argc, argv);
   p.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
