@@ -208,6 +208,15 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
                    p->driver_, err);
     }
   }
+  // af_xdp: Gossamer's XDP program signals a sleeping queue (xdp_wake.hpp).
+  if (p->driver_ == "net_af_xdp") {
+    std::string err = info.if_index ? XdpWake::open(int(info.if_index), queues, &p->xdp_wake_)
+                                    : "the driver names no interface";
+    if (!err.empty())
+      spdlog::warn("no XDP wake-up for {} ({}): sleeping cores wake every millisecond to look for frames",
+                   p->driver_, err);
+    p->wake_warned_.assign(queues, 0);
+  }
   *out = std::move(p);
   return "";
 }
@@ -252,10 +261,12 @@ Frame DpdkPort::frame(void* handle) const { return view(static_cast<rte_mbuf*>(h
 std::uint64_t DpdkPort::tsc_hz() const { return rte_get_tsc_hz(); }
 
 bool DpdkPort::rx_wake_arm(std::uint16_t q) {
-  if (q >= wake_.size()) return false;
-  std::string e = wake_[q].drain();
+  std::string e;
+  if (q < wake_.size()) e = wake_[q].drain();
+  else if (xdp_wake_.ready() && q < queues_) e = xdp_wake_.arm(q);
+  else return false;
   if (!e.empty() && !wake_warned_[q]) {  // that sleep is a timed one (loop.cpp)
-    spdlog::warn("queue {}: wake socket: {}; this core's sleeps stay short", q, e);
+    spdlog::warn("queue {}: wake-up: {}; this core's sleeps stay short", q, e);
     wake_warned_[q] = 1;
   }
   return e.empty();
@@ -297,7 +308,7 @@ void DpdkPort::maintain() {
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +
          (queues_ == 1 ? "" : "s") + ", MTU " + std::to_string(mtu_) +
-         (wake_.empty() ? ", cores wake on a timer" : ", cores wake on frames");
+         (wake_.empty() && !xdp_wake_.ready() ? ", cores wake on a timer" : ", cores wake on frames");
 }
 
 }  // namespace gossamer::dataplane

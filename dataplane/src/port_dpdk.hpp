@@ -9,6 +9,7 @@
 
 #include "port.hpp"
 #include "rx_wake.hpp"
+#include "xdp_wake.hpp"
 
 struct rte_mempool;
 
@@ -32,7 +33,9 @@ class DpdkPort final : public Port {
   void release(const Frame& f) override;
   void retain(const Frame& f) override;
   Frame frame(void* handle) const override;
-  int rx_wake_fd(std::uint16_t q) const override { return q < wake_.size() ? wake_[q].fd() : -1; }
+  int rx_wake_fd(std::uint16_t q) const override {
+    return q < wake_.size() ? wake_[q].fd() : q < queues_ && xdp_wake_.ready() ? xdp_wake_.fd() : -1;
+  }
   bool rx_wake_arm(std::uint16_t q) override;
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
@@ -48,6 +51,7 @@ class DpdkPort final : public Port {
   bool eal_ready_ = false, started_ = false;
   std::string driver_;
   std::vector<RxWakeSocket> wake_;  // per queue, for drivers without rx interrupts (af_packet)
+  XdpWake xdp_wake_;                // af_xdp with Gossamer's XDP program: its wake ring buffer
   std::vector<char> wake_warned_;   // per queue: an arming error was logged
   std::uint32_t mtu_ = 0;
   std::string memif_socket_;  // a memif client's socket, else ""

@@ -8,6 +8,12 @@
 // A Gossamer frame: Ethernet, IPv4 without options, UDP, then the frame
 // header, whose first word is wire::kMagic ("GSMF", dataplane/src/wire.hpp).
 // The dataplane validates everything else (wire::parse_frame).
+//
+// Waking a sleeping core (dataplane/src/xdp_wake.hpp): the AF_XDP PMD has
+// no receive interrupts, so before a long sleep a core sets its queue's word
+// in gsm_sleeping; the first of our frames on that queue afterwards clears
+// it and writes the queue number to the gsm_wake ring buffer, whose
+// descriptor is in every core's epoll set. One record per sleep at most.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -27,6 +33,21 @@ struct {
   __type(value, __u32);
 } xsks_map SEC(".maps");
 
+// Per queue: non-zero while that queue's core sleeps and wants a frame to
+// wake it. Memory-mapped by the dataplane (no system call to set it).
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 64);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __type(key, __u32);
+  __type(value, __u32);
+} gsm_sleeping SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 4096);
+} gsm_wake SEC(".maps");
+
 SEC("xdp")
 int gossamer_xdp(struct xdp_md* ctx) {
   void* data = (void*)(long)ctx->data;
@@ -38,7 +59,13 @@ int gossamer_xdp(struct xdp_md* ctx) {
   if ((void*)(magic + 1) > end) return XDP_PASS;
   if (eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 || ip->protocol != IPPROTO_UDP) return XDP_PASS;
   if (*magic != GOSSAMER_MAGIC) return XDP_PASS;
-  return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+  __u32 q = ctx->rx_queue_index;
+  __u32* sleeping = bpf_map_lookup_elem(&gsm_sleeping, &q);
+  if (sleeping && *sleeping) {  // a queue's frames run here on one CPU at a time (NAPI)
+    *sleeping = 0;
+    bpf_ringbuf_output(&gsm_wake, &q, sizeof q, BPF_RB_FORCE_WAKEUP);
+  }
+  return bpf_redirect_map(&xsks_map, q, XDP_PASS);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";
