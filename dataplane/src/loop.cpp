@@ -3,14 +3,17 @@
 // spin a few rounds, then sleep on the core's epoll set (the applications'
 // eventfds, the core's own eventfd, on core 0 the sockets, and the port's
 // wake descriptor when it has one) with a timeout that keeps the
-// retransmission timers served. Once the whole host has been quiet for
-// 100 ms and frames can wake a sleep (af_packet: a wake socket,
-// rx_wake.hpp), the core arms it, looks at its queue once more and sleeps
-// until a frame, a kick or a timer (at most 50 ms). Otherwise the timeout
-// grows with the time since the last work: tens of microseconds right
-// after traffic, when a reply is likely, up to a millisecond. An iteration
-// that finds no work makes no system call but the sleep (and, before a long
-// one, draining the wake socket).
+// retransmission timers served. Where frames can wake a sleep (af_packet:
+// a wake socket, rx_wake.hpp; af_xdp: the XDP program, xdp_wake.hpp), the
+// core arms that before every sleep and looks at its queue once more, so
+// the peer's next frame ends the sleep at once. The timeout grows with the
+// time since the last work: tens of microseconds right after traffic up to
+// a millisecond (a core with nothing to do may be waiting for another
+// core's periodic job, the QP scheduler, which no frame announces); once
+// the whole host has been quiet for 100 ms, only the timers and the
+// periodic jobs bound an armed sleep (at most 50 ms). An iteration that
+// finds no work makes no system call but the sleep (and draining the wake
+// socket before it).
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
@@ -35,12 +38,11 @@ namespace {
 // processes that would produce the work.
 constexpr std::uint32_t kSpin = 40;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
-// When frames wake a sleep (the port's wake descriptor is armed), only the
-// timers bound it, and the periodic jobs (metrics, stats) at this. It is
-// armed only after the whole host found no work for kQuietUs: while traffic
-// is recent, a core with nothing to do may be waiting for another core's
-// periodic job (the QP scheduler), and keeps the short sleeps (which also
-// spares a busy host the system calls of arming).
+// When frames wake a sleep (the port's wake descriptor is armed) and the
+// whole host found no work for kQuietUs, only the timers bound it, and the
+// periodic jobs (metrics, stats) at this. While traffic is recent, a core
+// with nothing to do may be waiting for another core's periodic job (the QP
+// scheduler), and keeps the short timeouts even when armed.
 constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000, kQuietUs = 100'000;
 // Sleep for this fraction of the time since the last work: a quiet host backs
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
@@ -187,7 +189,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   // Another core may have stored a time later than our `now`: not quiet.
   const std::uint64_t any = last_work_any_.load(std::memory_order_relaxed);
   const bool quiet = now > any && now - any > tsc_hz_ / 1'000'000 * kQuietUs;
-  if (k.rx_wakeable && !k.rx_armed && quiet && port_->rx_wake_arm(q)) {
+  if (k.rx_wakeable && !k.rx_armed && port_->rx_wake_arm(q)) {
     // Armed: the loop looks at the queue once more before the sleep. A
     // frame that came before arming is found there, one after wakes us.
     k.rx_armed = true;
@@ -201,10 +203,10 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   fence(std::memory_order_seq_cst);  // Dekker with wake()
   const std::uint64_t deadline = std::min(k.transport->next_deadline(), port_->rx_due(q));
   const std::uint64_t since_work = now - k.last_work;
-  // Long only when frames wake us (armed once the host is quiet); else it
-  // grows with the time since our last work, up to a millisecond.
+  // Long only when frames wake us and the host is quiet; else it grows with
+  // the time since our last work, up to a millisecond.
   std::uint64_t timeout_ns =
-      k.rx_armed ? kMaxWakeableSleepNs
+      k.rx_armed && quiet ? kMaxWakeableSleepNs
       : since_work >= tsc_hz_
           ? kMaxSleepNs
           : std::clamp<std::uint64_t>((since_work * 1'000'000'000ull / tsc_hz_) >> kSleepShift, kMinSleepNs,

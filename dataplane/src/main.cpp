@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   auto open_port = [&](std::uint16_t queues, std::unique_ptr<gossamer::dataplane::Port>* out) {
     std::vector<std::string> eal_args = cfg.dataplane.eal_args;
     for (std::string& a : dp.cpu_plan().extra_eal_args()) eal_args.push_back(std::move(a));
-    return gossamer::dataplane::DpdkPort::open(argv[0], eal_args, cfg.dataplane.port, queues, cfg.dataplane.mtu, out);
+    return gossamer::dataplane::DpdkPort::open(argv[0], eal_args, cfg.dataplane.port, queues, cfg.dataplane.mtu,
+                                               cfg.self().data.port, out);
   };
   if (std::string err = dp.start(open_port); !err.empty()) {
     spdlog::error("{}", err);

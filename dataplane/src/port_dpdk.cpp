@@ -123,7 +123,8 @@ std::string prepare_memif(const std::vector<std::string>& eal_args) {
 }  // namespace
 
 std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port_id,
-                           std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out) {
+                           std::uint16_t queues, std::uint32_t mtu, std::uint16_t udp_port,
+                           std::unique_ptr<Port>* out) {
   std::unique_ptr<DpdkPort> p(new DpdkPort);
   if (std::string err = prepare_memif(eal_args); !err.empty()) return err;
   std::vector<std::string> args{argv0};
@@ -193,13 +194,28 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
+  if (p->driver_ == "net_af_packet" && info.if_index && udp_port) {
+    // The driver's packet sockets take every frame of the interface (the
+    // kernel's TCP too: a benchmark's, gossamerd's), which a core would wake
+    // for, read and drop. A filter, attached once, leaves them only ours.
+    int filtered = 0;
+    std::string err;
+    for (int fd : packet_sockets_on(int(info.if_index)))
+      if (err = gossamer_filter(fd, udp_port, 0x40000); err.empty()) ++filtered;
+    if (filtered)
+      spdlog::info("{}: {} driver socket{} take only UDP port {}", p->driver_, filtered, filtered == 1 ? "" : "s",
+                   udp_port);
+    else
+      spdlog::warn("{}: could not filter the driver's sockets ({}): every frame of the interface reaches the cores",
+                   p->driver_, err.empty() ? "none found in /proc/self/fd" : err);
+  }
   // af_packet has no receive interrupts: a wake socket per queue lets a
   // sleeping core hear frames (rx_wake.hpp). Without one, it wakes on a timer.
   if (p->driver_ == "net_af_packet") {
     std::string err = info.if_index ? "" : "the driver names no interface";
     for (std::uint16_t q = 0; q < queues && err.empty(); ++q) {
       RxWakeSocket s;
-      if (err = RxWakeSocket::open(int(info.if_index), &s); err.empty()) p->wake_.push_back(std::move(s));
+      if (err = RxWakeSocket::open(int(info.if_index), udp_port, &s); err.empty()) p->wake_.push_back(std::move(s));
     }
     p->wake_warned_.assign(p->wake_.size(), 0);
     if (!err.empty()) {

@@ -19,10 +19,13 @@ class DpdkPort final : public Port {
  public:
   // Initialises the EAL with `eal_args` and starts port `port` with
   // `queues` rx and tx queues, for frames of `mtu` IP bytes (mbufs hold one
-  // whole; the port must carry it). Returns "" or an error naming what to
-  // check.
+  // whole; the port must carry it). `udp_port`: the dataplane's own UDP
+  // port; on af_packet only frames to it reach the driver's sockets and wake
+  // a core (the interface's other traffic stays the kernel's). Returns "" or
+  // an error naming what to check.
   static std::string open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port,
-                          std::uint16_t queues, std::uint32_t mtu, std::unique_ptr<Port>* out);
+                          std::uint16_t queues, std::uint32_t mtu, std::uint16_t udp_port,
+                          std::unique_ptr<Port>* out);
   ~DpdkPort() override;
 
   std::uint16_t queues() const override { return queues_; }

@@ -7,24 +7,39 @@
 // Before a long sleep the core drains it (arm), looks at its queue once
 // more, and sleeps: a frame that arrived before the drain is in the queue
 // and that look finds it; one that arrives after makes the socket readable.
-// It takes IPv4 frames, not only ours (a frame of gossamerd's TCP wakes a
-// core for nothing, rarely), and ignores outgoing ones
-// (PACKET_IGNORE_OUTGOING): our own sends do not wake us.
+// It ignores outgoing frames (PACKET_IGNORE_OUTGOING): our own sends do not
+// wake us; and with a UDP port, it takes only the IPv4 UDP frames to that
+// port (gossamer_filter below), so the kernel's TCP on the same interface
+// (gossamerd's, or a benchmark's) does not wake a sleeping core.
 //
-// No BPF filter on purpose: replacing a socket filter before every sleep
+// Filters are attached once, when a socket is opened, never replaced:
+// replacing a socket filter before every sleep (a first version)
 // JIT-compiles a program each time and frees the old one through the
 // kernel's shared workqueue; thousands a second wedged a 6.18 kernel's BPF
 // allocator (every later BPF program load, XDP included, then blocks).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gossamer::dataplane {
 
+// Attaches, once, a classic BPF filter to packet socket `fd` that passes
+// only IPv4 UDP frames to `udp_port` that are not later IP fragments (the
+// dataplane's frames), at most `snap` bytes of each. Returns "" or why not.
+std::string gossamer_filter(int fd, std::uint16_t udp_port, std::uint32_t snap);
+
+// This process's packet sockets bound to interface `ifindex` (a DPDK
+// af_packet port's, which the driver keeps to itself), found in
+// /proc/self/fd.
+std::vector<int> packet_sockets_on(int ifindex);
+
 class RxWakeSocket {
  public:
-  // A socket on interface `ifindex`. Returns "" or why not.
-  static std::string open(int ifindex, RxWakeSocket* out);
+  // A socket on interface `ifindex`; with `udp_port` non-zero, only the
+  // dataplane's frames wake it (gossamer_filter). Returns "" or why not.
+  static std::string open(int ifindex, std::uint16_t udp_port, RxWakeSocket* out);
   RxWakeSocket() = default;
   RxWakeSocket(RxWakeSocket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   RxWakeSocket& operator=(RxWakeSocket&& o) noexcept;
