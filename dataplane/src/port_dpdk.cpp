@@ -145,6 +145,23 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   if (int r = rte_eth_dev_info_get(port_id, &info); r < 0)
     return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
   p->driver_ = info.driver_name ? info.driver_name : "?";
+  if (p->driver_ == "net_af_packet" && info.if_index && udp_port) {
+    // The driver's packet sockets take every frame of the interface (the
+    // kernel's TCP too: a benchmark's, gossamerd's), which a core would wake
+    // for, read and drop. A filter, attached once, leaves them only ours.
+    // The driver opened and bound them at probe time (rte_eal_init): the
+    // filter goes on before the port starts and anything reads them.
+    int filtered = 0;
+    std::string err;
+    for (int fd : packet_sockets_on(int(info.if_index)))
+      if (err = gossamer_filter(fd, udp_port, 0x40000); err.empty()) ++filtered;
+    if (filtered)
+      spdlog::info("{}: {} driver socket{} take only UDP port {}", p->driver_, filtered, filtered == 1 ? "" : "s",
+                   udp_port);
+    else
+      spdlog::warn("{}: could not filter the driver's sockets ({}): every frame of the interface reaches the cores",
+                   p->driver_, err.empty() ? "none found in /proc/self/fd" : err);
+  }
   if (info.max_rx_queues < queues || info.max_tx_queues < queues)
     return "dataplane.cores is " + std::to_string(queues) + ", but port " + std::to_string(port_id) + " (" +
            p->driver_ + ") has " + std::to_string(info.max_rx_queues) + " rx and " +
@@ -194,21 +211,6 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
-  if (p->driver_ == "net_af_packet" && info.if_index && udp_port) {
-    // The driver's packet sockets take every frame of the interface (the
-    // kernel's TCP too: a benchmark's, gossamerd's), which a core would wake
-    // for, read and drop. A filter, attached once, leaves them only ours.
-    int filtered = 0;
-    std::string err;
-    for (int fd : packet_sockets_on(int(info.if_index)))
-      if (err = gossamer_filter(fd, udp_port, 0x40000); err.empty()) ++filtered;
-    if (filtered)
-      spdlog::info("{}: {} driver socket{} take only UDP port {}", p->driver_, filtered, filtered == 1 ? "" : "s",
-                   udp_port);
-    else
-      spdlog::warn("{}: could not filter the driver's sockets ({}): every frame of the interface reaches the cores",
-                   p->driver_, err.empty() ? "none found in /proc/self/fd" : err);
-  }
   // af_packet has no receive interrupts: a wake socket per queue lets a
   // sleeping core hear frames (rx_wake.hpp). Without one, it wakes on a timer.
   if (p->driver_ == "net_af_packet") {

@@ -83,5 +83,14 @@ for s in accept4 sched_yield recvmsg poll; do
   [ "$n" -eq 0 ] && pass "no $s" || fail "$n $s calls while idle"
 done
 
+# Only the dataplane's frames reach it (af_packet: the sockets' filter;
+# af_xdp: the XDP program): gossamerd's TCP heartbeats and ARP, which cross
+# the same interface all along, were never read and dropped by a core.
+stats="$GOSSAMER_RACK_DIR/h0/dataplane.sock.stats"
+kernel_frames=$(awk '$1 == "dropped{reason=\"not_ipv4\"}" || $1 == "dropped{reason=\"not_udp\"}" { s += $2 } END { print s + 0 }' "$stats")
+rx=$(awk '$1 == "rx_frames" { s += $2 } END { print s + 0 }' "$stats")
+if [ -s "$stats" ] && [ "$kernel_frames" -eq 0 ]; then pass "none of the $rx frames the dataplane received was ARP or TCP"
+else fail "the kernel's frames reached the dataplane: $kernel_frames dropped as not_ipv4/not_udp (of $rx)"; fi
+
 [ "$failures" -eq 0 ] && echo "rack-idle ($link): all checks passed" || echo "rack-idle ($link): $failures check(s) failed"
 [ "$failures" -eq 0 ]
