@@ -4,10 +4,12 @@
 // signaling, the QP state machine, failure and reconnect.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "verbs_channel.hpp"
+#include "verbs_config.hpp"
 #include "verbs_fake.hpp"
 
 namespace gossamer::dataplane::verbs {
@@ -256,6 +258,33 @@ TEST(VerbsChannel, WalksTheQpStatesWithTheConfiguredRetries) {
   const auto& q = h.v.qps.at(h.v.qps.rbegin()->first);
   EXPECT_EQ(q.transitions, (std::vector<QpState>{QpState::kInit, QpState::kRtr, QpState::kRts}));
   EXPECT_EQ(q.remote.qpn, 0x999u);
+}
+
+// dataplane.verbs reaches the QPs: queue depths at creation, path MTU at
+// RTR, the ACK timeout and retry counts at RTS, the signaling interval and
+// the ring size in the channel.
+TEST(VerbsChannel, TakesItsSettingsFromTheYaml) {
+  const auto r = config::load_string("dataplane:\n"
+                                     "  transport: verbs\n"
+                                     "  verbs: {ring_kib: 128, signal_interval: 3, max_send_wr: 6, path_mtu: 4096,\n"
+                                     "          timeout: 18, retry_count: 5, rnr_retry: 2}\n",
+                                     "t.yaml");
+  ASSERT_TRUE(r.ok());
+  ChannelConfig c = channel_config(r.config());
+  EXPECT_EQ(c.ring_units, 2048u);
+  c.coalescing = false;
+  Pair p(c);
+  const auto& q = p.a.v.qps.begin()->second;
+  ASSERT_EQ(q.configs.size(), 3u);
+  EXPECT_EQ(q.configs[1].path_mtu, 4096u);
+  EXPECT_EQ(q.configs[2].timeout, 18u);
+  EXPECT_EQ(q.configs[2].retry_count, 5u);
+  EXPECT_EQ(q.configs[2].rnr_retry, 2u);
+  EXPECT_EQ(q.configs[0].max_recv_wr, 2048u + 16);
+  EXPECT_NE(std::find(p.a.v.calls.begin(), p.a.v.calls.end(), "create_qp 6/2064"), p.a.v.calls.end());
+  for (std::uint32_t s = 1; s <= 6; ++s) put(*p.a.ch, s);
+  EXPECT_EQ(p.a.ch->pump(), 6u);  // the send queue's 6
+  EXPECT_EQ(p.a.ch->stats().wrs_signaled, 2u);  // every 3rd
 }
 
 TEST(VerbsChannel, RefusesARingItCannotAddress) {

@@ -65,7 +65,7 @@ std::string FakeVerbs::create_qp(Handle send_cq, Handle recv_cq, const QpConfig&
   return "";
 }
 
-std::string FakeVerbs::modify_qp(Handle qp, QpState to, const QpConfig&, std::uint32_t local_psn,
+std::string FakeVerbs::modify_qp(Handle qp, QpState to, const QpConfig& c, std::uint32_t local_psn,
                                  const RemoteQp* remote) {
   calls.push_back(std::string("modify_qp ") + to_string(to));
   FakeQp& q = qps.at(qp);
@@ -80,6 +80,7 @@ std::string FakeVerbs::modify_qp(Handle qp, QpState to, const QpConfig&, std::ui
   q.local_psn = local_psn;
   q.state = to;
   q.transitions.push_back(to);
+  q.configs.push_back(c);
   return "";
 }
 

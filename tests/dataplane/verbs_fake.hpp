@@ -31,6 +31,7 @@ struct FakeQp {
   Handle send_cq = 0, recv_cq = 0;
   QpState state = QpState::kReset;
   std::vector<QpState> transitions;
+  std::vector<QpConfig> configs;       // as each transition was given it
   RemoteQp remote{};
   std::uint32_t local_psn = 0;
   std::uint64_t receives = 0;          // posted, not consumed
