@@ -172,13 +172,8 @@ std::string_view to_string(Polling p) noexcept {
   return p == Polling::busy ? "busy" : "adaptive";
 }
 
-std::string_view to_string(Driver d) noexcept {
-  switch (d) {
-    case Driver::dpdk: return "dpdk";
-    case Driver::verbs: return "verbs";
-    case Driver::automatic: break;
-  }
-  return "auto";
+std::string_view to_string(Transport t) noexcept {
+  return t == Transport::verbs ? "verbs" : "udp";
 }
 
 void write_errors(const Result& r, std::ostream& out) {

@@ -83,6 +83,33 @@ bool clash(const SocketAddress& a, const SocketAddress& b) {
   return a.port != 0 && a.port == b.port && (a.ip == b.ip || wildcard(a) || wildcard(b));
 }
 
+void read_verbs(MapReader v, VerbsConfig& out) {
+  v.string("device", out.device);
+  v.integer("port", out.port, {1, 255});
+  v.integer("gid_index", out.gid_index, {0, 255});
+  // The ring is addressed in 64-byte units by 14 bits of the immediate
+  // (dataplane/src/verbs_ring.hpp): 1 MiB at most. A message is at most a
+  // quarter of the ring, and a whole slot (16.5 KiB) must fit one: 128 KiB.
+  v.integer("ring_kib", out.ring_kib, {128, 1024});
+  const bool interval_ok = v.integer("signal_interval", out.signal_interval, {1, 1024}) || !v.has("signal_interval");
+  const bool depth_ok = v.integer("max_send_wr", out.max_send_wr, {2, 32768}) || !v.has("max_send_wr");
+  // A full send queue must hold a signaled WR, or no completion frees it.
+  if (interval_ok && depth_ok && out.max_send_wr < 2 * out.signal_interval)
+    v.diag().error(v.value_mark(v.has("max_send_wr") ? "max_send_wr" : "signal_interval"),
+                   v.path_of(v.has("max_send_wr") ? "max_send_wr" : "signal_interval"),
+                   "value " + std::to_string(out.max_send_wr) + " must be at least 2 * signal_interval (" +
+                       std::to_string(out.signal_interval) + ")");
+  v.integer("post_batch", out.post_batch, {1, 64});
+  if (v.integer("path_mtu", out.path_mtu, {256, 4096}) && (out.path_mtu & (out.path_mtu - 1)) != 0) {
+    v.diag().error(v.value_mark("path_mtu"), v.path_of("path_mtu"),
+                   "expected one of 256, 512, 1024, 2048, 4096; got " + std::to_string(out.path_mtu));
+    out.path_mtu = 1024;
+  }
+  v.integer("timeout", out.timeout, {0, 31});
+  v.integer("retry_count", out.retry_count, {0, 7});
+  v.integer("rnr_retry", out.rnr_retry, {0, 7});
+}
+
 }  // namespace
 
 bool read_host_name(MapReader& r, std::string_view key, std::string& out) {
@@ -146,16 +173,16 @@ void read_rack(MapReader r, RackConfig& out) {
 }
 
 void read_dataplane(MapReader r, DataplaneConfig& out) {
-  r.choice("driver", out.driver,
-           {{"auto", Driver::automatic}, {"dpdk", Driver::dpdk}, {"verbs", Driver::verbs}});
+  r.choice("transport", out.transport, {{"udp", Transport::udp}, {"verbs", Transport::verbs}});
+  if (r.has("driver")) {
+    std::string old;
+    r.string("driver", old);
+    r.diag().error(r.value_mark("driver"), r.path_of("driver"),
+                   "'driver' was renamed: transport: udp | verbs (udp is what driver dpdk or auto was)");
+  }
   r.string_list("eal_args", out.eal_args);
   r.integer("port", out.port, {0, kMaxU16});
-  {
-    MapReader v = r.child("verbs");
-    v.string("device", out.verbs.device);
-    v.integer("port", out.verbs.port, {1, 255});
-    v.integer("gid_index", out.verbs.gid_index, {0, 255});
-  }
+  read_verbs(r.child("verbs"), out.verbs);
   // 576: IPv4's minimum; 9216: the usual jumbo limit (wire::kMaxMtu).
   r.integer("mtu", out.mtu, {576, 9216});
   const bool cores_ok = r.integer("cores", out.cores, {1, 8}) || !r.has("cores");

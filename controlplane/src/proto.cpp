@@ -182,4 +182,27 @@ bool FileHasher::step(std::size_t bytes, std::string* error) {
   return false;
 }
 
+std::string check_verbs_endpoints(const VerbsEndpoints& m, std::uint32_t sender, std::uint32_t self,
+                                  std::uint32_t hosts, std::uint32_t conns) {
+  if (m.from != sender) return "from host " + std::to_string(m.from) + " on host " + std::to_string(sender) + "'s link";
+  if (m.to != self) return "for host " + std::to_string(m.to) + ", not this one";
+  if (m.from >= hosts || m.from == self) return "from host " + std::to_string(m.from);
+  if (m.boot == 0) return "no incarnation";
+  if (m.lid > 0xffff) return "LID " + std::to_string(m.lid) + " beyond 16 bits";
+  if (m.qps.empty() || m.qps.size() > conns) return std::to_string(m.qps.size()) + " queue pairs";
+  std::vector<bool> seen(conns, false);
+  for (const VerbsQp& q : m.qps) {
+    const std::string c = "connection " + std::to_string(q.conn);
+    if (q.conn >= conns) return c + " out of range (" + std::to_string(conns) + " per host pair)";
+    if (seen[q.conn]) return c + " twice";
+    seen[q.conn] = true;
+    if (q.qpn == 0 || q.qpn > 0xffffff) return c + ": QPN " + std::to_string(q.qpn);
+    if (q.psn > 0xffffff) return c + ": PSN " + std::to_string(q.psn) + " beyond 24 bits";
+    if (q.ring_units == 0 || q.ring_units > 16384) return c + ": " + std::to_string(q.ring_units) + " ring units";
+    if (q.ring_addr == 0 || q.ring_addr + std::uint64_t(q.ring_units) * 64 < q.ring_addr)
+      return c + ": ring address " + std::to_string(q.ring_addr);
+  }
+  return "";
+}
+
 }  // namespace gossamer::cp

@@ -79,6 +79,7 @@ enum class Type : std::uint16_t {
   kOutput = 13,    // host -> origin: a chunk of the instance's stdout/stderr
   kExited = 14,    // host -> origin: the instance ended (after its output)
   kStop = 15,      // origin -> every host: stop the instance
+  kVerbsEndpoints = 16,  // host -> host: its dataplane's verbs queue pairs to the receiver (issue 22)
   // gossamerctl <-> gossamerd
   kCtlRun = 30,
   kCtlStatus = 31,
@@ -278,6 +279,40 @@ struct Heartbeat {
   template <class A>
   void io(A& a) { a(seq), a(dataplane), a(dataplane_restarts), a(instances); }
 };
+
+// The verbs transport's queue pairs (dataplane/src/verbs_transport.hpp): what
+// host `from`'s dataplane needs host `to`'s to write into its receive rings,
+// one entry per connection, sent whenever a QP is (re)created. The mesh
+// authenticates it (its tags), so nobody off the mesh can point a
+// dataplane's writes elsewhere; check_verbs_endpoints() bounds everything
+// before the dataplane uses it. Codec and checks only: gossamerd does not
+// carry it yet (dataplane/README.md "Verbs").
+struct VerbsQp {
+  std::uint32_t conn = 0;
+  std::uint32_t qpn = 0;         // 24 bits
+  std::uint32_t psn = 0;         // 24 bits
+  std::uint32_t rkey = 0;
+  std::uint64_t ring_addr = 0;
+  std::uint32_t ring_units = 0;  // of 64 bytes, 1..16384
+  std::uint32_t generation = 0;  // larger for a newer QP of the same connection
+  template <class A>
+  void io(A& a) { a(conn), a(qpn), a(psn), a(rkey), a(ring_addr), a(ring_units), a(generation); }
+};
+
+struct VerbsEndpoints {
+  std::uint32_t from = 0, to = 0;
+  std::uint64_t boot = 0;        // the sender dataplane's incarnation
+  std::array<std::uint8_t, 16> gid{};
+  std::uint32_t lid = 0;         // InfiniBand LID (16 bits); 0 on RoCE
+  std::vector<VerbsQp> qps;
+  template <class A>
+  void io(A& a) { a(from), a(to), a(boot), a(gid), a(lid), a(qps); }
+};
+
+// "" or what is wrong with a VerbsEndpoints from `sender` for `self` in a
+// rack of `hosts` with `conns` connections per host pair.
+std::string check_verbs_endpoints(const VerbsEndpoints& m, std::uint32_t sender, std::uint32_t self,
+                                  std::uint32_t hosts, std::uint32_t conns);
 
 struct Prepare {
   std::string run;  // run id, also GOSSAMER_RUN_ID

@@ -156,6 +156,9 @@ void Dataplane::handle(Core& k, CoreMsg& m) {
       post(k, 0, done);
       break;
     }
+    case CoreMsg::Kind::kLinkFailed:
+      link_failed(k, m.peer, m.boot, std::string(m.bytes.begin(), m.bytes.end()));
+      break;
     case CoreMsg::Kind::kDrained:
       // Still in apps_: sweep_apps() keeps an application while drains run.
       if (m.app->drains_pending && --m.app->drains_pending == 0 && !m.app->bad) detached(*m.app);

@@ -77,6 +77,7 @@ struct CoreMsg {
     kRestart,  // peer restarted as `boot`: reset our connections to it
     kDrain,    // app detaches: serve its doorbells you own, then answer kDrained
     kDrained,  // to core 0
+    kLinkFailed,  // to core 0: a link to `peer` lost `boot` records in flight; bytes: why
   };
   Kind kind;
   std::uint32_t peer = 0, conn = 0;
@@ -120,6 +121,9 @@ class Dataplane {
     CoreSink(Dataplane& d, Core& c) : dp(d), k(c) {}
     void deliver(std::uint32_t peer, const wire::RecordView& v) override;  // timed: stage_deliver_cycles
     void peer_restarted(std::uint32_t peer, std::uint64_t boot) override { dp.peer_restarted(k, peer, boot); }
+    void link_failed(std::uint32_t peer, std::uint64_t records, const std::string& why) override {
+      dp.link_failed(k, peer, records, why);
+    }
   };
   // A periodic job of a core's loop (loop.cpp).
   struct Periodic {
@@ -235,6 +239,9 @@ class Dataplane {
   void on_announce(std::uint32_t src, const wire::WireRecord& r, const wire::AttachAnnounce& an);
   void announce(std::uint32_t peer, std::uint8_t kind, const App& a);
   void peer_restarted_control(std::uint32_t peer, std::uint64_t boot);
+  // A link to `peer` failed with records in flight (transport.hpp
+  // link_failed): core 0 fails every started run that has an instance there.
+  void link_failed(Core& k, std::uint32_t peer, std::uint64_t records, const std::string& why);
   App* app_by_key(const Core& k, std::uint64_t key);
   std::uint32_t host_of(std::uint32_t total, std::uint32_t g) const;
 

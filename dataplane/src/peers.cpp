@@ -103,6 +103,23 @@ void Dataplane::on_announce(std::uint32_t src, const wire::WireRecord& r, const 
                  ") went away without finishing");
 }
 
+void Dataplane::link_failed(Core& k, std::uint32_t peer, std::uint64_t records, const std::string& why) {
+  if (k.index != 0) {
+    auto* m = new CoreMsg{CoreMsg::Kind::kLinkFailed};
+    m->peer = peer;
+    m->boot = records;
+    m->bytes.assign(why.begin(), why.end());
+    return post(k, 0, m);
+  }
+  spdlog::error("link to host {} ({}) failed with {} records in flight: {}", peer, cfg_.rack.hosts[peer].name,
+                records, why);
+  for (auto& a : apps_)
+    if (a->started && !a->bad && peers_[peer].apps.contains(a->key))
+      send_msg(*a, abi::kMsgPeerLost, peer,
+               "the link to host " + std::to_string(peer) + " (" + cfg_.rack.hosts[peer].name +
+                   ") failed with requests in flight, which are not sent twice: " + why);
+}
+
 // Core 0: once per incarnation (several cores may report it).
 void Dataplane::peer_restarted_control(std::uint32_t peer, std::uint64_t boot) {
   Peer& p = peers_[peer];

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <gossamer/abi/metrics.hpp>
 
@@ -33,6 +34,11 @@ class DeliverySink {
   // `peer` restarted as incarnation `boot`: this transport's connections to
   // it started over; whatever was in flight to the old one is gone.
   virtual void peer_restarted(std::uint32_t peer, std::uint64_t boot) = 0;
+  // A link to `peer` failed with `records` records in flight that may or
+  // may not have arrived (in doubt) (a verbs QP in the error state; verbs_channel.hpp):
+  // they are not sent again, so the runs that share `peer` fail (fate
+  // sharing) rather than run a request twice. `why` is for the log.
+  virtual void link_failed(std::uint32_t peer, std::uint64_t records, const std::string& why) = 0;
 
  protected:
   ~DeliverySink() = default;

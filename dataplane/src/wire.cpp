@@ -58,6 +58,47 @@ const char* drop_name(Drop d) {
   return "unknown";
 }
 
+Drop check_records(const std::uint8_t* recs, std::size_t len, std::uint32_t count) {
+  // Every record must be whole and of a known kind, and the count exact.
+  std::size_t off = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (len - off < sizeof(WireRecord)) return Drop::kBadRecord;
+    WireRecord r;
+    std::memcpy(&r, recs + off, sizeof r);
+    std::size_t total = std::size_t(r.primary_len) + r.overflow_len;
+    std::size_t body = total;
+    switch (r.kind) {
+      case kRecRequest:
+      case kRecResponse:
+        break;
+      case kRecAttach:
+      case kRecDetach:
+        if (r.primary_len != sizeof(AttachAnnounce) || r.overflow_len != 0 || r.frag != 0)
+          return Drop::kBadRecord;
+        break;
+      default:
+        return Drop::kBadRecord;
+    }
+    if (r.frag & ~kFragMask) return Drop::kBadRecord;
+    if (r.frag & kFragment) {
+      // A piece [frag_offset, +frag_len) of the slot payload: not empty,
+      // inside it, and ending it exactly when no more fragments follow.
+      body = r.frag_len;
+      std::size_t end = std::size_t(r.frag_offset) + r.frag_len;
+      if (r.frag_len == 0 || r.frag_len > max_fragment_bytes(kMaxMtu) || r.frag_offset >= total || end > total)
+        return Drop::kBadRecord;
+      if ((r.frag & kFragMore) ? end == total : end != total) return Drop::kBadRecord;
+    } else if (r.frag != 0 || r.frag_len != 0 || r.frag_offset != 0) {
+      return Drop::kBadRecord;
+    }
+    std::size_t size = sizeof r + pad8(body);
+    if (size > len - off) return Drop::kBadRecord;
+    off += size;
+  }
+  if (off != len) return Drop::kBadRecord;
+  return Drop::kNone;
+}
+
 Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
                  const Endpoint* hosts, std::size_t host_count, std::uint32_t self_host,
                  std::uint32_t connections, FrameVerifier* verifier, ParsedFrame* out) {
@@ -98,43 +139,7 @@ Drop parse_frame(const std::uint8_t* f, std::size_t len, const Endpoint& self,
     return Drop::kBadMac;
   if (h.type == kAckOnly && (h.length != 0 || h.records != 0 || h.seq != 0)) return Drop::kBadType;
   const std::uint8_t* recs = udp + kUdpBytes + sizeof h;
-  // Every record must be whole and of a known kind, and the count exact.
-  std::size_t off = 0;
-  for (std::uint32_t i = 0; i < h.records; ++i) {
-    if (h.length - off < sizeof(WireRecord)) return Drop::kBadRecord;
-    WireRecord r;
-    std::memcpy(&r, recs + off, sizeof r);
-    std::size_t total = std::size_t(r.primary_len) + r.overflow_len;
-    std::size_t body = total;
-    switch (r.kind) {
-      case kRecRequest:
-      case kRecResponse:
-        break;
-      case kRecAttach:
-      case kRecDetach:
-        if (r.primary_len != sizeof(AttachAnnounce) || r.overflow_len != 0 || r.frag != 0)
-          return Drop::kBadRecord;
-        break;
-      default:
-        return Drop::kBadRecord;
-    }
-    if (r.frag & ~kFragMask) return Drop::kBadRecord;
-    if (r.frag & kFragment) {
-      // A piece [frag_offset, +frag_len) of the slot payload: not empty,
-      // inside it, and ending it exactly when no more fragments follow.
-      body = r.frag_len;
-      std::size_t end = std::size_t(r.frag_offset) + r.frag_len;
-      if (r.frag_len == 0 || r.frag_len > max_fragment_bytes(kMaxMtu) || r.frag_offset >= total || end > total)
-        return Drop::kBadRecord;
-      if ((r.frag & kFragMore) ? end == total : end != total) return Drop::kBadRecord;
-    } else if (r.frag != 0 || r.frag_len != 0 || r.frag_offset != 0) {
-      return Drop::kBadRecord;
-    }
-    std::size_t size = sizeof r + pad8(body);
-    if (size > h.length - off) return Drop::kBadRecord;
-    off += size;
-  }
-  if (off != h.length) return Drop::kBadRecord;
+  if (const Drop d = check_records(recs, h.length, h.records); d != Drop::kNone) return d;
   out->hdr = h;
   out->src_ip = src_ip;
   out->records = recs;

@@ -218,6 +218,12 @@ Drop parse_frame(const std::uint8_t* frame, std::size_t len, const Endpoint& sel
                  const Endpoint* hosts, std::size_t host_count, std::uint32_t self_host,
                  std::uint32_t connections, FrameVerifier* verifier, ParsedFrame* out);
 
+// Checks `count` records back to back in `len` untrusted bytes (what
+// parse_frame checks of a frame's records; the verbs transport's ring
+// messages too): kinds, lengths, fragment fields, and that they fill `len`
+// exactly. Drop::kNone or Drop::kBadRecord.
+Drop check_records(const std::uint8_t* records, std::size_t len, std::uint32_t count);
+
 // Walks the records of a parsed frame (already validated by parse_frame).
 struct RecordView {
   WireRecord rec;

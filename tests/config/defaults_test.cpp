@@ -21,13 +21,21 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.self().data.to_string(), "127.0.0.1:7800");
   EXPECT_EQ(c.self().mac, std::nullopt);
 
-  EXPECT_EQ(c.dataplane.driver, Driver::automatic);
+  EXPECT_EQ(c.dataplane.transport, Transport::udp);
   EXPECT_EQ(c.dataplane.eal_args,
             (std::vector<std::string>{"--no-huge", "-m", "256", "--no-shconf"}));
   EXPECT_EQ(c.dataplane.port, 0u);
   EXPECT_EQ(c.dataplane.verbs.device, "");
   EXPECT_EQ(c.dataplane.verbs.port, 1u);
   EXPECT_EQ(c.dataplane.verbs.gid_index, 0u);
+  EXPECT_EQ(c.dataplane.verbs.ring_kib, 256u);
+  EXPECT_EQ(c.dataplane.verbs.signal_interval, 16u);
+  EXPECT_EQ(c.dataplane.verbs.max_send_wr, 256u);
+  EXPECT_EQ(c.dataplane.verbs.post_batch, 32u);
+  EXPECT_EQ(c.dataplane.verbs.path_mtu, 1024u);
+  EXPECT_EQ(c.dataplane.verbs.timeout, 14u);
+  EXPECT_EQ(c.dataplane.verbs.retry_count, 7u);
+  EXPECT_EQ(c.dataplane.verbs.rnr_retry, 7u);
   EXPECT_EQ(c.dataplane.cores, 1u);
   EXPECT_EQ(c.dataplane.polling, Polling::adaptive);
   EXPECT_TRUE(c.dataplane.authenticate);
@@ -129,9 +137,8 @@ TEST(Result, ErrorsIsEmptyWhenOk) {
 TEST(Enums, PrintAsTheirYamlSpelling) {
   EXPECT_EQ(to_string(Polling::busy), "busy");
   EXPECT_EQ(to_string(Polling::adaptive), "adaptive");
-  EXPECT_EQ(to_string(Driver::automatic), "auto");
-  EXPECT_EQ(to_string(Driver::dpdk), "dpdk");
-  EXPECT_EQ(to_string(Driver::verbs), "verbs");
+  EXPECT_EQ(to_string(Transport::udp), "udp");
+  EXPECT_EQ(to_string(Transport::verbs), "verbs");
 }
 
 }  // namespace

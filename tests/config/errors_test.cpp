@@ -110,8 +110,44 @@ TEST(Errors, InvalidEnum) {
   EXPECT_EQ(error_of("runtime:\n"
                      "  polling: spin\n"),
             "t.yaml:2:12: runtime.polling: expected one of busy, adaptive; got 'spin'");
-  EXPECT_EQ(error_of("dataplane: {driver: {x: 1}}\n"),
-            "t.yaml:1:21: dataplane.driver: expected one of auto, dpdk, verbs; got a mapping");
+  EXPECT_EQ(error_of("dataplane: {transport: {x: 1}}\n"),
+            "t.yaml:1:24: dataplane.transport: expected one of udp, verbs; got a mapping");
+  EXPECT_EQ(error_of("dataplane: {transport: rdma}\n"),
+            "t.yaml:1:24: dataplane.transport: expected one of udp, verbs; got 'rdma'");
+}
+
+// dataplane.driver became dataplane.transport (issue 22): an old file says
+// so instead of "unknown key".
+TEST(Errors, TheOldDriverKeyNamesItsSuccessor) {
+  EXPECT_EQ(errors_of("dataplane:\n"
+                      "  driver: dpdk\n"),
+            std::vector<std::string>{"t.yaml:2:11: dataplane.driver: 'driver' was renamed: transport: udp | verbs "
+                                     "(udp is what driver dpdk or auto was)"});
+}
+
+TEST(Errors, VerbsSettings) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs:\n"
+                     "    signal_interval: 64\n"
+                     "    max_send_wr: 100\n"),
+            "t.yaml:4:18: dataplane.verbs.max_send_wr: value 100 must be at least 2 * signal_interval (64)");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs: {signal_interval: 200}\n"),
+            "t.yaml:2:28: dataplane.verbs.signal_interval: value 256 must be at least 2 * signal_interval (200)");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs: {path_mtu: 1500}\n"),
+            "t.yaml:2:21: dataplane.verbs.path_mtu: expected one of 256, 512, 1024, 2048, 4096; got 1500");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs: {ring_kib: 32}\n"),
+            "t.yaml:2:21: dataplane.verbs.ring_kib: value 32 out of range [128, 1024]");
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  verbs: {retry_count: 8}\n"),
+            "t.yaml:2:24: dataplane.verbs.retry_count: value 8 out of range [0, 7]");
+  EXPECT_EQ(errors_of("dataplane:\n"
+                      "  transport: verbs\n"
+                      "  verbs: {device: mlx5_0, port: 1, gid_index: 3, signal_interval: 32, max_send_wr: 64, "
+                      "path_mtu: 4096, timeout: 18}\n"),
+            std::vector<std::string>{});
 }
 
 TEST(Errors, MissingRequiredKeyPointsAtTheMapping) {

@@ -29,7 +29,7 @@ def check_dataplane(exe):
     def write(name, eal, psk_file=psk, extra=""):
         path = os.path.join(d, name)
         with open(path, "w") as f:
-            f.write(base + f"dataplane:\n  driver: dpdk\n  socket: {sock}\n  eal_args: {eal}\n"
+            f.write(base + f"dataplane:\n  transport: udp\n  socket: {sock}\n  eal_args: {eal}\n"
                     f"  incarnation_file: {d}/dp.incarnation\n{extra}"
                     f"controlplane:\n  psk_file: {psk_file}\n")
         return path

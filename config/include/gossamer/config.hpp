@@ -50,6 +50,8 @@
 //   host mismatch       'N' does not match rack.hosts[I].name 'M'
 //   host unset          missing required key (the rack has N hosts; set host.name or host.index)
 //   ordering            value N must be greater than KEY (M)
+//   too small           value N must be at least 2 * KEY (M)
+//   renamed key         'driver' was renamed: transport: udp | verbs (udp is what driver dpdk or auto was)
 //   socket path         path is N bytes, a unix socket path holds at most 107
 //                         (N counts each {host} as 63 bytes, the longest name)
 //   YAML syntax         YAML syntax error: <yaml-cpp's message>
@@ -73,12 +75,13 @@ namespace gossamer::config {
 // `adaptive` spins, then pauses, then sleeps or blocks on an eventfd.
 enum class Polling { busy, adaptive };
 
-// Which transport the dataplane uses. `automatic` (YAML `auto`) picks verbs
-// when an RDMA device is present, DPDK otherwise.
-enum class Driver { automatic, dpdk, verbs };
+// Which transport the dataplane carries records on (dataplane/README.md):
+// `udp`, its own reliable connections in UDP frames through DPDK; `verbs`,
+// RDMA reliable-connected queue pairs (rdma-core). The same on every host.
+enum class Transport { udp, verbs };
 
 std::string_view to_string(Polling p) noexcept;
-std::string_view to_string(Driver d) noexcept;
+std::string_view to_string(Transport t) noexcept;
 
 // An IP literal and a port; no host names, so that a file validates the same
 // way on every machine and startup never waits on DNS.
@@ -118,16 +121,26 @@ struct RackConfig {
   bool operator==(const RackConfig&) const = default;
 };
 
+// `dataplane.verbs`: the verbs transport's device and queue pairs
+// (dataplane/README.md "Verbs").
 struct VerbsConfig {
   std::string device;             // ibverbs device name; "" = the first one
   std::uint8_t port = 1;          // device port number (1-based, as in ibverbs)
   std::uint32_t gid_index = 0;    // GID table index (RoCE v2 is often 1 or 3)
+  std::uint32_t ring_kib = 256;   // receive ring per connection and direction (and as much send staging)
+  std::uint32_t signal_interval = 16;  // one signaled send WR every n (selective signaling)
+  std::uint32_t max_send_wr = 256;     // send queue depth; at least 2 * signal_interval
+  std::uint32_t post_batch = 32;       // WRs per ibv_post_send (one doorbell)
+  std::uint32_t path_mtu = 1024;       // 256, 512, 1024, 2048 or 4096
+  std::uint32_t timeout = 14;          // local ACK timeout, 4.096 us * 2^timeout (14: 67 ms)
+  std::uint32_t retry_count = 7;       // transport retries before a QP fails
+  std::uint32_t rnr_retry = 7;         // receiver-not-ready retries (7: without limit)
   bool operator==(const VerbsConfig&) const = default;
 };
 
 // `dataplane`: the per-host gossamer-dataplane process.
 struct DataplaneConfig {
-  Driver driver = Driver::automatic;
+  Transport transport = Transport::udp;
   // Extra DPDK EAL arguments. The default runs without hugepages and without
   // shared runtime files, so several dataplanes (rack in a box) can share a
   // small machine; production hosts should drop --no-huge and -m.
