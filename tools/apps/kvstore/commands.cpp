@@ -23,10 +23,6 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-const char* count_error(std::int32_t err) {
-  return err == Count::kOverflow ? "ERR increment or decrement would overflow" : "ERR out of memory";
-}
-
 // The keys (with step 2: key, value pairs) of a multi-key command, grouped
 // by shard: one request per shard, keys in request order within it.
 struct Split {
@@ -87,6 +83,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   counter.store(++commands_, std::memory_order_relaxed);
 
   const std::string name = lower(args[0]);
+  if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;
   Pending& p = c.pending.emplace_back();
@@ -188,14 +185,16 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     else config_get(p, args);
   } else if (name == "shutdown") {
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
-  } else {
-    // Redis 7's wording, arguments quoted up to 128 bytes in all.
-    std::string shown;
-    for (std::size_t i = 1; i < args.size() && shown.size() < 128; ++i)
-      shown += "'" + std::string(args[i].substr(0, 128 - shown.size())) + "' ";
-    resp::error(p.reply, "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
-                             "', with args beginning with: " + shown);
+  } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args)) {
+    resp::error(p.reply, unknown_command(args));
   }
+}
+
+std::string unknown_command(const std::vector<std::string_view>& args) {
+  std::string shown;
+  for (std::size_t i = 1; i < args.size() && shown.size() < 128; ++i)
+    shown += "'" + std::string(args[i].substr(0, 128 - shown.size())) + "' ";
+  return "ERR unknown command '" + std::string(args[0].substr(0, 128)) + "', with args beginning with: " + shown;
 }
 
 void Loop::finish(Pending& p) const {

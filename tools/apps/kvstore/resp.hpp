@@ -81,5 +81,7 @@ void array(std::string& out, std::size_t n);         // *n, then n values
 void nil(std::string& out, bool resp3);              // _ or $-1
 void map(std::string& out, std::size_t n, bool resp3);  // %n or *2n, then n key, value pairs
 void verbatim(std::string& out, std::string_view s, bool resp3);  // =len txt:s, or a bulk
+void null_array(std::string& out, bool resp3);       // _ or *-1 (EXEC after a WATCHed key changed)
+void set(std::string& out, std::size_t n, bool resp3);  // ~n or *n, then n values (SMEMBERS, SINTER...)
 
 }  // namespace hydra::resp
