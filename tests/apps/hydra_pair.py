@@ -40,6 +40,8 @@ def wait_up(port, proc, timeout=30):
         try:
             if redis.Redis(port=port, socket_timeout=2).ping():
                 return True
+        except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError):  # NOAUTH: up
+            return True
         except redis.exceptions.ConnectionError:
             time.sleep(0.05)
     return False
@@ -60,21 +62,23 @@ def both(servers, what, fn, normalize=lambda v: v):
 
 
 @contextlib.contextmanager
-def pair(build, threads=2):
-    """Hydra (`threads` shards) and redis-server on loopback: yields their
-    ports; both stopped after. Checks that Hydra exits 0 on SIGTERM."""
+def pair(build, threads=2, hydra_args=(), redis_args=(), log=None):
+    """Hydra (`threads` shards) and redis-server on loopback, each with its
+    extra arguments: yields their ports; both stopped after. Checks that
+    Hydra exits 0 on SIGTERM. Hydra's output goes to `log` if given."""
     hydra = os.path.join(build, "tools/apps/kvstore/hydra")
     server = shutil.which("redis-server")
     if not server:
         print("SKIP: redis-server is not installed (tools/dev/install-deps installs it)")
         sys.exit(77)
     hport = free_port()
-    procs = [subprocess.Popen([hydra, "--threads", str(threads), "--port", str(hport), "--bind", "127.0.0.1"])]
+    procs = [subprocess.Popen([hydra, "--threads", str(threads), "--port", str(hport), *hydra_args], stdout=log,
+                              stderr=subprocess.STDOUT if log else None)]
     try:
         up = wait_up(hport, procs[0])
         rport = free_port()  # hydra holds hport by now
         procs.append(subprocess.Popen([server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "no"], stdout=subprocess.DEVNULL))
+                                       "--appendonly", "no", *redis_args], stdout=subprocess.DEVNULL))
         if not (up and wait_up(rport, procs[1])):
             print("FAIL: a server did not start")
             sys.exit(1)

@@ -29,7 +29,8 @@ namespace hydra {
 // (each host runs the same command line), then read-only.
 struct Config {
   std::uint16_t port = 6379;
-  std::string bind = "0.0.0.0";
+  std::string bind = "127.0.0.1";   // loopback unless told (--bind)
+  std::string requirepass;          // empty: no password (AUTH, HELLO AUTH)
   bool busy_polling = false;
   int idle_nap_ms = 1;              // 0: never nap (see Loop::idle)
   double seconds = 0;               // stop after this long; 0: until SIGINT/SIGTERM
@@ -133,6 +134,7 @@ struct Connection {
   std::uint32_t gen = 0;
   std::uint64_t id = 0;            // HELLO's client id: unique on this host
   bool resp3 = false;              // HELLO 3 switched it
+  bool authed = g_config.requirepass.empty();  // AUTH (or HELLO AUTH) passed, or no password is set
   // Input: bytes read, of which [0, consumed) are done with.
   std::string in;
   std::size_t consumed = 0;
@@ -230,6 +232,7 @@ class Loop {
   static std::uint8_t info_sections(std::string_view section);
   std::string info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const;
   void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  void auth(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
   // transactions.cpp
  public:
   static Loop* current();  // this thread's loop (from closures run by this thread's trustee), or null
