@@ -118,16 +118,16 @@ def client_checks(servers, shards):
                     outcome(lambda: (r.set(d, "s"), r.sinter(a, d)))])
 
 
-def atomicity(port, shards, seconds=3.0):
+def atomicity(port, shards, seconds=3.0, host="127.0.0.1"):
     """Writers keep keys on `shards` different shards equal; readers must
     never see them differ."""
     keys = keys_on_distinct_shards("atom", shards)
-    redis.Redis(port=port).mset({k: "0" for k in keys})
+    redis.Redis(host=host, port=port).mset({k: "0" for k in keys})
     stop = time.time() + seconds
     torn, reads, writes, errors = [], [0], [0], []
 
     def writer(wid, use_multi):
-        r = redis.Redis(port=port, socket_timeout=20)
+        r = redis.Redis(host=host, port=port, socket_timeout=20)
         i = 0
         while time.time() < stop:
             i += 1
@@ -146,7 +146,7 @@ def atomicity(port, shards, seconds=3.0):
                 return
 
     def reader(use_multi):
-        r = redis.Redis(port=port, socket_timeout=20)
+        r = redis.Redis(host=host, port=port, socket_timeout=20)
         while time.time() < stop:
             try:
                 if use_multi:
@@ -178,21 +178,21 @@ def atomicity(port, shards, seconds=3.0):
     # RENAME back and forth between two shards: a reader checking both keys
     # at once sees exactly one of them, always.
     a, b = keys[:2]
-    r0 = redis.Redis(port=port)
+    r0 = redis.Redis(host=host, port=port)
     r0.delete(a, b)
     r0.set(a, "token")
     stop = time.time() + seconds / 2
     seen_bad = []
 
     def mover():
-        r = redis.Redis(port=port, socket_timeout=20)
+        r = redis.Redis(host=host, port=port, socket_timeout=20)
         src, dst = a, b
         while time.time() < stop:
             r.rename(src, dst)
             src, dst = dst, src
 
     def watcher():
-        r = redis.Redis(port=port, socket_timeout=20)
+        r = redis.Redis(host=host, port=port, socket_timeout=20)
         while time.time() < stop:
             got = r.mget(a, b)
             if sorted(x is None for x in got) != [False, True]:

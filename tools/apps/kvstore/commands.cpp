@@ -17,11 +17,7 @@ namespace hydra {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return r;
-}
+using resp::lower;
 
 // The keys (with step 2: key, value pairs) of a multi-key command, grouped
 // by shard: one request per shard, keys in request order within it.

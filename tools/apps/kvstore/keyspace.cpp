@@ -3,7 +3,6 @@
 // one closure on one key's shard; the steps run inside the command's
 // transaction (transactions.cpp), so nobody sees the keys between them.
 #include <algorithm>
-#include <cctype>
 #include <memory>
 
 #include "server.hpp"
@@ -76,13 +75,15 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
 
 namespace {
 
-Count exists_closure(Shard& s, std::vector<std::string> keys) noexcept { return shard_exists(s, std::move(keys)); }
-Count mset_closure(Shard& s, std::vector<std::string> kvs) noexcept { return shard_mset(s, std::move(kvs)); }
-Dump dump_closure(Shard& s, std::string key) noexcept { return shard_dump(s, std::move(key)); }
-Count restore_closure(Shard& s, std::string key, Dump d, bool replace) noexcept {
+// Closures are captureless lambdas, never function pointers: a closure
+// crosses hosts as its bytes, and a function's address differs there.
+constexpr auto exists_closure = [](Shard& s, std::vector<std::string> keys) { return shard_exists(s, std::move(keys)); };
+constexpr auto mset_closure = [](Shard& s, std::vector<std::string> kvs) { return shard_mset(s, std::move(kvs)); };
+constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
+constexpr auto restore_closure = [](Shard& s, std::string key, Dump d, bool replace) {
   return shard_restore(s, std::move(key), std::move(d), replace);
-}
-Count del_closure(Shard& s, std::vector<std::string> keys) noexcept { return shard_del(s, std::move(keys)); }
+};
+constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
 
 }  // namespace
 
@@ -153,8 +154,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     if (copy) {
       if (!arity(args.size() >= 3)) return true;
       for (std::size_t i = 3; i < args.size(); ++i) {  // Redis 7.0's copyCommand options
-        std::string o(args[i]);
-        for (char& ch : o) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        const std::string o = resp::lower(args[i]);
         long long db;
         if (o == "replace") {
           replace = true;

@@ -18,29 +18,10 @@ namespace {
 
 constexpr const char* kNotInt = "ERR value is not an integer or out of range";
 
-Reply error(std::string text) {
-  Reply r;
-  r.kind = Reply::kError;
-  r.s = std::move(text);
-  return r;
-}
-Reply integer(std::int64_t n) {
-  Reply r;
-  r.kind = Reply::kInt;
-  r.n = n;
-  return r;
-}
-Reply bulk(std::string s) {
-  Reply r;
-  r.kind = Reply::kBulk;
-  r.s = std::move(s);
-  return r;
-}
-Reply of_kind(std::uint8_t kind) {
-  Reply r;
-  r.kind = kind;
-  return r;
-}
+Reply of_kind(std::uint8_t kind, std::int64_t n = 0, std::string s = {}) { return Reply{kind, n, std::move(s), {}, {}}; }
+Reply error(std::string text) { return of_kind(Reply::kError, 0, std::move(text)); }
+Reply integer(std::int64_t n) { return of_kind(Reply::kInt, n); }
+Reply bulk(std::string s) { return of_kind(Reply::kBulk, 0, std::move(s)); }
 
 // The collection of type T at `key`: null if there is none; `wrong` if the
 // key holds another type.
@@ -103,8 +84,7 @@ bool scan_args(const std::vector<std::string>& args, std::string& pattern, std::
   }
   (void)cursor;
   for (std::size_t i = 1; i < args.size(); i += 2) {
-    std::string o = args[i];
-    for (char& ch : o) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string o = resp::lower(args[i]);
     if (i + 1 >= args.size()) {
       err = "ERR syntax error";
       return false;

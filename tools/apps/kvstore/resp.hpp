@@ -65,6 +65,9 @@ class RequestParser {
   std::string error_;
 };
 
+// ASCII lower case (command names and options are case-insensitive).
+std::string lower(std::string_view s);
+
 // Strict decimal integer, as Redis's string2ll: optional '-', no '+', no
 // spaces, no leading zeros, fits in int64.
 bool parse_int64(std::string_view s, long long& out);

@@ -24,7 +24,6 @@
 // The connection reads nothing more meanwhile. Commands on other shards
 // never wait; commands on the shards pay one branch when no fence is up.
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <memory>
 
@@ -33,12 +32,6 @@
 namespace hydra {
 
 namespace {
-
-std::string lower_name(std::string_view s) {
-  std::string r(s);
-  for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return r;
-}
 
 constexpr CommandSpec kCommands[] = {
     // name, arity, first key, last key, step, every shard
@@ -85,12 +78,14 @@ bool always_transaction(const std::string& n) {
 
 // Closures that reach another thread's loop: they run on that thread, by
 // its trustee, and find the loop in a thread_local.
-Count fence_closure(Shard&, std::uint64_t id, std::uint32_t coordinator, std::vector<std::uint32_t> shards) noexcept {
+// A captureless lambda, not a function: a closure crosses hosts as its
+// bytes, and a function pointer would not be valid there.
+constexpr auto fence_closure = [](Shard&, std::uint64_t id, std::uint32_t coordinator, std::vector<std::uint32_t> shards) {
   Loop* l = Loop::current();
-  if (!l) return {1, Count::kOk};  // no loop (stopped): nothing to hold
+  if (!l) return Count{1, Count::kOk};  // no loop (stopped): nothing to hold
   l->on_fence(id, coordinator, std::move(shards));
-  return {};
-}
+  return Count{};
+};
 
 }  // namespace
 
@@ -100,14 +95,30 @@ const CommandSpec* find_command(std::string_view name) {
   return nullptr;
 }
 
-// The names transaction_command handles; a switch on the length first, so
-// that GET and SET cost one comparison (Loop::execute).
-bool transaction_name(const std::string& n) {
+// The names transaction_command handles: a switch on the length and the
+// first letter before any comparison, so that GET and SET cost a few
+// instructions (Loop::execute).
+bool transaction_name(const std::string& name) {
+  const std::string_view n(name);
   switch (n.size()) {
-    case 3: return n == "del";
-    case 4: return n == "exec" || n == "mset" || n == "mget" || n == "copy";
-    case 5: return n == "multi" || n == "watch" || n == "sdiff";
-    case 6: return n == "unlink" || n == "exists" || n == "msetnx" || n == "rename" || n == "sinter" || n == "sunion";
+    case 3: return n[0] == 'd' && n == "del";
+    case 4:
+      switch (n[0]) {
+        case 'e': return n == "exec";
+        case 'm': return n == "mset" || n == "mget";
+        case 'c': return n == "copy";
+        default: return false;
+      }
+    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff");
+    case 6:
+      switch (n[0]) {
+        case 'u': return n == "unlink";
+        case 'e': return n == "exists";
+        case 'm': return n == "msetnx";
+        case 'r': return n == "rename";
+        case 's': return n == "sinter" || n == "sunion";
+        default: return false;
+      }
     case 7: return n == "discard" || n == "unwatch";
     case 8: return n == "renamenx";
     case 10: return n == "sdiffstore";
@@ -209,7 +220,7 @@ bool Loop::transaction_command(std::uint32_t slot, Connection& c, const std::str
     std::vector<std::uint32_t> shards;
     for (const auto& cmd : c.queued) {
       std::vector<std::string_view> a(cmd.begin(), cmd.end());
-      for (std::uint32_t s : shards_of(lower_name(cmd[0]), a)) shards.push_back(s);
+      for (std::uint32_t s : shards_of(resp::lower(cmd[0]), a)) shards.push_back(s);
     }
     for (const auto& w : c.watches) shards.push_back(std::uint32_t(shard_of(w.key, nshards_)));
     std::sort(shards.begin(), shards.end());
@@ -465,7 +476,7 @@ void Loop::run_queue(std::uint64_t id) {
     const auto& cmd = t.queue[t.next++];
     std::vector<std::string_view> a(cmd.begin(), cmd.end());
     execute(t.slot, *c, a);
-    if (always_transaction(lower_name(cmd[0])) && !c->pending.empty() && c->pending.back().waiting) {
+    if (always_transaction(resp::lower(cmd[0])) && !c->pending.empty() && c->pending.back().waiting) {
       c->txn_resume = c->base + c->pending.size() - 1;
       return;
     }
