@@ -239,6 +239,7 @@ class Loop {
   void on_fence(std::uint64_t id, std::uint32_t coordinator, std::vector<std::uint32_t> shards);
   void on_unfence(std::uint64_t id);
   void on_ack(std::uint64_t id);
+  void on_granted(std::uint64_t id, std::uint32_t shard_index);
 
  private:
   // Commands that MULTI queues, that wait for a fence, or that need every
@@ -251,6 +252,7 @@ class Loop {
                  std::vector<std::string> command);
   void advance_txns();
   void claim_next(std::uint64_t id);
+  void release(std::uint32_t shard_index, std::uint64_t txn);
   void run_txn(std::uint64_t id);
   void run_queue(std::uint64_t id);
   void end_txn(std::uint64_t id);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct Shard {
   std::size_t sweep_bucket = 0;  // shard_sweep's cursor over the buckets of `expires`
   // The transaction that holds this shard (transactions.cpp), 0: none.
   std::uint64_t owner = 0;
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> waiting;  // claims queued: (transaction, its coordinator's thread)
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
   // it carries; `objs`, `watched` and `owner` start empty there.

@@ -5,8 +5,9 @@
 //
 // A transaction, run by the I/O loop of its connection (the coordinator):
 //  1. Claims its shards one by one in ascending order (a closure that sets
-//     Shard::owner, refused while another transaction holds the shard; the
-//     loop retries the next round). One global order: no deadlock.
+//     Shard::owner; while another transaction holds the shard, the claim
+//     waits in the shard's queue and the release hands the shard over).
+//     One global order: no deadlock.
 //  2. Fences them: tells every loop of the rack to send nothing more to
 //     those shards. A loop that gets a fence holds each command touching a
 //     fenced shard (it stops reading that connection), sends one empty
@@ -368,23 +369,69 @@ void Loop::advance_txns() {
   }
 }
 
+// A shard held by another transaction queues the claim (Shard::waiting,
+// first come first served); the release hands the shard to the next in
+// line and tells its coordinator (release, on_granted). No polling.
 void Loop::claim_next(std::uint64_t id) {
   const Txn& t = txns_.at(id);
   ++inflight_;
   shard(t.shards[t.claimed]).apply_with_then(
-      [](Shard& s, std::uint64_t txn) {
-        if (s.owner != 0 && s.owner != txn) return Count{0, Count::kOk};
-        s.owner = txn;
-        return Count{1, Count::kOk};
+      [](Shard& s, std::uint64_t txn, std::uint32_t coordinator) {
+        if (s.owner == 0 || s.owner == txn) {
+          s.owner = txn;
+          return Count{1, Count::kOk};
+        }
+        try {
+          s.waiting.emplace_back(txn, coordinator);
+        } catch (...) {
+          return Count{0, Count::kOutOfMemory};  // not queued: the coordinator asks again
+        }
+        return Count{0, Count::kOk};
       },
       [this, id](Count granted) {
         --inflight_;
         auto it = txns_.find(id);
         if (it == txns_.end()) return;
         it->second.claimed += std::size_t(granted.n);
-        advance_.push_back(id);  // the next shard, or this one again the next round
+        if (granted.n || granted.err != Count::kOk) advance_.push_back(id);  // the next shard, or again
       },
-      id);
+      id, std::uint32_t(gossamer::thread_index()));
+}
+
+void Loop::on_granted(std::uint64_t id, std::uint32_t shard_index) {
+  auto it = txns_.find(id);
+  if (it != txns_.end() && it->second.phase == Txn::kClaiming && it->second.claimed < it->second.shards.size() &&
+      it->second.shards[it->second.claimed] == shard_index) {
+    ++it->second.claimed;
+    advance_.push_back(id);
+    return;
+  }
+  release(shard_index, id);  // nobody wants it any more (cannot happen while transactions end only once claimed)
+}
+
+// Gives up `txn`'s hold on a shard: to the next transaction in its queue
+// (whose coordinator is told), or free.
+void Loop::release(std::uint32_t shard_index, std::uint64_t txn) {
+  ++inflight_;
+  shard(shard_index).apply_with_then([](Shard& s, std::uint64_t id) {
+    if (s.owner != id) return Count{};
+    if (s.waiting.empty()) {
+      s.owner = 0;
+      return Count{};
+    }
+    auto [next, coordinator] = s.waiting.front();
+    s.waiting.pop_front();
+    s.owner = next;
+    return Count{std::int64_t(next), Count::kOk, std::int64_t(coordinator)};
+  }, [this, shard_index](Count next) {
+    --inflight_;
+    if (next.n == 0) return;
+    ++inflight_;
+    shard(std::size_t(next.expiring)).apply_with_then([](Shard&, std::uint64_t id, std::uint32_t s) {
+      if (Loop* l = Loop::current()) l->on_granted(id, s);
+      return Count{};
+    }, [this](Count) { --inflight_; }, std::uint64_t(next.n), shard_index);
+  }, txn);
 }
 
 void Loop::on_ack(std::uint64_t id) {
@@ -492,13 +539,7 @@ void Loop::end_txn(std::uint64_t id) {
   if (it == txns_.end()) return;
   Txn t = std::move(it->second);
   txns_.erase(it);
-  for (std::size_t i = 0; i < t.claimed; ++i) {
-    ++inflight_;
-    shard(t.shards[i]).apply_with_then([](Shard& s, std::uint64_t txn) {
-      if (s.owner == txn) s.owner = 0;
-      return Count{};
-    }, [this](Count) { --inflight_; }, id);
-  }
+  for (std::size_t i = 0; i < t.claimed; ++i) release(t.shards[i], id);
   if (t.phase != Txn::kClaiming) {
     if (!t.shards.empty()) {  // the fence went out: lift it everywhere
       inflight_ += nshards_;
@@ -541,26 +582,29 @@ void Loop::fence_rounds() {
   if (!advance_.empty()) advance_txns();
   if (!fence_work_) return;
   fence_work_ = false;
+  // What to send is copied first: a send may suspend this fiber (the
+  // runtime's bound on requests in flight), and meanwhile this thread's
+  // trustee may run on_fence / on_unfence, which change fences_.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> markers;  // (fence id, shard)
   for (Fence& f : fences_) {
     if (f.started) continue;
     f.started = true;
     f.markers_owed = std::uint32_t(f.shards.size());
-    const std::uint64_t id = f.id;
-    const std::uint32_t coordinator = f.coordinator;
-    inflight_ += f.shards.size();
-    for (std::uint32_t s : f.shards)
-      shard(s).apply_then([](Shard&) { return Count{}; }, [this, id, coordinator](Count) {
-        --inflight_;
-        for (Fence& g : fences_) {
-          if (g.id != id || --g.markers_owed != 0) continue;
-          ++inflight_;  // this loop's requests to the shards are served: confirm
-          shard(coordinator).apply_with_then([](Shard&, std::uint64_t txn) {
-            if (Loop* l = Loop::current()) l->on_ack(txn);
-            return Count{};
-          }, [this](Count) { --inflight_; }, id);
-        }
-      });
+    for (std::uint32_t s : f.shards) markers.emplace_back(f.id, s);
   }
+  inflight_ += markers.size();
+  for (auto [id, s] : markers)
+    shard(s).apply_then([](Shard&) { return Count{}; }, [this, id](Count) {
+      --inflight_;
+      auto f = std::find_if(fences_.begin(), fences_.end(), [id](const Fence& g) { return g.id == id; });
+      if (f == fences_.end() || --f->markers_owed != 0) return;
+      const std::uint32_t coordinator = f->coordinator;  // f may not outlive the send
+      ++inflight_;  // this loop's requests to the shards are served: confirm
+      shard(coordinator).apply_with_then([](Shard&, std::uint64_t txn) {
+        if (Loop* l = Loop::current()) l->on_ack(txn);
+        return Count{};
+      }, [this](Count) { --inflight_; }, id);
+    });
   std::vector<std::uint32_t> held;
   held.swap(held_);
   for (std::uint32_t slot : held)
