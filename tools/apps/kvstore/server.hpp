@@ -180,6 +180,10 @@ struct CommandSpec {
 };
 const CommandSpec* find_command(std::string_view lower_name);
 bool transaction_name(const std::string& lower_name);  // Loop::transaction_command handles it
+bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the name
+// Commands whose steps read one shard and write another (or gather
+// several): always a transaction, and EXEC waits for each before the next.
+bool always_transaction(const std::string& lower_name);
 // Redis 7's unknown-command error, arguments quoted up to 128 bytes in all.
 std::string unknown_command(const std::vector<std::string_view>& args);
 

@@ -58,7 +58,7 @@ bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p
     if (n.name == name) found = &n;
   if (!found) return false;
   const CommandSpec* spec = find_command(name);
-  bool ok = spec && (spec->arity >= 0 ? args.size() == std::size_t(spec->arity) : args.size() >= std::size_t(-spec->arity));
+  bool ok = spec && arity_ok(*spec, args.size());
   if ((found->op == Op::kHset || found->op == Op::kHmset) && args.size() % 2 != 0) ok = false;
   if ((found->op == Op::kLpop || found->op == Op::kRpop) && args.size() > 3) ok = false;
   if (!ok) return resp::error(p.reply, "ERR wrong number of arguments for '" + name + "' command"), true;
