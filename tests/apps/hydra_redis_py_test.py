@@ -18,54 +18,11 @@ them), HELLO 2/3 and the RESP3 replies, error texts of malformed options.
 Exits 77 (skip) without redis-py or redis-server.
 """
 import os
-import re
-import shutil
-import socket
-import subprocess
 import sys
 import time
 
-try:
-    import redis
-except ImportError:
-    print("SKIP: redis-py is not installed (tools/dev/install-deps installs python3-redis)")
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_test import encode, free_port  # noqa: E402 (the other Hydra test, next to this one)
-
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok: " if ok else "FAIL: ") + what + ("" if ok or not detail else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def wait_up(port, proc, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end and proc.poll() is None:
-        try:
-            if redis.Redis(port=port, socket_timeout=2).ping():
-                return True
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    return False
-
-
-def outcome(fn):
-    """A call's value, or its error as ('error', text)."""
-    try:
-        return fn()
-    except redis.exceptions.ResponseError as e:
-        return ("error", str(e))
-
-
-def both(servers, what, fn, normalize=lambda v: v):
-    got = [normalize(outcome(lambda: fn(r))) for r in servers]
-    check(got[0] == got[1], f"{what}: hydra as redis-server", f"hydra {got[0]!r}, redis-server {got[1]!r}")
-    return got[0]
+from hydra_pair import both, check, clients, finish, pair, raw_both  # noqa: E402
 
 
 # ---- redis-py -----------------------------------------------------------------------
@@ -140,92 +97,22 @@ def client_checks(servers):
 # ---- RESP3 over a raw socket (redis-py 4.3 has none) ------------------------------
 
 
-def raw_replies(port, commands):
-    """Each command's raw reply bytes, one whole RESP2/RESP3 reply each."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    buf = bytearray()
-
-    def need(n):  # until buf holds n bytes
-        while len(buf) < n:
-            more = s.recv(65536)
-            if not more:
-                raise EOFError("server closed the connection")
-            buf.extend(more)
-
-    def end_of(at):  # the offset just past the reply starting at `at`
-        while True:
-            i = buf.find(b"\r\n", at)
-            if i >= 0:
-                break
-            need(len(buf) + 1)
-        kind, head = buf[at:at + 1], buf[at + 1:i]
-        at = i + 2
-        if kind in (b"$", b"=") and int(head) >= 0:
-            need(at + int(head) + 2)
-            return at + int(head) + 2
-        if kind in (b"*", b"%", b"~") and int(head) > 0:
-            for _ in range(int(head) * (2 if kind == b"%" else 1)):
-                at = end_of(at)
-        return at
-
-    out = []
-    for cmd in commands:
-        s.sendall(encode(*cmd))
-        n = end_of(0)
-        out.append(bytes(buf[:n]))
-        del buf[:n]
-    s.close()
-    return out
-
-
-def masked(reply):
-    reply = re.sub(rb"\$7\r\nversion\r\n\$\d+\r\n[0-9.]+\r\n", b"$7\r\nversion\r\n<v>\r\n", reply)
-    return re.sub(rb"\$2\r\nid\r\n:\d+\r\n", b"$2\r\nid\r\n<id>\r\n", reply)
-
-
 def resp3_checks(ports):
     commands = [("FLUSHALL",), ("HELLO",), ("HELLO", "4"), ("HELLO", "x"), ("HELLO", "3", "FOO"),
                 ("HELLO", "3", "AUTH", "bob", "x"), ("HELLO", "3"), ("GET", "nosuch"), ("SET", "k", "1"),
                 ("MGET", "k", "nosuch"), ("SET", "k", "2", "NX"), ("SET", "n", "v", "XX", "GET"),
                 ("SET", "k", "3", "GET"), ("CONFIG", "GET", "save"), ("INFO", "keyspace"), ("INCRBY", "k", "4"),
                 ("HELLO", "2", "SETNAME", "x"), ("GET", "nosuch"), ("MGET", "nosuch")]
-    got = [[masked(r) for r in raw_replies(p, commands)] for p in ports]
-    for cmd, h, r in zip(commands, got[0], got[1]):
-        check(h == r, f"raw {' '.join(cmd)}: byte for byte as redis-server", f"hydra {h!r}, redis-server {r!r}")
-    check(got[0][7] == b"_\r\n" and got[0][17] == b"$-1\r\n", "GET of a missing key: _ after HELLO 3, $-1 after HELLO 2")
+    got = raw_both(ports, commands, "RESP3")
+    check(got[7] == b"_\r\n" and got[17] == b"$-1\r\n", "GET of a missing key: _ after HELLO 3, $-1 after HELLO 2")
 
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    hydra = os.path.join(build, "tools/apps/kvstore/hydra")
-    server = shutil.which("redis-server")
-    if not server:
-        print("SKIP: redis-server is not installed (tools/dev/install-deps installs it)")
-        return 77
-    hport = free_port()
-    procs = [subprocess.Popen([hydra, "--threads", "2", "--port", str(hport), "--bind", "127.0.0.1"])]
-    try:
-        up = wait_up(hport, procs[0])
-        rport = free_port()  # hydra holds hport by now
-        procs.append(subprocess.Popen([server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                                      stdout=subprocess.DEVNULL))
-        if not (up and wait_up(rport, procs[1])):
-            print("FAIL: a server did not start")
-            return 1
-        servers = [redis.Redis(port=hport, socket_timeout=20), redis.Redis(port=rport, socket_timeout=20)]
-        client_checks(servers)
-        resp3_checks([hport, rport])
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    check(procs[0].returncode == 0, "hydra exits 0 on SIGTERM", f"rc {procs[0].returncode}")
-    print(f"{len(failures)} failure(s)" if failures else "all passed")
-    return 1 if failures else 0
+    with pair(build, threads=2) as ports:
+        client_checks(clients(ports))
+        resp3_checks(ports)
+    return finish()
 
 
 if __name__ == "__main__":

@@ -574,7 +574,7 @@ def rack(build, root, hydra, port):
         out = open(out_path, "w")
         # rack-in-a-box exec execs `ip netns exec`, which execs gossamerctl:
         # this pid is gossamerctl's.
-        run_proc = subprocess.Popen([rib, "exec", "0", "--", ctl, "run", "--", hydra, "--threads", "4", "--port", str(port),
+        run_proc = subprocess.Popen([rib, "exec", "0", "--", ctl, "run", "--", hydra, "--threads", "4", "--port", str(port), "--bind", "0.0.0.0",
                                      "--seconds", "200"], env=env, stdout=out, stderr=subprocess.STDOUT)
         hosts = [("198.18.0.1", port), ("198.18.0.2", port)]
 

@@ -17,15 +17,7 @@ namespace hydra {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return r;
-}
-
-const char* count_error(std::int32_t err) {
-  return err == Count::kOverflow ? "ERR increment or decrement would overflow" : "ERR out of memory";
-}
+using resp::lower;
 
 // The keys (with step 2: key, value pairs) of a multi-key command, grouped
 // by shard: one request per shard, keys in request order within it.
@@ -87,6 +79,12 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   counter.store(++commands_, std::memory_order_relaxed);
 
   const std::string name = lower(args[0]);
+  if (!c.authed && name != "auth" && name != "hello" && name != "quit") {  // --requirepass
+    c.multi_error = c.in_multi;  // refused as Redis's rejectCommand: it fails a MULTI
+    resp::error(c.pending.emplace_back().reply, "NOAUTH Authentication required.");
+    return;
+  }
+  if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;
   Pending& p = c.pending.emplace_back();
@@ -115,6 +113,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   if (execute_string(slot, name, p, seq, gen, args)) return;
   if (name == "hello") {
     hello(p, c, args);
+  } else if (name == "auth") {
+    auth(p, c, args);
   } else if (name == "del" || name == "unlink") {
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
@@ -188,14 +188,16 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     else config_get(p, args);
   } else if (name == "shutdown") {
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
-  } else {
-    // Redis 7's wording, arguments quoted up to 128 bytes in all.
-    std::string shown;
-    for (std::size_t i = 1; i < args.size() && shown.size() < 128; ++i)
-      shown += "'" + std::string(args[i].substr(0, 128 - shown.size())) + "' ";
-    resp::error(p.reply, "ERR unknown command '" + std::string(args[0].substr(0, 128)) +
-                             "', with args beginning with: " + shown);
+  } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args)) {
+    resp::error(p.reply, unknown_command(args));
   }
+}
+
+std::string unknown_command(const std::vector<std::string_view>& args) {
+  std::string shown;
+  for (std::size_t i = 1; i < args.size() && shown.size() < 128; ++i)
+    shown += "'" + std::string(args[i].substr(0, 128 - shown.size())) + "' ";
+  return "ERR unknown command '" + std::string(args[0].substr(0, 128)) + "', with args beginning with: " + shown;
 }
 
 void Loop::finish(Pending& p) const {
@@ -226,10 +228,40 @@ void Loop::finish(Pending& p) const {
   }
 }
 
+namespace {
+
+// --requirepass's check for user `default` (the only user): in time that
+// does not depend on where the password differs. Without a password the
+// default user takes any (Redis's `nopass`).
+bool password_ok(std::string_view user, std::string_view pass) {
+  if (user != "default") return false;
+  const std::string& want = g_config.requirepass;
+  if (want.empty()) return true;
+  unsigned diff = pass.size() != want.size();
+  for (std::size_t i = 0; i < want.size(); ++i) diff |= unsigned(char(want[i] ^ (i < pass.size() ? pass[i] : 0)));
+  return diff == 0;
+}
+
+constexpr const char* kWrongPass = "WRONGPASS invalid username-password pair or user is disabled.";
+
+}  // namespace
+
+// AUTH [user] password, as Redis 7.0 with only the default user.
+void Loop::auth(Pending& p, Connection& c, const std::vector<std::string_view>& args) const {
+  if (args.size() < 2) return resp::error(p.reply, "ERR wrong number of arguments for 'auth' command");
+  if (args.size() > 3) return resp::error(p.reply, "ERR syntax error");
+  if (args.size() == 2 && g_config.requirepass.empty())
+    return resp::error(p.reply, "ERR AUTH <password> called without any password configured for the default user. "
+                                "Are you sure your configuration is correct?");
+  if (!password_ok(args.size() == 3 ? args[1] : "default", args.back())) return resp::error(p.reply, kWrongPass);
+  c.authed = true;
+  resp::simple(p.reply, "OK");
+}
+
 // HELLO [protover [AUTH user pass] [SETNAME name]]: switches the
 // connection's protocol and answers Redis 7.0's map (an array of pairs in
-// RESP2). No password is set, so AUTH accepts user `default` with any
-// password, as Redis without requirepass.
+// RESP2). AUTH authenticates as AUTH does; without it, a connection not yet
+// authenticated (--requirepass) is refused.
 void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const {
   bool resp3 = c.resp3;
   if (args.size() >= 2) {
@@ -238,11 +270,15 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
     if (ver < 2 || ver > 3) return resp::error(p.reply, "NOPROTO unsupported protocol version");
     resp3 = ver == 3;
   }
+  std::string_view user, pass;
+  bool with_auth = false;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string opt = lower(args[i]);
     const std::size_t left = args.size() - i - 1;
     if (opt == "auth" && left >= 2) {
-      if (args[i + 1] != "default") return resp::error(p.reply, "WRONGPASS invalid username-password pair or user is disabled.");
+      user = args[i + 1];
+      pass = args[i + 2];
+      with_auth = true;
       i += 2;
     } else if (opt == "setname" && left >= 1) {
       ++i;
@@ -250,6 +286,12 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
       return resp::error(p.reply, "ERR Syntax error in HELLO option '" + std::string(args[i]) + "'");
     }
   }
+  if (with_auth && !password_ok(user, pass)) return resp::error(p.reply, kWrongPass);
+  if (with_auth) c.authed = true;
+  if (!c.authed)
+    return resp::error(p.reply, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                                "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
+                                "select the RESP protocol version at the same time");
   c.resp3 = p.resp3 = resp3;
   resp::map(p.reply, 7, resp3);
   resp::bulk(p.reply, "server");
@@ -279,6 +321,7 @@ void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) con
       {"maxclients", std::to_string(g_config.maxclients)},
       {"port", std::to_string(g_config.port)},
       {"proto-max-bulk-len", std::to_string(g_config.limits.max_bulk)},
+      {"requirepass", g_config.requirepass},
       {"save", ""},
   };
   std::vector<const std::pair<std::string, std::string>*> hits;

@@ -57,6 +57,8 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
   local_index_ = gossamer::thread_index() - first_local_;
 }
 
+Loop* Loop::current() { return tl_loop; }
+
 Loop::~Loop() {
   if (epoll_ >= 0) ::close(epoll_);
 }
@@ -128,6 +130,7 @@ void Loop::run() {
       ev.data.u64 = kListenerTag;
       ::epoll_ctl(epoll_, EPOLL_CTL_ADD, listen_fd_, &ev);
     }
+    if (!advance_.empty() || fence_work_) fence_rounds();  // transactions (transactions.cpp)
     worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
@@ -296,10 +299,20 @@ void Loop::mark_dirty(std::uint32_t slot) {
   }
 }
 
-void Loop::close_connection(std::uint32_t slot) {
+// A connection whose transaction holds shards stays (dead, without its
+// socket) until the transaction ends and releases them (Loop::flush).
+void Loop::close_connection(std::uint32_t slot, bool force) {
   Connection* c = conns_[slot].get();
   if (!c) return;
-  drop_socket(c->fd);  // close() also leaves the epoll set
+  if (c->fd >= 0) drop_socket(c->fd);  // close() also leaves the epoll set
+  c->fd = -1;
+  if (c->txn && !force) {
+    c->dead = true;
+    c->out.clear();
+    c->written = 0;
+    return;
+  }
+  unwatch_all(*c);
   conns_[slot].reset();
   ++gens_[slot];       // answers still owed to it find nothing (Loop::find)
   free_slots_.push_back(slot);
@@ -308,7 +321,7 @@ void Loop::close_connection(std::uint32_t slot) {
 // Room for more requests: not closing, and neither too many replies owed
 // nor too many unsent (backpressure: the client must read its replies).
 bool Loop::can_execute(const Connection& c) const {
-  return !c.closing && c.pending.size() < g_config.max_pending &&
+  return !c.closing && c.txn == 0 && c.held.empty() && c.pending.size() < g_config.max_pending &&
          c.out.size() - c.written + c.reply_bytes < g_config.max_output;
 }
 
@@ -410,11 +423,28 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
   for (bool blocked = true; blocked;) {
     blocked = false;
     for (;;) {
-      while (!c.pending.empty() && c.pending.front().waiting == 0) {
+      while (!c.pending.empty()) {
+        if (c.pending.front().waiting != 0) {
+          // A transaction's end marker at the front: all its replies are
+          // complete, its shards can go (transactions.cpp).
+          if (c.txn == 0 || c.base != c.txn_end) break;
+          end_txn(c.txn);
+          c.pending.front().waiting = 0;
+        }
         c.out += c.pending.front().reply;
         c.reply_bytes -= c.pending.front().counted;
         c.pending.pop_front();
         ++c.base;
+      }
+      if (c.dead) {
+        if (c.txn == 0) return close_connection(slot, true);
+        c.out.clear();
+        return;
+      }
+      if (!c.held.empty()) {  // a command waiting for a fence, or EXEC for earlier replies
+        retry_held(slot, c);
+        if (!c.held.empty()) break;
+        continue;
       }
       if (c.consumed == c.in.size()) break;
       if (!can_execute(c)) {
@@ -482,7 +512,7 @@ void Loop::stop_everything() {
   if (leader_) propagate_stop();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
-  for (std::uint32_t s = 0; s < conns_.size(); ++s) close_connection(s);
+  for (std::uint32_t s = 0; s < conns_.size(); ++s) close_connection(s, true);
   // Shard answers still owed run callbacks that name this loop.
   while (inflight_ > 0) gossamer::yield();
   tl_loop = nullptr;

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -68,7 +69,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "runtime threads in the whole rack, one shard each (GOSSAMER_THREADS overrides)")
       ->check(CLI::Range(std::size_t(1), hydra::kMaxThreads));
   app.add_option("--port", g_config.port, "TCP port every host listens on")->check(CLI::Range(1, 65535));
-  app.add_option("--bind", g_config.bind, "IPv4 address every host listens on");
+  app.add_option("--bind", g_config.bind, "IPv4 address every host listens on (default: loopback only)");
+  std::string pass_file;
+  app.add_option("--requirepass", g_config.requirepass, "password clients must give (AUTH, HELLO AUTH); see --requirepass-file");
+  app.add_option("--requirepass-file", pass_file, "read the password from this file's first line (not visible in ps)")
+      ->check(CLI::ExistingFile);
   app.add_option("--polling", polling, "busy | adaptive (adaptive: idle threads nap, see README)")
       ->check(CLI::IsMember({"busy", "adaptive"}));
   app.add_option("--idle-nap-ms", g_config.idle_nap_ms, "adaptive: how long an idle thread naps in epoll_wait (0: never)")
@@ -89,6 +94,20 @@ int main(int argc, char** argv) {
                  "bytes of keys and values one command sends to one shard; more is refused")
       ->check(CLI::Range(std::size_t(1) << 12, g_config.max_shard_request));
   CLI11_PARSE(app, argc, argv);
+  if (!pass_file.empty()) {
+    std::ifstream in(pass_file);
+    std::getline(in, g_config.requirepass);
+    if (!in || g_config.requirepass.empty()) {
+      std::fprintf(stderr, "hydra: --requirepass-file %s: no password on its first line\n", pass_file.c_str());
+      return 2;
+    }
+  }
+  if (g_config.bind == "127.0.0.1")
+    std::printf("hydra: accepting clients on loopback only (the default): --bind 0.0.0.0, or an address of this "
+                "host, accepts them from elsewhere (on a rack: --bind 0.0.0.0), with --requirepass to protect it\n");
+  else if (g_config.requirepass.empty())
+    std::fprintf(stderr, "hydra: warning: --bind %s without --requirepass: anyone who reaches port %u can read and "
+                 "write every key\n", g_config.bind.c_str(), unsigned(g_config.port));
   g_config.busy_polling = polling == "busy";
   // Every client is a descriptor: raise the soft limit as far as allowed,
   // and take no more clients than it leaves room for (as Redis does).

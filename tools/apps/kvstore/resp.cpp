@@ -272,4 +272,18 @@ void verbatim(std::string& out, std::string_view s, bool resp3) {
   out += "\r\n";
 }
 
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& ch : r) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return r;
+}
+
+void null_array(std::string& out, bool resp3) { out += resp3 ? "_\r\n" : "*-1\r\n"; }
+
+void set(std::string& out, std::size_t n, bool resp3) {
+  out += resp3 ? '~' : '*';
+  out += std::to_string(n);
+  out += "\r\n";
+}
+
 }  // namespace hydra::resp

@@ -65,6 +65,9 @@ class RequestParser {
   std::string error_;
 };
 
+// ASCII lower case (command names and options are case-insensitive).
+std::string lower(std::string_view s);
+
 // Strict decimal integer, as Redis's string2ll: optional '-', no '+', no
 // spaces, no leading zeros, fits in int64.
 bool parse_int64(std::string_view s, long long& out);
@@ -81,5 +84,7 @@ void array(std::string& out, std::size_t n);         // *n, then n values
 void nil(std::string& out, bool resp3);              // _ or $-1
 void map(std::string& out, std::size_t n, bool resp3);  // %n or *2n, then n key, value pairs
 void verbatim(std::string& out, std::string_view s, bool resp3);  // =len txt:s, or a bulk
+void null_array(std::string& out, bool resp3);       // _ or *-1 (EXEC after a WATCHed key changed)
+void set(std::string& out, std::size_t n, bool resp3);  // ~n or *n, then n values (SMEMBERS, SINTER...)
 
 }  // namespace hydra::resp

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <gossamer/gossamer.hpp>
@@ -28,7 +29,8 @@ namespace hydra {
 // (each host runs the same command line), then read-only.
 struct Config {
   std::uint16_t port = 6379;
-  std::string bind = "0.0.0.0";
+  std::string bind = "127.0.0.1";   // loopback unless told (--bind)
+  std::string requirepass;          // empty: no password (AUTH, HELLO AUTH)
   bool busy_polling = false;
   int idle_nap_ms = 1;              // 0: never nap (see Loop::idle)
   double seconds = 0;               // stop after this long; 0: until SIGINT/SIGTERM
@@ -53,6 +55,20 @@ inline bool too_large(const std::vector<std::string_view>& args) {
   std::size_t b = 0;
   for (std::size_t i = 1; i < args.size(); ++i) b += args[i].size() + 8;
   return b > g_config.max_shard_request;
+}
+
+constexpr const char* kNotInteger = "ERR value is not an integer or out of range";
+
+// The error text of a Count's error code (shard.hpp), Redis 7.0's.
+inline const char* count_error(std::int32_t err) {
+  switch (err) {
+    case Count::kNotInteger: return kNotInteger;
+    case Count::kOverflow: return "ERR increment or decrement would overflow";
+    case Count::kWrongType: return kWrongType;
+    case Count::kNoSuchKey: return "ERR no such key";
+    case Count::kNotFloat: return "ERR value is not a valid float";
+    default: return "ERR out of memory";
+  }
 }
 
 // Process-wide (one process per host). Set by SIGINT/SIGTERM, by --seconds,
@@ -118,6 +134,7 @@ struct Connection {
   std::uint32_t gen = 0;
   std::uint64_t id = 0;            // HELLO's client id: unique on this host
   bool resp3 = false;              // HELLO 3 switched it
+  bool authed = g_config.requirepass.empty();  // AUTH (or HELLO AUTH) passed, or no password is set
   // Input: bytes read, of which [0, consumed) are done with.
   std::string in;
   std::size_t consumed = 0;
@@ -136,7 +153,39 @@ struct Connection {
   bool eof = false;                // the peer will send nothing more
   bool closing = false;            // QUIT or a protocol error: close once flushed
   bool dirty = false;              // in the loop's dirty list
+  bool dead = false;               // closed while its transaction ran: kept until that ends
+  // MULTI / EXEC / WATCH (transactions.cpp).
+  bool in_multi = false;           // MULTI seen: commands are queued
+  bool multi_error = false;        // a command was refused while queuing: EXEC answers EXECABORT
+  bool in_exec = false;            // its transaction holds its shards: its commands pass the fences
+  std::uint64_t txn = 0;           // its transaction under way (no more input meanwhile), 0: none
+  std::uint64_t txn_end = 0;       // the request number of the marker that ends it
+  std::uint64_t txn_resume = 0;    // EXEC goes on when this request (of several steps) completes
+  std::vector<std::vector<std::string>> queued;  // MULTI's commands
+  struct Watched {
+    std::string key;
+    std::uint64_t version;
+  };
+  std::vector<Watched> watches;    // WATCH's keys and the versions it saw
+  std::vector<std::string> held;   // a command waiting for a fence to lift, or EXEC for earlier replies
 };
+
+// A command's arity and keys, as Redis's command table (transactions.cpp):
+// what MULTI checks before queuing, and the shards a command touches.
+struct CommandSpec {
+  std::string_view name;
+  int arity;              // n: exactly n arguments with the name; -n: at least n
+  int first, last, step;  // key positions; first 0: none; last -1: to the end
+  bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
+};
+const CommandSpec* find_command(std::string_view lower_name);
+bool transaction_name(const std::string& lower_name);  // Loop::transaction_command handles it
+bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the name
+// Commands whose steps read one shard and write another (or gather
+// several): always a transaction, and EXEC waits for each before the next.
+bool always_transaction(const std::string& lower_name);
+// Redis 7's unknown-command error, arguments quoted up to 128 bytes in all.
+std::string unknown_command(const std::vector<std::string_view>& args);
 
 class Loop {
  public:
@@ -168,7 +217,7 @@ class Loop {
   void adopt(int fd);
   Connection* find(std::uint32_t slot, std::uint32_t gen);
   void mark_dirty(std::uint32_t slot);
-  void close_connection(std::uint32_t slot);
+  void close_connection(std::uint32_t slot, bool force = false);
   bool can_execute(const Connection& c) const;
   bool reading_allowed(const Connection& c) const;
   void on_event(std::uint32_t slot, std::uint32_t ev);
@@ -187,12 +236,67 @@ class Loop {
   static std::uint8_t info_sections(std::string_view section);
   std::string info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const;
   void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  void auth(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  // transactions.cpp
+ public:
+  static Loop* current();  // this thread's loop (from closures run by this thread's trustee), or null
+  void on_fence(std::uint64_t id, std::uint32_t coordinator, std::vector<std::uint32_t> shards);
+  void on_unfence(std::uint64_t id);
+  void on_ack(std::uint64_t id);
+  void on_granted(std::uint64_t id, std::uint32_t shard_index);
+
+ private:
+  // Commands that MULTI queues, that wait for a fence, or that need every
+  // shard they touch at once: true if handled (and `p` must not be made).
+  bool transaction_command(std::uint32_t slot, Connection& c, const std::string& name,
+                           const std::vector<std::string_view>& args);
+  bool fenced(const std::string& name, const std::vector<std::string_view>& args) const;
+  std::vector<std::uint32_t> shards_of(const std::string& name, const std::vector<std::string_view>& args) const;
+  void begin_txn(std::uint32_t slot, Connection& c, std::vector<std::uint32_t> shards, bool exec,
+                 std::vector<std::string> command);
+  void advance_txns();
+  void claim_next(std::uint64_t id);
+  void release(std::uint32_t shard_index, std::uint64_t txn);
+  void run_txn(std::uint64_t id);
+  void run_queue(std::uint64_t id);
+  void end_txn(std::uint64_t id);
+  void retry_held(std::uint32_t slot, Connection& c);
+  void fence_rounds();
+  void unwatch_all(Connection& c);
+  void watch(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, const std::vector<std::string_view>& args);
+  // keyspace.cpp: MSETNX, RENAME, RENAMENX, COPY, TYPE (run inside a transaction's shards)
+  bool execute_keyspace(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                        const std::vector<std::string_view>& args);
+  // types.cpp: hashes, lists, sets (single-key commands)
+  bool execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                     const std::vector<std::string_view>& args);
   // strings.cpp: GET, SET, INCR..., the expiry commands; false: not one of them
   bool execute_string(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                       const std::vector<std::string_view>& args);
   void config_get(Pending& p, const std::vector<std::string_view>& args) const;
 
   gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
+  // One request whose answer goes to `k`: a step of a command of several
+  // (keyspace.cpp). The steps run inside the command's transaction.
+  template <class F, class K, class... A>
+  void ask(std::size_t i, F f, K k, A&&... args) {
+    ++inflight_;
+    shard(i).apply_with_then(f, [this, k = std::move(k)](auto r) mutable {
+      --inflight_;
+      k(std::move(r));
+    }, std::forward<A>(args)...);
+  }
+  // Completes request `seq` (its Pending waiting for 1) from such a step.
+  template <class Fill>
+  void settle(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Fill&& fill) {
+    ++inflight_;
+    answer(slot, gen, seq, std::forward<Fill>(fill));
+    Connection* c = find(slot, gen);
+    if (c && c->txn && c->txn_resume == seq) {  // EXEC waited for this one (Loop::run_queue)
+      c->txn_resume = UINT64_MAX;
+      advance_.push_back(c->txn);
+    }
+  }
 
   ShardTable shards_;
   std::size_t nshards_;
@@ -211,6 +315,33 @@ class Loop {
   std::uint64_t inflight_ = 0;               // shard requests whose callbacks are owed
   std::chrono::steady_clock::time_point next_sweep_{};  // active expiry (Loop::sweep)
   std::uint64_t sweeps_ = 0;                 // not activity (Loop::trustee_quiet)
+  // Transactions this loop coordinates, and the fences it keeps (transactions.cpp).
+  struct Txn {
+    std::uint32_t slot = 0, gen = 0;
+    std::vector<std::uint32_t> shards;  // ascending: claimed in this order (no deadlock)
+    std::size_t claimed = 0;            // shards[0, claimed) are this transaction's
+    std::uint32_t acks_owed = 0;        // loops yet to confirm the fence
+    enum Phase : std::uint8_t { kClaiming, kFencing, kRunning, kExecuting } phase = kClaiming;
+    bool exec = false;                  // EXEC (the connection's queue), else `command`
+    bool checked = false, aborted = false;  // EXEC's WATCHed keys: checked, some changed
+    std::vector<std::string> command;
+    std::vector<std::vector<std::string>> queue;  // kExecuting: EXEC's commands, queue[next] the next
+    std::size_t next = 0;
+  };
+  std::unordered_map<std::uint64_t, Txn> txns_;
+  std::vector<std::uint64_t> advance_;  // transactions with a step to take this round
+  std::uint64_t next_txn_ = 0;
+  struct Fence {
+    std::uint64_t id = 0;
+    std::uint32_t coordinator = 0;
+    std::vector<std::uint32_t> shards;
+    std::uint32_t markers_owed = 0;     // this loop's earlier requests to `shards` not yet served
+    bool started = false;
+  };
+  std::vector<Fence> fences_;
+  std::array<std::uint16_t, kMaxThreads> fenced_{};  // per shard: fences naming it
+  std::vector<std::uint32_t> held_;     // connections with a held command
+  bool fence_work_ = false;             // fences_ to start, held_ to retry
   // Idle policy (Loop::idle).
   bool quiet_ = false;
   std::uint64_t last_activity_ = 0;

@@ -14,6 +14,8 @@ namespace hydra {
 Count shard_incr(Shard& s, std::string key, std::int64_t by) noexcept {
   try {
     expire_if_due(s, key);
+    if (is_object(s, key)) return {0, Count::kWrongType};
+    touch(s, key);
     auto [it, inserted] = s.map.try_emplace(std::move(key));
     long long v = 0;
     if (!inserted && !resp::parse_int64(it->second, v)) return {0, Count::kNotInteger};
@@ -33,15 +35,20 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
   Value v;
   try {
     auto it = live(s, key);
-    const bool exists = it != s.map.end();
+    const bool object = it == s.map.end() && is_object(s, key);
+    const bool exists = it != s.map.end() || object;
+    if (flags & kSetGet && object) return {Value::kError, kWrongType};  // SET ... GET of a hash: nothing stored
     if (flags & kSetGet && exists) {
       v.kind = Value::kString;
       v.data = it->second;
     }
     if ((flags & kSetNx && exists) || (flags & kSetXx && !exists)) return v;  // not stored
+    touch(s, key);
+    if (object) s.objs.erase(key);
+    const bool string = it != s.map.end();
     if (flags & kSetExpire) s.expires.insert_or_assign(key, at_ms);
     else if (!(flags & kSetKeepTtl)) forget_ttl(s, key);
-    if (exists) it->second = std::move(value);
+    if (string) it->second = std::move(value);
     else s.map.emplace(std::move(key), std::move(value));
     if (!(flags & kSetGet)) v.kind = Value::kOk;
   } catch (...) {
@@ -54,16 +61,17 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
 // Redis 7.0's expireGenericCommand after its argument checks.
 Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags) noexcept {
   try {
-    if (live(s, key) == s.map.end()) return {0, Count::kOk};
+    if (!key_exists(s, key)) return {0, Count::kOk};
     auto e = s.expires.find(key);
     const std::int64_t current = e == s.expires.end() ? -1 : e->second;
     if (flags & kExpNx && current != -1) return {0, Count::kOk};
     if (flags & kExpXx && current == -1) return {0, Count::kOk};
     if (flags & kExpGt && (current == -1 || at_ms <= current)) return {0, Count::kOk};  // no TTL: infinite
     if (flags & kExpLt && current != -1 && at_ms >= current) return {0, Count::kOk};
+    touch(s, key);
     if (at_ms <= now_ms()) {  // already past: the key goes now
       if (e != s.expires.end()) s.expires.erase(e);
-      s.map.erase(key);
+      if (s.map.erase(key) == 0) s.objs.erase(key);
     } else if (e != s.expires.end()) {
       e->second = at_ms;
     } else {
@@ -76,14 +84,16 @@ Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t 
 }
 
 Count shard_deadline(Shard& s, std::string key) noexcept {
-  if (live(s, key) == s.map.end()) return {-2, Count::kOk};
+  if (!key_exists(s, key)) return {-2, Count::kOk};
   auto e = s.expires.find(key);
   return {e == s.expires.end() ? -1 : e->second, Count::kOk};
 }
 
 Count shard_persist(Shard& s, std::string key) noexcept {
-  if (live(s, key) == s.map.end()) return {0, Count::kOk};
-  return {static_cast<std::int64_t>(s.expires.erase(key)), Count::kOk};
+  if (!key_exists(s, key)) return {0, Count::kOk};
+  const std::size_t n = s.expires.erase(key);
+  if (n) touch(s, key);
+  return {static_cast<std::int64_t>(n), Count::kOk};
 }
 
 // Redis 7.0's activeExpireCycle, per shard: visit the buckets of `expires`
@@ -95,7 +105,7 @@ Count shard_persist(Shard& s, std::string key) noexcept {
 Count shard_sweep(Shard& s) noexcept {
   constexpr std::size_t kKeysPerRound = 20, kRounds = 16;
   Count dropped;  // n: keys dropped; expiring: keys with a TTL left
-  if (s.expires.empty()) return dropped;
+  if (s.expires.empty() || s.owner != 0) return dropped;  // a transaction's keys stay as it sees them
   const std::int64_t now = now_ms();
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -114,7 +124,8 @@ Count shard_sweep(Shard& s) noexcept {
         }
         for (const auto& k : due) {
           s.expires.erase(k);
-          s.map.erase(k);
+          if (s.map.erase(k) == 0) s.objs.erase(k);
+          touch(s, k);
         }
         expired += due.size();
       }

@@ -7,9 +7,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <gossamer/gossamer.hpp>
@@ -22,16 +26,49 @@ namespace hydra {
 // passed: live()) and active (shard_sweep, run every 100 ms on each shard by
 // its own thread's I/O loop, samples keys of `expires` and drops those past
 // their deadline, as Redis's activeExpireCycle).
+//
+// Strings live in `map`, the other types (hash, list, set) in `objs`; a key
+// is in at most one of them. So GET and SET pay nothing for the types but
+// a test of `objs.empty()` on a miss or an overwrite.
+using Hash = std::unordered_map<std::string, std::string>;
+using List = std::deque<std::string>;
+using Set = std::unordered_set<std::string>;
+using Object = std::variant<Hash, List, Set>;  // index: Object types below
+
+// A key some connection WATCHes: its version grows with every write to it
+// (touch), and EXEC compares it with the one WATCH saw.
+struct Watch {
+  std::uint32_t watchers = 0;
+  std::uint64_t version = 0;
+};
+
 struct Shard {
   std::unordered_map<std::string, std::string> map;
+  std::unordered_map<std::string, Object> objs;
   std::unordered_map<std::string, std::int64_t> expires;
+  std::unordered_map<std::string, Watch> watched;
   std::size_t sweep_bucket = 0;  // shard_sweep's cursor over the buckets of `expires`
-  // Entrusting a shard to another host's trustee sends it serialized (empty).
+  // The transaction that holds this shard (transactions.cpp), 0: none.
+  std::uint64_t owner = 0;
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> waiting;  // claims queued: (transaction, its coordinator's thread)
+  // Entrusting a shard to another host's trustee sends it serialized. Only
+  // empty shards are entrusted (main.cpp), so the strings and TTLs are all
+  // it carries; `objs`, `watched` and `owner` start empty there.
   template <class Ar>
   void serialize(Ar& ar) {
     ar(map, expires);
   }
 };
+
+constexpr const char* kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+// A write to `key`: EXEC of a connection that WATCHes it must fail. One
+// test when nobody watches a key of this shard.
+inline void touch(Shard& s, const std::string& key) noexcept {
+  if (s.watched.empty()) return;
+  auto w = s.watched.find(key);
+  if (w != s.watched.end()) ++w->second.version;
+}
 
 // Unix time in milliseconds (deadlines are absolute, as EXPIREAT gives them).
 inline std::int64_t now_ms() noexcept {
@@ -46,7 +83,25 @@ inline void expire_if_due(Shard& s, const std::string& key) noexcept {
   auto e = s.expires.find(key);
   if (e == s.expires.end() || e->second > now_ms()) return;
   s.expires.erase(e);
-  s.map.erase(key);
+  if (s.map.erase(key) == 0) s.objs.erase(key);
+  touch(s, key);  // as Redis 7.0: a WATCHed key that expires fails the EXEC
+}
+
+// True if `key` is a hash, list or set (after lazy expiry): string commands
+// answer WRONGTYPE for it.
+inline bool is_object(const Shard& s, const std::string& key) noexcept {
+  return !s.objs.empty() && s.objs.count(key) != 0;
+}
+
+// A string write over a key that may hold another type: the old value goes.
+inline void drop_object(Shard& s, const std::string& key) noexcept {
+  if (!s.objs.empty()) s.objs.erase(key);
+}
+
+// Whether `key` exists (any type), after lazy expiry.
+inline bool key_exists(Shard& s, const std::string& key) noexcept {
+  expire_if_due(s, key);
+  return s.map.count(key) != 0 || is_object(s, key);
 }
 
 // The live entry of `key`, or end().
@@ -75,7 +130,7 @@ struct Value {
 // A count (DEL, EXISTS, DBSIZE, INCR's new value, a TTL) or an error code;
 // `expiring`: DBSIZE's keys with a TTL, for INFO's keyspace line.
 struct Count {
-  enum Err : std::int32_t { kOk, kNotInteger, kOverflow, kOutOfMemory };
+  enum Err : std::int32_t { kOk, kNotInteger, kOverflow, kOutOfMemory, kWrongType, kNoSuchKey, kNotFloat };
   std::int64_t n = 0;
   std::int32_t err = kOk;
   std::int64_t expiring = 0;
@@ -102,6 +157,9 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
     if (it != s.map.end()) {
       v.kind = Value::kString;
       v.data = it->second;
+    } else if (is_object(s, key)) {
+      v.kind = Value::kError;
+      v.data = kWrongType;
     }
   } catch (...) {
     v.kind = Value::kError;
@@ -113,6 +171,8 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
 inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
   try {
     forget_ttl(s, key);
+    touch(s, key);
+    drop_object(s, key);
     s.map.insert_or_assign(std::move(key), std::move(value));
     return {};
   } catch (...) {
@@ -126,6 +186,8 @@ inline Count shard_mset(Shard& s, std::vector<std::string> kvs) noexcept {
   try {
     for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) {
       forget_ttl(s, kvs[i]);
+      touch(s, kvs[i]);
+      drop_object(s, kvs[i]);
       s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1]));
     }
     return {};
@@ -157,14 +219,17 @@ inline Count shard_del(Shard& s, std::vector<std::string> keys) noexcept {
   for (const auto& k : keys) {
     expire_if_due(s, k);
     forget_ttl(s, k);
-    c.n += static_cast<std::int64_t>(s.map.erase(k));
+    std::size_t gone = s.map.erase(k);
+    if (gone == 0 && !s.objs.empty()) gone = s.objs.erase(k);
+    if (gone) touch(s, k);
+    c.n += static_cast<std::int64_t>(gone);
   }
   return c;
 }
 
 inline Count shard_exists(Shard& s, std::vector<std::string> keys) noexcept {
   Count c;
-  for (const auto& k : keys) c.n += live(s, k) != s.map.end() ? 1 : 0;
+  for (const auto& k : keys) c.n += key_exists(s, k) ? 1 : 0;
   return c;
 }
 
@@ -189,13 +254,16 @@ Count shard_persist(Shard& s, std::string key) noexcept;
 Count shard_sweep(Shard& s) noexcept;
 
 inline Count shard_size(Shard& s) noexcept {
-  return {static_cast<std::int64_t>(s.map.size()), Count::kOk, static_cast<std::int64_t>(s.expires.size())};
+  return {static_cast<std::int64_t>(s.map.size() + s.objs.size()), Count::kOk, static_cast<std::int64_t>(s.expires.size())};
 }
 
 inline Count shard_flush(Shard& s) noexcept {
   // swap, not clear(): clear keeps the bucket array of the largest size the
   // map ever had.
+  for (auto& [k, w] : s.watched)  // as Redis: FLUSHALL touches the watched keys that exist
+    if (s.map.count(k) || s.objs.count(k)) ++w.version;
   std::unordered_map<std::string, std::string>().swap(s.map);
+  std::unordered_map<std::string, Object>().swap(s.objs);
   std::unordered_map<std::string, std::int64_t>().swap(s.expires);
   s.sweep_bucket = 0;
   return {};

@@ -12,8 +12,6 @@ namespace hydra {
 
 namespace {
 
-constexpr const char* kNotInteger = "ERR value is not an integer or out of range";
-
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -46,14 +44,6 @@ std::int64_t set_deadline(std::string_view arg, bool seconds, bool relative, std
     v += now;
   }
   return v;
-}
-
-const char* count_error(std::int32_t err) {
-  switch (err) {
-    case Count::kNotInteger: return kNotInteger;
-    case Count::kOverflow: return "ERR increment or decrement would overflow";
-    default: return "ERR out of memory";
-  }
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// Hydra's command table: each command's arity and key positions, as Redis's
+// (what MULTI checks before queuing, and the shards a command touches), and
+// which commands Loop::transaction_command handles.
+#include "server.hpp"
+
+namespace hydra {
+
+namespace {
+
+constexpr CommandSpec kCommands[] = {
+    // name, arity, first key, last key, step, every shard
+    {"get", 2, 1, 1, 1, false}, {"set", -3, 1, 1, 1, false}, {"setex", 4, 1, 1, 1, false},
+    {"psetex", 4, 1, 1, 1, false}, {"incr", 2, 1, 1, 1, false}, {"decr", 2, 1, 1, 1, false},
+    {"incrby", 3, 1, 1, 1, false}, {"decrby", 3, 1, 1, 1, false}, {"expire", -3, 1, 1, 1, false},
+    {"pexpire", -3, 1, 1, 1, false}, {"expireat", -3, 1, 1, 1, false}, {"pexpireat", -3, 1, 1, 1, false},
+    {"ttl", 2, 1, 1, 1, false}, {"pttl", 2, 1, 1, 1, false}, {"expiretime", 2, 1, 1, 1, false},
+    {"pexpiretime", 2, 1, 1, 1, false}, {"persist", 2, 1, 1, 1, false}, {"type", 2, 1, 1, 1, false},
+    {"del", -2, 1, -1, 1, false}, {"unlink", -2, 1, -1, 1, false}, {"exists", -2, 1, -1, 1, false},
+    {"mset", -3, 1, -1, 2, false}, {"msetnx", -3, 1, -1, 2, false}, {"mget", -2, 1, -1, 1, false},
+    {"rename", 3, 1, 2, 1, false}, {"renamenx", 3, 1, 2, 1, false}, {"copy", -3, 1, 2, 1, false},
+    {"watch", -2, 1, -1, 1, false}, {"unwatch", 1, 0, 0, 0, false}, {"multi", 1, 0, 0, 0, false},
+    {"exec", 1, 0, 0, 0, false}, {"discard", 1, 0, 0, 0, false}, {"hello", -1, 0, 0, 0, false},
+    {"dbsize", 1, 0, 0, 0, true}, {"flushall", -1, 0, 0, 0, true}, {"flushdb", -1, 0, 0, 0, true},
+    {"info", -1, 0, 0, 0, true}, {"ping", -1, 0, 0, 0, false}, {"echo", 2, 0, 0, 0, false},
+    {"quit", -1, 0, 0, 0, false}, {"select", 2, 0, 0, 0, false}, {"config", -2, 0, 0, 0, false},
+    {"shutdown", -1, 0, 0, 0, false}, {"auth", -2, 0, 0, 0, false},
+    // hashes, lists, sets (types.cpp)
+    {"hset", -4, 1, 1, 1, false}, {"hmset", -4, 1, 1, 1, false}, {"hsetnx", 4, 1, 1, 1, false},
+    {"hget", 3, 1, 1, 1, false}, {"hmget", -3, 1, 1, 1, false}, {"hgetall", 2, 1, 1, 1, false},
+    {"hdel", -3, 1, 1, 1, false}, {"hincrby", 4, 1, 1, 1, false}, {"hexists", 3, 1, 1, 1, false},
+    {"hlen", 2, 1, 1, 1, false}, {"hkeys", 2, 1, 1, 1, false}, {"hvals", 2, 1, 1, 1, false},
+    {"hscan", -3, 1, 1, 1, false}, {"lpush", -3, 1, 1, 1, false}, {"rpush", -3, 1, 1, 1, false},
+    {"lpop", -2, 1, 1, 1, false}, {"rpop", -2, 1, 1, 1, false}, {"lrange", 4, 1, 1, 1, false},
+    {"llen", 2, 1, 1, 1, false}, {"lindex", 3, 1, 1, 1, false}, {"lrem", 4, 1, 1, 1, false},
+    {"lset", 4, 1, 1, 1, false}, {"ltrim", 4, 1, 1, 1, false}, {"sadd", -3, 1, 1, 1, false},
+    {"srem", -3, 1, 1, 1, false}, {"smembers", 2, 1, 1, 1, false}, {"sismember", 3, 1, 1, 1, false},
+    {"scard", 2, 1, 1, 1, false}, {"sscan", -3, 1, 1, 1, false}, {"sinter", -2, 1, -1, 1, false},
+    {"sunion", -2, 1, -1, 1, false}, {"sdiff", -2, 1, -1, 1, false}, {"sinterstore", -3, 1, -1, 1, false},
+    {"sunionstore", -3, 1, -1, 1, false}, {"sdiffstore", -3, 1, -1, 1, false},
+};
+
+}  // namespace
+
+bool arity_ok(const CommandSpec& spec, std::size_t n) {
+  return spec.arity >= 0 ? n == std::size_t(spec.arity) : n >= std::size_t(-spec.arity);
+}
+
+bool always_transaction(const std::string& n) {
+  return n == "msetnx" || n == "rename" || n == "renamenx" || n == "copy" || n == "sinter" || n == "sunion" ||
+         n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore";
+}
+
+const CommandSpec* find_command(std::string_view name) {
+  for (const auto& c : kCommands)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// The names transaction_command handles: a switch on the length and the
+// first letter before any comparison, so that GET and SET cost a few
+// instructions (Loop::execute).
+bool transaction_name(const std::string& name) {
+  const std::string_view n(name);
+  switch (n.size()) {
+    case 3: return n[0] == 'd' && n == "del";
+    case 4:
+      switch (n[0]) {
+        case 'e': return n == "exec";
+        case 'm': return n == "mset" || n == "mget";
+        case 'c': return n == "copy";
+        default: return false;
+      }
+    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff");
+    case 6:
+      switch (n[0]) {
+        case 'u': return n == "unlink";
+        case 'e': return n == "exists";
+        case 'm': return n == "msetnx";
+        case 'r': return n == "rename";
+        case 's': return n == "sinter" || n == "sunion";
+        default: return false;
+      }
+    case 7: return n == "discard" || n == "unwatch";
+    case 8: return n == "renamenx";
+    case 10: return n == "sdiffstore";
+    case 11: return n == "sinterstore" || n == "sunionstore";
+    default: return false;
+  }
+}
+
+}  // namespace hydra

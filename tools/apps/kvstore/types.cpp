@@ -1,0 +1,77 @@
+// The loop side of hashes, lists and sets: the arity checks Redis makes
+// before anything else, one request to the key's shard (objects.cpp does the
+// rest there), and the reply in the connection's protocol: HGETALL a map
+// and SMEMBERS a set under RESP3, flat arrays under RESP2.
+#include <utility>
+
+#include "server.hpp"
+#include "types.hpp"
+
+namespace hydra {
+
+namespace {
+
+struct Named {
+  std::string_view name;
+  Op op;
+};
+constexpr Named kOps[] = {
+    {"hset", Op::kHset}, {"hsetnx", Op::kHsetnx}, {"hmset", Op::kHmset}, {"hget", Op::kHget},
+    {"hmget", Op::kHmget}, {"hgetall", Op::kHgetall}, {"hdel", Op::kHdel}, {"hincrby", Op::kHincrby},
+    {"hexists", Op::kHexists}, {"hlen", Op::kHlen}, {"hkeys", Op::kHkeys}, {"hvals", Op::kHvals},
+    {"hscan", Op::kHscan}, {"lpush", Op::kLpush}, {"rpush", Op::kRpush}, {"lpop", Op::kLpop},
+    {"rpop", Op::kRpop}, {"lrange", Op::kLrange}, {"llen", Op::kLlen}, {"lindex", Op::kLindex},
+    {"lrem", Op::kLrem}, {"lset", Op::kLset}, {"ltrim", Op::kLtrim}, {"sadd", Op::kSadd},
+    {"srem", Op::kSrem}, {"smembers", Op::kSmembers}, {"sismember", Op::kSismember}, {"scard", Op::kScard},
+    {"sscan", Op::kSscan},
+};
+
+void encode(std::string& out, const Reply& r, bool resp3) {
+  switch (r.kind) {
+    case Reply::kInt: return resp::integer(out, r.n);
+    case Reply::kBulk: return resp::bulk(out, r.s);
+    case Reply::kNil: return resp::nil(out, resp3);
+    case Reply::kOk: return resp::simple(out, "OK");
+    case Reply::kError: return resp::error(out, r.s);
+    case Reply::kNullArray: return resp::null_array(out, resp3);
+    case Reply::kMap: resp::map(out, r.items.size() / 2, resp3); break;
+    case Reply::kSet: resp::set(out, r.items.size(), resp3); break;
+    case Reply::kScan:
+      resp::array(out, 2);
+      resp::bulk(out, std::to_string(r.n));
+      resp::array(out, r.items.size());
+      break;
+    default: resp::array(out, r.items.size()); break;
+  }
+  for (std::size_t i = 0; i < r.items.size(); ++i) {
+    if (i < r.nil.size() && r.nil[i]) resp::nil(out, resp3);
+    else resp::bulk(out, r.items[i]);
+  }
+}
+
+}  // namespace
+
+bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                         const std::vector<std::string_view>& args) {
+  const Named* found = nullptr;
+  for (const auto& n : kOps)
+    if (n.name == name) found = &n;
+  if (!found) return false;
+  const CommandSpec* spec = find_command(name);
+  bool ok = spec && arity_ok(*spec, args.size());
+  if ((found->op == Op::kHset || found->op == Op::kHmset) && args.size() % 2 != 0) ok = false;
+  if ((found->op == Op::kLpop || found->op == Op::kRpop) && args.size() > 3) ok = false;
+  if (!ok) return resp::error(p.reply, "ERR wrong number of arguments for '" + name + "' command"), true;
+  if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
+  p.waiting = 1;
+  ++inflight_;
+  shard(shard_of(args[1], nshards_))
+      .apply_with_then([](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); },
+                       [this, slot, gen, seq](Reply r) {
+                         answer(slot, gen, seq, [&r](Pending& q) { encode(q.reply, r, q.resp3); });
+                       },
+                       found->op, std::vector<std::string>(args.begin() + 1, args.end()));
+  return true;
+}
+
+}  // namespace hydra
