@@ -186,6 +186,22 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     if (sub != "get") resp::error(p.reply, "ERR CONFIG " + sub + " is not supported by hydra (only CONFIG GET)");
     else if (args.size() < 3) resp::error(p.reply, "ERR wrong number of arguments for 'config|get' command");
     else config_get(p, args);
+  } else if (name == "function") {
+    // Hydra has no scripting, so no function library: FUNCTION FLUSH has
+    // nothing to remove and FUNCTION LIST nothing to list (clients and
+    // Redis's test suite call both as housekeeping).
+    if (!arity(args.size() >= 2)) return;
+    const std::string sub = lower(args[1]);
+    if (sub == "flush" && args.size() <= 3) {
+      if (args.size() == 3 && lower(args[2]) != "sync" && lower(args[2]) != "async")
+        resp::error(p.reply, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+      else
+        resp::simple(p.reply, "OK");
+    } else if (sub == "list") {
+      resp::array(p.reply, 0);
+    } else {
+      resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try FUNCTION HELP.");
+    }
   } else if (name == "shutdown") {
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
   } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args)) {
