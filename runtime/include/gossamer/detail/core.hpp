@@ -208,13 +208,31 @@ class RecordWriter {
 [[noreturn]] void then_callback_threw(const char* what);
 
 // ---- delegation: trustee side -----------------------------------------------
-// Where an invoker writes its response.
+// Where an invoker writes its response. A response that fits the room the
+// writer has in [cur_, lim_) is written inline (header, then the payload
+// the caller copies); the rest, and failures, go through the writer.
 class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
   // Space for a response of `len` payload bytes; status kOk.
-  virtual std::byte* reserve(std::uint32_t len) = 0;
+  std::byte* reserve(std::uint32_t len) {
+    const std::size_t size = sizeof(abi::ResponseHeader) + abi::align_record(len);
+    if (size > std::size_t(lim_ - cur_)) [[unlikely]] return reserve_slow(len);
+    const abi::ResponseHeader h{len, abi::kOk};
+    std::memcpy(cur_, &h, sizeof h);
+    std::byte* p = cur_ + sizeof h;
+    cur_ += size;
+    ++written_;
+    return p;
+  }
   virtual void fail(std::uint32_t status, std::string_view message) = 0;
+  std::uint32_t written() const { return written_; }
+
+ protected:
+  virtual std::byte* reserve_slow(std::uint32_t len) = 0;
+  std::byte* cur_ = nullptr;  // room for inline responses (none: both null)
+  std::byte* lim_ = nullptr;
+  std::uint32_t written_ = 0;  // responses so far
 };
 
 struct Invocation {
