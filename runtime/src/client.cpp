@@ -213,6 +213,7 @@ void Worker::send_deferred_toggles() {
 
 void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
   control_send_ = true;
+  ++control_pending_;
   RecordWriter rw(to, invoker, {});
   rw.close(done);
   control_send_ = false;
@@ -403,7 +404,9 @@ bool Worker::flush(ThreadId to) {
 // and stops (control) are not the application's: they are not counted.
 void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
   Completion c = ch.pop();
-  bool control = is_control_completion(c.fn);
+  // Control requests are rare: the function is compared only while one is out.
+  const bool control = control_pending_ != 0 && is_control_completion(c.fn);
+  control_pending_ -= control;
   {
     DelegatedScope scope;  // then-callbacks must not block
     if (c.fn) c.fn(c, status, data, len);

@@ -263,6 +263,7 @@ class Worker {
   std::uint32_t ring_head_ = 0, ring_mask_ = 0;
   std::uint32_t* dataplane_sleeping_ = nullptr;
   bool control_send_ = false;
+  std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 
   // scheduler
   Fiber* ready_head_ = nullptr;
