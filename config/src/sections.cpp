@@ -251,6 +251,8 @@ void read_metrics(MapReader r, MetricsConfig& out, const SocketAddress& controlp
 void read_runtime(MapReader r, RuntimeConfig& out) {
   read_polling(r, out.polling);
   r.integer("stack_size_kib", out.stack_size_kib, {16, 8192});
+  std::uint32_t bound = 0;
+  if (r.integer("max_outstanding", bound, {0, 1 << 24})) out.max_outstanding = bound;
 }
 
 }  // namespace gossamer::config::detail

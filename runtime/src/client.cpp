@@ -2,6 +2,7 @@
 // packed into the request slot when it is free, and their responses matched
 // to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,22 +45,12 @@ void ByteQueue::consume_front(std::size_t n) {
   end_ -= std::min(n, end_);
 }
 
-void Channel::push(const Completion& c) {
-  if (ring_size == ring.size()) {
-    std::vector<Completion> bigger(ring.empty() ? 64 : ring.size() * 2);
-    for (std::size_t i = 0; i < ring_size; ++i) bigger[i] = ring[(ring_head + i) & (ring.size() - 1)];
-    ring.swap(bigger);
-    ring_head = 0;
-  }
-  ring[(ring_head + ring_size) & (ring.size() - 1)] = c;
-  ++ring_size;
-}
-
-Completion Channel::pop() {
-  Completion c = ring[ring_head];
-  ring_head = (ring_head + 1) & (ring.size() - 1);
-  --ring_size;
-  return c;
+void Channel::grow_ring() {
+  std::vector<Completion> bigger(ring.empty() ? 64 : ring.size() * 2);
+  for (std::size_t i = 0; i < ring_size; ++i) bigger[i] = ring[(ring_head + i) & ring_mask];
+  ring.swap(bigger);
+  ring_head = 0;
+  ring_mask = ring.size() - 1;
 }
 
 // ---- parked completions -----------------------------------------------------
@@ -131,6 +122,12 @@ void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
 
 // ---- encoding ----------------------------------------------------------------
 
+namespace {
+// Room a record starts with: closures and arguments up to this size are
+// encoded without a call (RecordWriter::append).
+constexpr std::size_t kRecordRoom = 256;
+}  // namespace
+
 RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
   Worker* w = tl_state.worker;
   if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
@@ -138,63 +135,70 @@ RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle pr
     fatal("a request was started while another was being encoded (delegation from inside "
           "a serialize() function?)");
   w->set_record_open(true);
-  Channel& ch = w->channel(to);
-  start_ = ch.queue.size();
+  ByteQueue& q = w->channel(to).queue;
+  rec_ = q.reserve(kRecordRoom);
+  lim_ = q.limit();
   RequestHeader h{invoker, 0, prop.raw};
-  append(&h, sizeof h);
+  std::memcpy(rec_, &h, sizeof h);
+  cur_ = rec_ + sizeof h;
 }
 
-void RecordWriter::append(const void* data, std::size_t len) {
-  if (len == 0) return;  // cereal writes empty ranges with a null pointer
-  std::memcpy(tl_state.worker->channel(to_).queue.grow(len), data, len);
-}
-
-void RecordWriter::pad_to_align() {
-  auto& q = tl_state.worker->channel(to_).queue;
-  std::size_t pad = abi::align_record(std::uint32_t(q.size() - start_)) - (q.size() - start_);
-  if (pad) std::memset(q.grow(pad), 0, pad);
+// The queue's end stays at the record's start until close(): the record's
+// bytes are kept across the move by appending them for it, then taking
+// them back off.
+void RecordWriter::make_room(std::size_t len) {
+  ByteQueue& q = tl_state.worker->channel(to_).queue;
+  const std::size_t start = std::size_t(rec_ - q.data()), used = std::size_t(cur_ - rec_);
+  q.truncate(start + used);
+  q.reserve(len + kRecordRoom);
+  q.truncate(start);
+  rec_ = q.data() + start;
+  cur_ = rec_ + used;
+  lim_ = q.limit();
 }
 
 void RecordWriter::close(Completion done) {
   Worker* w = tl_state.worker;
   Channel& ch = w->channel(to_);
-  std::size_t body = ch.queue.size() - start_ - kRecordHeader;
-  auto* hdr = reinterpret_cast<RequestHeader*>(ch.queue.data() + start_);
-  bool remote = !w->rt().is_local(to_);
-  if (remote && body > kMaxBulkBytes) {
+  std::size_t body = std::size_t(cur_ - rec_) - kRecordHeader;
+  const bool remote = !w->rt().is_local(to_);
+  if (remote && body > kMaxBulkBytes) [[unlikely]] {
     // Across hosts a body is at most 1 GiB (either path): the trustee
     // answers this stand-in with an error, in order with the rest.
-    hdr->invoker = abi::kBuiltinTooLarge;
-    hdr->property = 0;
-    ch.queue.truncate(start_ + kRecordHeader);
+    RequestHeader h{abi::kBuiltinTooLarge, 0, 0};
+    std::memcpy(rec_, &h, sizeof h);
+    cur_ = rec_ + kRecordHeader;
     body = 0;
   }
   if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
+  auto* hdr = reinterpret_cast<RequestHeader*>(rec_);
   hdr->length = std::uint32_t(body);
-  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && !remote) {
+  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && !remote) [[unlikely]] {
     // Too big for any block: the body moves to the heap and the record names
     // it (in-process only).
     auto* heap = new std::byte[body];
-    std::memcpy(heap, ch.queue.data() + start_ + kRecordHeader, body);
+    std::memcpy(heap, rec_ + kRecordHeader, body);
     abi::ExternalBody ext{reinterpret_cast<std::uint64_t>(heap), body};
     hdr->invoker |= abi::kInvokerExternal;
     hdr->length = sizeof ext;
-    ch.queue.truncate(start_ + kRecordHeader);
+    cur_ = rec_ + kRecordHeader;
     append(&ext, sizeof ext);
   }
   // Too big for a block, to another host: it stays whole in the queue and
   // flush() cuts it into pieces as large as the room left in each batch.
   pad_to_align();
+  ch.queue.truncate(std::size_t(cur_ - ch.queue.data()));
   ++ch.queued;
   ch.push(done);
   w->set_record_open(false);
-  w->record_closed(to_);
-  w->send_deferred_toggles();
+  w->record_closed(to_, remote);
+  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
 }
 
 void RecordWriter::abandon() noexcept {
   Worker* w = tl_state.worker;
-  w->channel(to_).queue.truncate(start_);
+  ByteQueue& q = w->channel(to_).queue;
+  q.truncate(std::size_t(rec_ - q.data()));
   w->drop_deferred_toggles();
   w->set_record_open(false);
 }
@@ -209,16 +213,17 @@ void Worker::send_deferred_toggles() {
 
 void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
   control_send_ = true;
+  ++control_pending_;
   RecordWriter rw(to, invoker, {});
   rw.close(done);
   control_send_ = false;
 }
 
-void Worker::record_closed(ThreadId to) {
-  if (!control_send_) {
+void Worker::record_closed(ThreadId to, bool remote) {
+  if (!control_send_) [[likely]] {
     ++tl_state.outstanding;
     ++requests_sent_;
-    if (!rt_.is_local(to)) ++requests_sent_remote_;
+    if (remote) ++requests_sent_remote_;
     ++activity_;
   }
   if (!is_dirty_[to]) {
@@ -275,7 +280,32 @@ bool Worker::flush(ThreadId to) {
   std::uint32_t pl = 0, ol = 0, n = 0;
   bool in_overflow = false;
   const std::uint32_t host = remote && bulk_ ? rt_.rack()->host_of(to) : 0;
-  while (ch.queued && n < UINT16_MAX) {
+  if (!remote) {
+    // Same host: every record fits a block (close() moved larger bodies to
+    // the heap), so the records are copied as two runs, one per block, the
+    // lengths read in place.
+    const std::byte* q = ch.queue.data() + ch.head;
+    const std::uint32_t most = std::min<std::uint32_t>(ch.queued, UINT16_MAX);
+    std::uint32_t size = 0;
+    const auto next_size = [&] {
+      std::uint32_t len;
+      std::memcpy(&len, q + pl + ol + offsetof(RequestHeader, length), sizeof len);
+      return kRecordHeader + abi::align_record(len);
+    };
+    while (n < most && pl + (size = next_size()) <= abi::kRequestPrimaryData) {
+      pl += size;
+      ++n;
+    }
+    std::memcpy(pdata, q, pl);
+    while (n < most && ol + (size = next_size()) <= abi::kOverflowBytes) {
+      ol += size;
+      ++n;
+    }
+    std::memcpy(overflow, q + pl, ol);
+    ch.head += pl + ol;
+    ch.queued -= n;
+  }
+  while (remote && ch.queued && n < UINT16_MAX) {
     const std::byte* rec = ch.queue.data() + ch.head;
     RequestHeader h;
     std::memcpy(&h, rec, sizeof h);
@@ -374,7 +404,9 @@ bool Worker::flush(ThreadId to) {
 // and stops (control) are not the application's: they are not counted.
 void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
   Completion c = ch.pop();
-  bool control = is_control_completion(c.fn);
+  // Control requests are rare: the function is compared only while one is out.
+  const bool control = control_pending_ != 0 && is_control_completion(c.fn);
+  control_pending_ -= control;
   {
     DelegatedScope scope;  // then-callbacks must not block
     if (c.fn) c.fn(c, status, data, len);

@@ -36,20 +36,6 @@ PropertyHandle PropertyTable::add(void* obj, void (*destroy)(void*), std::uint64
   return PropertyHandle::make(index, e.gen);
 }
 
-void* PropertyTable::find(PropertyHandle h, std::uint64_t type, std::uint32_t* status) {
-  PropertyEntry* e = live_entry(h);
-  if (!e || e->dying) {
-    *status = abi::kStaleProperty;
-    return nullptr;
-  }
-  if (e->type != type) {
-    *status = abi::kWrongType;
-    return nullptr;
-  }
-  *status = abi::kOk;
-  return e->obj;
-}
-
 bool PropertyTable::toggle(PropertyHandle h, std::uint64_t id) {
   PropertyEntry* e = live_entry(h);
   if (!e || e->dying) return false;

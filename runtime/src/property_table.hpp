@@ -26,7 +26,20 @@ class PropertyTable {
  public:
   PropertyHandle add(void* obj, void (*destroy)(void*), std::uint64_t type, std::uint64_t first_id);
   // The property if `h` is current and of type `type`; else null and *status.
-  void* find(PropertyHandle h, std::uint64_t type, std::uint32_t* status);
+  // Inline: the trustee looks one up for every request.
+  void* find(PropertyHandle h, std::uint64_t type, std::uint32_t* status) {
+    const std::uint32_t index = h.index();
+    if (index < size_) [[likely]] {
+      const PropertyEntry& e = chunks_[index >> kChunkBits][index & (kChunk - 1)];
+      if (e.obj && e.gen == h.generation() && !e.dying) [[likely]] {
+        if (e.type == type) [[likely]] return e.obj;
+        *status = abi::kWrongType;
+        return nullptr;
+      }
+    }
+    *status = abi::kStaleProperty;
+    return nullptr;
+  }
   // Symmetric difference of the id set; destroys the property when it empties.
   // Returns false when `h` names no live property.
   bool toggle(PropertyHandle h, std::uint64_t id);

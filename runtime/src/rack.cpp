@@ -102,7 +102,7 @@ std::uint32_t Rack::host_of(std::uint32_t g) const {
   return hosts_;
 }
 
-std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
+std::unique_ptr<Rack> Rack::join(std::uint32_t threads, std::size_t* max_outstanding) {
   const char* path = std::getenv("GOSSAMER_CONFIG");
   if (!path || !*path) return nullptr;
   auto result = config::load_file(path);
@@ -112,6 +112,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads) {
     die("GOSSAMER_CONFIG=" + std::string(path) + " is not a valid configuration:\n" + o.str());
   }
   const config::Config& cfg = result.config();
+  if (cfg.runtime.max_outstanding) *max_outstanding = *cfg.runtime.max_outstanding;
   if (cfg.rack.hosts.size() < 2) return nullptr;
   // The slot layout is fixed at build time; the file must agree with it.
   if (cfg.slots.primary_bytes != abi::kPrimaryBytes || cfg.slots.overflow_bytes != abi::kOverflowBytes)

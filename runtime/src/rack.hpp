@@ -25,8 +25,10 @@ class Rack {
   // Reads GOSSAMER_CONFIG; returns null when it is unset or names a
   // single-host rack (the runtime then runs standalone). `threads` is the
   // rack-wide count (GOSSAMER_THREADS overrides it). Exits the process with
-  // a message when the configuration or the attach fails.
-  static std::unique_ptr<Rack> join(std::uint32_t threads);
+  // a message when the configuration or the attach fails. The file's
+  // runtime.max_outstanding, when set, replaces *max_outstanding (single
+  // host or not).
+  static std::unique_ptr<Rack> join(std::uint32_t threads, std::size_t* max_outstanding);
   ~Rack();
 
   std::uint32_t host() const { return host_; }

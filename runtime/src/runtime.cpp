@@ -404,13 +404,14 @@ void then_callback_threw(const char* what) {
 namespace gossamer {
 
 namespace detail {
-int run_impl(const Options& opts, std::function<int()> main_fn) {
+int run_impl(const Options& given, std::function<int()> main_fn) {
+  Options opts = given;
   if (opts.threads == 0) fatal("run(): threads must be at least 1");
   if (opts.dedicated_trustees >= opts.threads)
     fatal("run(): dedicated_trustees must leave at least one client thread");
   if (opts.threads > 4096) fatal("run(): at most 4096 threads");
   if (tl_worker) fatal("run() called inside gossamer::run");
-  std::unique_ptr<Rack> rack = Rack::join(std::uint32_t(opts.threads));
+  std::unique_ptr<Rack> rack = Rack::join(std::uint32_t(opts.threads), &opts.max_outstanding);
   if (rack && opts.dedicated_trustees)
     fatal("run(): dedicated_trustees is not supported in a rack yet");
   Runtime rt(opts, std::move(rack));

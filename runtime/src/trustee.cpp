@@ -19,21 +19,24 @@ constexpr std::uint64_t kNoProperty = type_key<void>();
 
 // Writes a batch's responses in order: primary block, then overflow, then a
 // heap spill buffer for whatever is left (001 §5.3: responses larger than the
-// slot still arrive).
+// slot still arrive). The block being filled is the inline room of
+// ResponseWriter::reserve; put() handles what does not fit it.
 class SlotResponseWriter final : public ResponseWriter {
  public:
   SlotResponseWriter(std::byte* primary, std::byte* overflow)
-      : primary_(primary), overflow_(overflow) {}
+      : primary_(primary), overflow_(overflow) {
+    cur_ = primary + sizeof(abi::ResponseSlotHeader);
+    lim_ = primary + abi::kPrimaryBytes;
+  }
 
-  std::byte* reserve(std::uint32_t len) override { return put(len, abi::kOk); }
   void fail(std::uint32_t status, std::string_view message) override {
     auto len = std::uint32_t(std::min<std::size_t>(message.size(), 256));
     std::byte* p = put(len, status);
     if (len) std::memcpy(p, message.data(), len);
   }
 
-  std::uint32_t written() const { return written_; }
   void finish(std::uint32_t seq, std::uint16_t count) {
+    sync();
     abi::ResponseSlotHeader h{};
     h.seq = seq;
     h.count = count;
@@ -48,7 +51,16 @@ class SlotResponseWriter final : public ResponseWriter {
   }
 
  private:
+  std::byte* reserve_slow(std::uint32_t len) override { return put(len, abi::kOk); }
+
+  // The inline writes since the last put(), into the block's length.
+  void sync() {
+    if (stage_ == 0) pl_ = std::uint32_t(cur_ - (primary_ + sizeof(abi::ResponseSlotHeader)));
+    else if (stage_ == 1) ol_ = std::uint32_t(cur_ - overflow_);
+  }
+
   std::byte* put(std::uint32_t len, std::uint32_t status) {
+    sync();
     ++written_;
     std::uint32_t size = sizeof(ResponseHeader) + abi::align_record(len);
     ResponseHeader h{len, status};
@@ -68,13 +80,23 @@ class SlotResponseWriter final : public ResponseWriter {
       at = spill_->data() + off;
     }
     std::memcpy(at, &h, sizeof h);
+    // The inline room is now the rest of the block this went to.
+    if (stage_ == 0) {
+      cur_ = primary_ + sizeof(abi::ResponseSlotHeader) + pl_;
+      lim_ = primary_ + abi::kPrimaryBytes;
+    } else if (stage_ == 1) {
+      cur_ = overflow_ + ol_;
+      lim_ = overflow_ + abi::kOverflowBytes;
+    } else {
+      cur_ = lim_ = nullptr;
+    }
     return at + sizeof h;
   }
 
   std::byte* primary_;
   std::byte* overflow_;
   std::vector<std::byte>* spill_ = nullptr;
-  std::uint32_t pl_ = 0, ol_ = 0, written_ = 0;
+  std::uint32_t pl_ = 0, ol_ = 0;
   int stage_ = 0;
 };
 
@@ -83,7 +105,7 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
               ResponseWriter& out) {
   PropertyHandle prop{h.property};
   std::uint32_t invoker = h.invoker & ~abi::kInvokerExternal;
-  switch (invoker) {
+  if (invoker < abi::kFirstUserInvoker) [[unlikely]] switch (invoker) {
     case abi::kBuiltinToggleRef: {
       std::uint64_t id;
       if (h.length != sizeof id) return out.fail(abi::kMalformed, "toggle body size");
@@ -123,7 +145,7 @@ void dispatch(Worker& w, ThreadId client, const RequestHeader& h, const std::byt
     default:
       break;
   }
-  if (!w.rt().is_local(client) && (h.invoker & abi::kInvokerExternal))
+  if ((h.invoker & abi::kInvokerExternal) && !w.rt().is_local(client)) [[unlikely]]
     return out.fail(abi::kNotAcrossHosts, "an in-process body cannot come from another host");
   const InvokerEntry* inv = w.rt().invoker(invoker);
   if (!inv) return out.fail(abi::kBadInvoker, "unknown invoker id");
@@ -223,16 +245,15 @@ namespace {
 // as much of it as fits into the response slot.
 class StreamResponseWriter final : public ResponseWriter {
  public:
-  explicit StreamResponseWriter(ByteQueue& q) : q_(q) {}
-  std::byte* reserve(std::uint32_t len) override { return put(len, abi::kOk); }
+  explicit StreamResponseWriter(ByteQueue& q) : q_(q) {}  // no inline room: all through put()
   void fail(std::uint32_t status, std::string_view message) override {
     auto len = std::uint32_t(std::min<std::size_t>(message.size(), 256));
     std::byte* p = put(len, status);
     if (len) std::memcpy(p, message.data(), len);
   }
-  std::uint32_t written() const { return written_; }
 
  private:
+  std::byte* reserve_slow(std::uint32_t len) override { return put(len, abi::kOk); }
   std::byte* put(std::uint32_t len, std::uint32_t status) {
     ++written_;
     std::uint32_t size = sizeof(ResponseHeader) + abi::align_record(len);
@@ -243,7 +264,6 @@ class StreamResponseWriter final : public ResponseWriter {
     return at + sizeof h;
   }
   ByteQueue& q_;
-  std::uint32_t written_ = 0;
 };
 }  // namespace
 

@@ -47,6 +47,13 @@ class ByteQueue {
     end_ += n;
     return p;
   }
+  // Room for `n` more bytes after the end, without appending them: the
+  // bytes up to limit() may be written, then appended with truncate().
+  std::byte* reserve(std::size_t n) {
+    if (end_ + n > cap_) [[unlikely]] expand(end_ + n);
+    return buf_.get() + end_;
+  }
+  std::byte* limit() { return buf_.get() + cap_; }
   std::byte* data() { return buf_.get(); }
   std::size_t size() const { return end_; }
   void truncate(std::size_t n) { end_ = n; }
@@ -76,10 +83,20 @@ struct Channel {
   // Completions of inflight then queued records, in order (a ring whose
   // size is a power of two).
   std::vector<Completion> ring;
-  std::size_t ring_head = 0, ring_size = 0;
+  std::size_t ring_head = 0, ring_size = 0, ring_mask = 0;  // mask: ring.size() - 1
 
-  void push(const Completion& c);
-  Completion pop();
+  void push(const Completion& c) {
+    if (ring_size == ring.size()) [[unlikely]] grow_ring();
+    ring[(ring_head + ring_size) & ring_mask] = c;
+    ++ring_size;
+  }
+  Completion pop() {
+    Completion c = ring[ring_head];
+    ring_head = (ring_head + 1) & ring_mask;
+    --ring_size;
+    return c;
+  }
+  void grow_ring();
 };
 
 // Parked completions wait for a kBuiltinComplete addressed to this thread.
@@ -170,13 +187,14 @@ class Worker {
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to);
+  void record_closed(ThreadId to, bool remote);
   std::uint64_t park(const Completion& c);
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
   void defer_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
     deferred_toggles_.push_back({trustee, h, id});
   }
+  bool has_deferred_toggles() const { return !deferred_toggles_.empty(); }
   void send_deferred_toggles();
   void drop_deferred_toggles() noexcept { deferred_toggles_.clear(); }
   void complete_parked(std::uint64_t token, std::uint32_t status, const std::byte* data,
@@ -245,6 +263,7 @@ class Worker {
   std::uint32_t ring_head_ = 0, ring_mask_ = 0;
   std::uint32_t* dataplane_sleeping_ = nullptr;
   bool control_send_ = false;
+  std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 
   // scheduler
   Fiber* ready_head_ = nullptr;

@@ -66,6 +66,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
 
   EXPECT_EQ(c.runtime.polling, Polling::adaptive);
   EXPECT_EQ(c.runtime.stack_size_kib, 64u);
+  EXPECT_EQ(c.runtime.max_outstanding, std::nullopt);  // the program's Options value
 }
 
 TEST(Defaults, CommentsOnlyAndNullSectionsMeanDefaults) {
@@ -78,11 +79,12 @@ TEST(Defaults, PresentKeysOverrideOnlyThemselves) {
       "dataplane:\n"
       "  cores: 4\n"
       "  verbs: {gid_index: 3}\n"
-      "runtime: {polling: busy}\n");
+      "runtime: {polling: busy, max_outstanding: 0}\n");
   Config expected = load_ok("");
   expected.dataplane.cores = 4;
   expected.dataplane.verbs.gid_index = 3;
   expected.runtime.polling = Polling::busy;
+  expected.runtime.max_outstanding = 0;  // set: no bound
   EXPECT_EQ(c, expected);
 }
 

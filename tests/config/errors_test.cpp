@@ -100,6 +100,14 @@ TEST(Errors, Cpus) {
   EXPECT_EQ(ok.config().dataplane.cpus, (std::vector<std::uint32_t>{1, 0}));
 }
 
+TEST(Errors, MaxOutstandingIsABoundedInteger) {
+  EXPECT_EQ(error_of("runtime:\n"
+                     "  max_outstanding: -1\n"),
+            "t.yaml:2:20: runtime.max_outstanding: value -1 out of range [0, 16777216]");
+  EXPECT_EQ(error_of("runtime: {polling: busy, max_outstanding: '512'}\n"),
+            "t.yaml:1:43: runtime.max_outstanding: expected an integer, got string '512'");
+}
+
 TEST(Errors, NotAMultiple) {
   EXPECT_EQ(error_of("slots:\n"
                      "  overflow_bytes: 100\n"),

@@ -3,6 +3,10 @@
 // instead of queueing without bound.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -125,6 +129,37 @@ TEST(BackpressureTest, ZeroMeansNoBound) {
     }
   });
   EXPECT_GT(max_seen, gossamer::Options{}.max_outstanding);
+}
+
+// The bound of the most `apply_then` a thread left outstanding: 20000 sent
+// from one fiber, with Options::max_outstanding = `bound`.
+std::size_t max_outstanding_seen(std::size_t bound) {
+  std::size_t max_seen = 0;
+  gossamer::run(bounded(2, bound), [&] {
+    auto counter = gossamer::trustee(1).entrust(0L);
+    auto ref = counter.ref();
+    for (int i = 0; i < 20000; ++i) {
+      ref.apply_then([](long& c) { ++c; }, [] {});
+      max_seen = std::max(max_seen, gossamer::outstanding_requests());
+    }
+  });
+  return max_seen;
+}
+
+// runtime.max_outstanding in the GOSSAMER_CONFIG file replaces the
+// program's value; a file without it leaves the program's value.
+TEST(BackpressureTest, ConfigFileSetsTheBound) {
+  const std::string path = testing::TempDir() + "backpressure_config.yaml";
+  const auto write = [&](const char* text) { std::ofstream(path) << text; };
+  write("runtime:\n  max_outstanding: 48\n");
+  ASSERT_EQ(::setenv("GOSSAMER_CONFIG", path.c_str(), 1), 0);
+  const std::size_t from_file = max_outstanding_seen(1000);
+  write("runtime:\n  polling: adaptive\n");
+  const std::size_t from_program = max_outstanding_seen(100);
+  ::unsetenv("GOSSAMER_CONFIG");
+  std::remove(path.c_str());
+  EXPECT_EQ(from_file, 48u);
+  EXPECT_EQ(from_program, 100u);
 }
 
 }  // namespace

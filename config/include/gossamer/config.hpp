@@ -221,6 +221,11 @@ struct MetricsConfig {
 struct RuntimeConfig {
   Polling polling = Polling::adaptive;
   std::uint32_t stack_size_kib = 64;   // per fiber
+  // Backpressure bound (gossamer::Options::max_outstanding): requests a
+  // thread may have awaiting responses before a sending fiber waits; 0 = no
+  // bound. Unset: the program's own Options value (default 1024). Set, it
+  // replaces that value in every gossamer::run under GOSSAMER_CONFIG.
+  std::optional<std::uint32_t> max_outstanding;
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -30,6 +30,8 @@ struct Options {
   // memory of pending requests (~280 B each). A loop that waits for more
   // than this many of its requests to be in flight never gets there: raise
   // the bound for it. 0 = no bound. Why 1024: runtime/PERFORMANCE.md.
+  // runtime.max_outstanding in the GOSSAMER_CONFIG file, when set,
+  // replaces this value (config/examples/defaults.yaml).
   std::size_t max_outstanding = 1024;
 };
 

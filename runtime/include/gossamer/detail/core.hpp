@@ -177,11 +177,25 @@ struct Completion {
 // Builds one request record straight into the channel to trustee `to`.
 // Usage: open, append body bytes (append / stream), close. Nothing else may
 // touch that channel in between (no yields: the caller is one fiber).
+// append() and pad_to_align() copy into room the constructor reserved in
+// the channel's queue, inline; only a record that outgrows it calls out.
 class RecordWriter {
  public:
   RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop);
-  void append(const void* data, std::size_t len);
-  void pad_to_align();
+  void append(const void* data, std::size_t len) {
+    if (len == 0) return;  // cereal writes empty ranges with a null pointer
+    if (len > std::size_t(lim_ - cur_)) [[unlikely]] make_room(len);
+    std::memcpy(cur_, data, len);
+    cur_ += len;
+  }
+  void pad_to_align() {
+    // One 8-byte store of zeros covers any padding (no loop over 0-7 bytes).
+    static_assert(abi::kRecordAlign == sizeof(std::uint64_t));
+    if (std::size_t(lim_ - cur_) < sizeof(std::uint64_t)) [[unlikely]] make_room(sizeof(std::uint64_t));
+    const std::uint64_t zero = 0;
+    std::memcpy(cur_, &zero, sizeof zero);
+    cur_ += std::size_t(rec_ - cur_) & (abi::kRecordAlign - 1);
+  }
   // Finishes the record; `done` runs when its response arrives.
   void close(Completion done);
   // Drops the record instead (encoding it threw): nothing is sent, and the
@@ -190,8 +204,11 @@ class RecordWriter {
   ThreadId to() const { return to_; }
 
  private:
+  void make_room(std::size_t len);  // grows the queue; moves the pointers
   ThreadId to_;
-  std::size_t start_;
+  std::byte* rec_;  // the record's header, in the channel's queue
+  std::byte* cur_;  // where the next byte goes
+  std::byte* lim_;  // the end of the queue's room
 };
 
 // A response that arrives with a non-ok status; `data` may hold a message.
@@ -208,13 +225,31 @@ class RecordWriter {
 [[noreturn]] void then_callback_threw(const char* what);
 
 // ---- delegation: trustee side -----------------------------------------------
-// Where an invoker writes its response.
+// Where an invoker writes its response. A response that fits the room the
+// writer has in [cur_, lim_) is written inline (header, then the payload
+// the caller copies); the rest, and failures, go through the writer.
 class ResponseWriter {
  public:
   virtual ~ResponseWriter() = default;
   // Space for a response of `len` payload bytes; status kOk.
-  virtual std::byte* reserve(std::uint32_t len) = 0;
+  std::byte* reserve(std::uint32_t len) {
+    const std::size_t size = sizeof(abi::ResponseHeader) + abi::align_record(len);
+    if (size > std::size_t(lim_ - cur_)) [[unlikely]] return reserve_slow(len);
+    const abi::ResponseHeader h{len, abi::kOk};
+    std::memcpy(cur_, &h, sizeof h);
+    std::byte* p = cur_ + sizeof h;
+    cur_ += size;
+    ++written_;
+    return p;
+  }
   virtual void fail(std::uint32_t status, std::string_view message) = 0;
+  std::uint32_t written() const { return written_; }
+
+ protected:
+  virtual std::byte* reserve_slow(std::uint32_t len) = 0;
+  std::byte* cur_ = nullptr;  // room for inline responses (none: both null)
+  std::byte* lim_ = nullptr;
+  std::uint32_t written_ = 0;  // responses so far
 };
 
 struct Invocation {
