@@ -26,9 +26,13 @@ namespace sssp {
 inline constexpr std::size_t kMaxParts = 256;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();  // not reached (yet)
 
-// One adjacency entry: the other end (global) and the edge's weight.
+// One adjacency entry: the other end and the edge's weight. The other end
+// is an index into the partition's distances (Partition::key_): its local
+// index when this partition owns it, else past them, the vertex's slot in
+// the buffer of outgoing updates. Relaxing an arc then divides nothing and
+// takes the same path whoever owns its end.
 struct Arc {
-  std::uint32_t v;
+  std::uint32_t t;
   float w;
 };
 inline constexpr std::uint32_t kNoBucket = ~std::uint32_t(0);
@@ -129,12 +133,14 @@ class Partition {
 
   // 3. The CSR from the halves, each vertex's light arcs (w < delta) first.
   std::uint64_t build_csr() {
+    // Room for the largest partition's local indices: (n - 1) / parts + 1.
+    slot_bits_ = std::uint32_t(std::bit_width((setup_.spec.vertices() - 1) / setup_.parts));
     offsets_.assign(std::size_t(n_local_) + 1, 0);
     for (const Half& h : halves_) ++offsets_[h.local + 1];
     for (std::uint32_t v = 0; v < n_local_; ++v) offsets_[v + 1] += offsets_[v];
     arcs_.resize(halves_.size());
     std::vector<std::uint64_t> fill(offsets_.begin(), offsets_.end() - 1);
-    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{target(h.v), h.w};
     std::vector<Half>().swap(halves_);
     // Light arcs first, so a phase walks a contiguous range (a partition,
     // not a sort: the order within each class does not matter).
@@ -144,8 +150,8 @@ class Partition {
       light_end_[v] =
           std::uint64_t(std::partition(b, e, [this](const Arc& a) { return a.w < setup_.delta; }) - arcs_.begin());
     }
-    best_.assign(std::size_t(setup_.spec.vertices()), kInf);
-    best_parent_.assign(std::size_t(setup_.spec.vertices()), kNone);
+    // A slot per possible local index of each of the other partitions.
+    n_remote_ = setup_.parts > 1 ? (setup_.parts - 1) << slot_bits_ : 0;
     touched_.assign(setup_.parts, {});
     built_ = true;
     return arcs_.size();
@@ -160,9 +166,10 @@ class Partition {
   // ---- a run ---------------------------------------------------------------
   // Forget any previous run; the root's owner puts it in bucket 0.
   void start(std::uint32_t root) {
-    dist_.assign(n_local_, kInf);
+    key_.assign(std::size_t(n_local_) + n_remote_, kInf);
     parent_.assign(n_local_, kNone);
     relaxed_at_.assign(n_local_, -1.0f);
+    sent_parent_.assign(n_remote_, 0);
     in_settled_.assign(n_local_, 0);
     settled_.clear();
     buckets_.clear();
@@ -184,7 +191,7 @@ class Partition {
     if (heavy) {
       for (std::uint32_t v : settled_) {
         in_settled_[v] = 0;
-        const float d = dist_[v];
+        const float d = key_[v];
         const std::uint32_t gv = global(v);
         for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
       }
@@ -194,7 +201,7 @@ class Partition {
     while (g < buckets_.size() && !buckets_[g].empty()) {
       current.swap(buckets_[g]);  // new members of g land in the emptied vector
       for (std::uint32_t v : current) {
-        const float d = dist_[v];
+        const float d = key_[v];
         if (bucket_of(d) != g || relaxed_at_[v] == d) continue;  // stale or done at this distance
         relaxed_at_[v] = d;
         if (!in_settled_[v]) {
@@ -212,11 +219,12 @@ class Partition {
     for (std::uint32_t p = 0; p < setup_.parts; ++p) {
       auto& b = out.batches[p];
       b.reserve(kUpdateWords * touched_[p].size());
-      for (std::uint32_t v : touched_[p]) {
-        sent_min = std::min(sent_min, best_[v]);
-        b.push_back(pack_update(v / setup_.parts, best_[v]));
-        b.push_back(best_parent_[v]);
-        best_[v] = kInf;
+      for (std::uint32_t slot : touched_[p]) {
+        const float d = key_[n_local_ + slot];
+        sent_parent_[slot] &= ~kQueued;
+        sent_min = std::min(sent_min, d);
+        b.push_back(pack_update(local_of_slot(slot), d));
+        b.push_back(sent_parent_[slot]);
       }
       stats_.updates_sent += touched_[p].size();
       touched_[p].clear();
@@ -267,7 +275,7 @@ class Partition {
       const std::uint32_t v = update_vertex(batch[i]);
       if (v >= n_local_) throw std::out_of_range("update for a vertex this partition does not own");
       const float d = update_distance(batch[i]);
-      if (d < dist_[v]) improve(v, d, std::uint32_t(batch[i + 1]));
+      if (d < key_[v]) improve(v, d, std::uint32_t(batch[i + 1]));
     }
   }
 
@@ -276,13 +284,13 @@ class Partition {
   Summary summary() const {
     Summary s = stats_;
     for (std::uint32_t v = 0; v < n_local_; ++v)
-      if (dist_[v] != kInf) {
+      if (key_[v] != kInf) {
         ++s.reached;
         s.half_edges += offsets_[v + 1] - offsets_[v];
       }
     return s;
   }
-  const std::vector<float>& distances() const { return dist_; }
+  std::vector<float> distances() const { return {key_.begin(), key_.begin() + n_local_}; }
   const std::vector<std::uint32_t>& parents() const { return parent_; }
 
   // Travels only when host 0 entrusts a new, empty partition to another
@@ -303,10 +311,25 @@ class Partition {
   std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
   std::uint32_t global(std::uint32_t local) const { return local * setup_.parts + setup_.index; }
 
-  // dist_[v] drops to d through parent p: (re)file v under d's bucket; the
+  // An arc's other end, global vertex v, as the CSR stores it: our local
+  // index, or n_local_ + slot, where slot = (the owner's rank among the
+  // other partitions) << slot_bits_ | (v's local index at its owner): a
+  // shift finds the owner again.
+  std::uint32_t target(std::uint32_t v) const {
+    const std::uint32_t owner = v % setup_.parts, local = v / setup_.parts;
+    if (owner == setup_.index) return local;
+    return n_local_ + ((owner < setup_.index ? owner : owner - 1) << slot_bits_ | local);
+  }
+  std::uint32_t owner_of_slot(std::uint32_t slot) const {
+    const std::uint32_t rank = slot >> slot_bits_;
+    return rank < setup_.index ? rank : rank + 1;
+  }
+  std::uint32_t local_of_slot(std::uint32_t slot) const { return slot & ((std::uint32_t(1) << slot_bits_) - 1); }
+
+  // key_[v] drops to d through parent p: (re)file v under d's bucket; the
   // old entry goes stale.
   void improve(std::uint32_t v, float d, std::uint32_t p) {
-    dist_[v] = d;
+    key_[v] = d;
     parent_[v] = p;
     const std::uint32_t b = bucket_of(d);
     if (b >= buckets_.size()) buckets_.resize(std::size_t(b) + 1);
@@ -317,19 +340,21 @@ class Partition {
   void relax_arc(float d, std::uint32_t from, const Arc& a) {
     ++stats_.relaxations;
     const float nd = d + a.w;
-    const std::uint32_t owner = a.v % setup_.parts;
-    if (owner == setup_.index) {
-      const std::uint32_t v = a.v / setup_.parts;
-      if (nd < dist_[v]) improve(v, nd, from);
-    } else if (nd < best_[a.v]) {
-      if (best_[a.v] == kInf) touched_[owner].push_back(a.v);
-      best_[a.v] = nd;
-      best_parent_[a.v] = from;
+    if (!(nd < key_[a.t])) return;  // most relaxations: one load, one well-predicted branch
+    if (a.t < n_local_) {
+      improve(a.t, nd, from);
+      return;
     }
+    // Another partition's vertex. Its owner already has a distance no
+    // greater than any we sent it, so only a lower one is worth sending.
+    const std::uint32_t slot = a.t - n_local_;
+    if (!(sent_parent_[slot] & kQueued)) touched_[owner_of_slot(slot)].push_back(slot);
+    key_[a.t] = nd;
+    sent_parent_[slot] = from | kQueued;
   }
 
   bool live(std::uint32_t v, std::uint32_t b) const {
-    return bucket_of(dist_[v]) == b && relaxed_at_[v] != dist_[v];
+    return bucket_of(key_[v]) == b && relaxed_at_[v] != key_[v];
   }
 
   // The lowest bucket with a live entry, dropping the stale entries it
@@ -367,10 +392,12 @@ class Partition {
   std::vector<Half> halves_;               // construction only: the halves of our vertices, as they arrive
   std::uint32_t n_local_ = 0;
   std::vector<std::uint64_t> offsets_;     // CSR over local vertices
-  std::vector<Arc> arcs_;                  // (global target, weight), light ones first per vertex
+  std::vector<Arc> arcs_;                  // (target, weight), light ones first per vertex
   std::vector<std::uint64_t> light_end_;   // end of each vertex's light arcs
 
-  std::vector<float> dist_;
+  // Distances: of our vertices by local index, then, by slot, the lowest
+  // distance sent to or queued for each vertex of the other partitions.
+  std::vector<float> key_;
   std::vector<std::uint32_t> parent_;      // global parent in the shortest-path tree; kNone: unreached
   std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
   std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
@@ -381,9 +408,13 @@ class Partition {
   gossamer::detail::Fiber* waiter_ = nullptr;  // the round fiber, suspended until round waiting_for_ is in
   std::uint32_t waiting_for_ = 0;
 
-  std::vector<float> best_;                                // per global vertex: lowest distance to send
-  std::vector<std::uint32_t> best_parent_;                 // and the vertex it came through
-  std::vector<std::vector<std::uint32_t>> touched_;        // per destination: global vertices in best_
+  // Per vertex of another partition (by slot): the (global) vertex its
+  // distance in key_ came through, with kQueued set while it is queued.
+  static constexpr std::uint32_t kQueued = std::uint32_t(1) << 31;
+  std::uint32_t n_remote_ = 0;
+  std::uint32_t slot_bits_ = 0;  // a slot's local index bits
+  std::vector<std::uint32_t> sent_parent_;
+  std::vector<std::vector<std::uint32_t>> touched_;        // per destination: slots queued this round
   Summary stats_{};
 };
 
