@@ -104,9 +104,13 @@ struct Solve {
         }
         gossamer::detail::suspend_current();  // the batch that completes the round wakes us
       }
-      // Bucket g empty everywhere: the vertices it held get their heavy
-      // phase next round, with the next bucket's first light pass.
+      // Nothing anywhere: done, on every partition in this same round.
       if (all.low == kNoBucket && !all.settled) return round + 1;
+      // all.low == g: bucket g was refilled, another light pass. Above g:
+      // bucket g is empty everywhere, so the vertices it held get their
+      // heavy phase next round, with the next bucket's first light pass
+      // (or alone, when no bucket is left). Below g (a heavy arc landed
+      // there): a light pass, the heavy phase waiting.
       heavy = all.low > g || all.low == kNoBucket;
       g = all.low;
     }

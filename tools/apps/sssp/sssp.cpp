@@ -5,7 +5,7 @@
 // edge, run the kernel once untimed, then for each root run the timed
 // kernel (distance and parent of every vertex) and validate its result;
 // print the reference's statistics block. The kernel is delta-stepping in
-// rounds driven by host 0's main fiber (kernel.hpp).
+// rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
 //        [--delta 0.05] [--threads 4] [--skip-validation]
