@@ -220,13 +220,14 @@ class Partition {
       auto& b = out.batches[p];
       b.reserve(kUpdateWords * touched_[p].size());
       for (std::uint32_t slot : touched_[p]) {
-        const float d = key_[n_local_ + slot];
+        if (!(sent_parent_[slot] & kQueued)) continue;  // listed again by a later improvement
         sent_parent_[slot] &= ~kQueued;
+        const float d = key_[n_local_ + slot];
         sent_min = std::min(sent_min, d);
         b.push_back(pack_update(local_of_slot(slot), d));
         b.push_back(sent_parent_[slot]);
       }
-      stats_.updates_sent += touched_[p].size();
+      stats_.updates_sent += b.size() / kUpdateWords;
       touched_[p].clear();
     }
     out.low = std::min(lowest_live_bucket(), sent_min == kInf ? kNoBucket : bucket_of(sent_min));
@@ -347,8 +348,10 @@ class Partition {
     }
     // Another partition's vertex. Its owner already has a distance no
     // greater than any we sent it, so only a lower one is worth sending.
+    // Listed at every improvement (the packing skips the repeats), so that
+    // no load of sent_parent_, a likely cache miss, stalls the loop.
     const std::uint32_t slot = a.t - n_local_;
-    if (!(sent_parent_[slot] & kQueued)) touched_[owner_of_slot(slot)].push_back(slot);
+    touched_[owner_of_slot(slot)].push_back(slot);
     key_[a.t] = nd;
     sent_parent_[slot] = from | kQueued;
   }
