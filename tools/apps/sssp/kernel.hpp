@@ -1,6 +1,6 @@
-// The timed SSSP kernel: delta-stepping in rounds driven by host 0's main
-// fiber (README.md, "The algorithm"), and the closures it sends to the
-// partitions.
+// The timed SSSP kernel: delta-stepping in rounds that the partitions
+// synchronize among themselves (README.md, "The algorithm"); host 0 only
+// starts a run on every partition and waits for them.
 #pragma once
 
 #include <algorithm>
@@ -40,57 +40,82 @@ inline void for_each_concurrently(std::size_t n, F&& fn) {
 
 // ---- closures sent to partitions (trivially copyable functors) ----------------
 
-struct ApplyBatch {
-  std::uint32_t operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
-    return l.lock()->apply_updates(batch);
+// One piece of a round's batch from one partition to another, with the
+// sender's report; applied at once by the receiver (Partition::receive).
+struct Deliver {
+  std::uint32_t round, piece, pieces, low;
+  bool settled;
+  void operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
+    l.lock()->receive(round, piece, pieces, low, settled, batch);
   }
 };
 
-// One round on one partition, in a fiber on its trustee's thread (launch).
-// Returns the lowest bucket with work left on this partition or on any
-// partition it sent updates to.
-struct Round {
-  Phase phase;
-  std::uint32_t k;
-
+// A whole run on one partition, in a fiber on its trustee's thread (launch),
+// in rounds that the partitions synchronize among themselves: in each, a
+// partition does its step, sends every other partition its batch (maybe
+// empty) with its report, and waits for theirs. Every partition then holds
+// the same reports and takes the same decision (README.md, "The
+// algorithm"). Returns the number of rounds.
+struct Solve {
   std::uint32_t operator()(Latch<Partition>& l) const {
-    Outgoing out;
     PartitionRef refs[kMaxParts];
-    std::uint32_t parts;
+    std::uint32_t parts, self;
     {
-      // Held only while computing: the batches below block, and a batch
-      // from another partition must find the latch free.
       auto p = l.lock();
-      out = p->relax(phase, k);
       parts = p->setup().parts;
+      self = p->setup().index;
       std::copy_n(p->setup().refs.begin(), parts, refs);
     }
-    struct Send {
-      std::uint32_t to;
-      std::vector<std::uint64_t> updates;
-    };
-    std::vector<Send> sends;
-    for (std::uint32_t to = 0; to < parts; ++to) {
-      auto& b = out.batches[to];
-      if (b.size() <= kMaxBatch) {
-        if (!b.empty()) sends.push_back({to, std::move(b)});
-        continue;
+    std::uint32_t g = 0;  // the root is in bucket 0
+    bool heavy = false;
+    for (std::uint32_t round = 0;; ++round) {
+      Outgoing out;
+      {
+        // Held only while computing: no blocking call under it, so a batch
+        // from another partition always finds it free.
+        auto p = l.lock();
+        out = p->step(heavy, g);
       }
-      for (std::size_t i = 0; i < b.size(); i += kMaxBatch)
-        sends.push_back({to, std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(i),
-                                                        b.begin() + std::ptrdiff_t(std::min(b.size(), i + kMaxBatch)))});
+      Reports all;
+      all.add(out.low, out.settled);
+      std::uint64_t sent = 0;
+      for (std::uint32_t to = 0; to < parts; ++to) {
+        if (to == self) continue;
+        auto& b = out.batches[to];
+        const auto pieces = std::uint32_t(std::max<std::size_t>(1, (b.size() + kMaxBatch - 1) / kMaxBatch));
+        for (std::uint32_t i = 0; i < pieces; ++i) {
+          const std::size_t lo = std::size_t(i) * kMaxBatch, hi = std::min(b.size(), lo + kMaxBatch);
+          std::vector<std::uint64_t> piece =
+              pieces == 1 ? std::move(b)
+                          : std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(lo), b.begin() + std::ptrdiff_t(hi));
+          refs[to].apply_with_then(Deliver{round, i, pieces, out.low, out.settled}, [] {}, std::move(piece));
+          ++sent;
+        }
+      }
+      for (;;) {
+        {
+          auto p = l.lock();
+          Reports theirs;
+          if (p->take_reports(round, theirs)) {
+            all.add(theirs.low, theirs.settled);
+            p->count_batches(sent);
+            break;
+          }
+        }
+        gossamer::detail::suspend_current();  // the batch that completes the round wakes us
+      }
+      // Nothing anywhere: done, on every partition in this same round.
+      if (all.low == kNoBucket && !all.settled) return round + 1;
+      // all.low == g: bucket g was refilled, another light pass. Above g:
+      // bucket g is empty everywhere, so the vertices it held get their
+      // heavy phase next round, with the next bucket's first light pass
+      // (or alone, when no bucket is left). Below g (a heavy arc landed
+      // there): a light pass, the heavy phase waiting.
+      heavy = all.low > g || all.low == kNoBucket;
+      g = all.low;
     }
-    std::vector<std::uint32_t> lowest(sends.size(), kNoBucket);
-    for_each_concurrently(sends.size(), [&](std::size_t s) {
-      lowest[s] = refs[sends[s].to].apply_with(ApplyBatch{}, std::move(sends[s].updates));
-    });
-    std::uint32_t low = out.local_min;
-    for (std::uint32_t b : lowest) low = std::min(low, b);
-    l.lock()->count_batches(sends.size());
-    return low;
   }
 };
-
 
 using Parts = std::vector<gossamer::Trust<Latch<Partition>>>;
 
@@ -104,31 +129,14 @@ struct Run {
 
 // The timed kernel, from resetting the distances and parents to the end of
 // the last round, then the (untimed) counters.
-inline Run run_kernel(Parts& parts, std::uint32_t root, float delta) {
+inline Run run_kernel(Parts& parts, std::uint32_t root) {
   const std::size_t nparts = parts.size();
   Run run;
   const auto t0 = Clock::now();
   for_each_concurrently(nparts, [&](std::size_t i) { parts[i].apply([root](Latch<Partition>& l) { l.lock()->start(root); }); });
-  // Weights are below 1: with delta >= 1 every edge is light and the heavy
-  // rounds would have nothing to do.
-  const bool has_heavy = delta < 1.0f;
-  std::uint32_t k = 0;
-  auto round = [&](Phase phase) {
-    std::vector<std::uint32_t> low(nparts, kNoBucket);
-    for_each_concurrently(nparts, [&](std::size_t i) { low[i] = parts[i].launch(Round{phase, k}); });
-    ++run.rounds;
-    return *std::min_element(low.begin(), low.end());
-  };
-  for (;;) {
-    std::uint32_t next = round(Phase::light);
-    if (next == k) continue;  // bucket k was refilled (by another partition)
-    if (has_heavy) {
-      next = round(Phase::heavy);
-      if (next == k) continue;
-    }
-    if (next == kNoBucket) break;
-    k = next;
-  }
+  std::vector<std::uint32_t> rounds(nparts);
+  for_each_concurrently(nparts, [&](std::size_t i) { rounds[i] = parts[i].launch(Solve{}); });
+  run.rounds = rounds[0];  // the same on every partition
   run.time_s = seconds_since(t0);
 
   for_each_concurrently(nparts, [&](std::size_t i) {

@@ -26,9 +26,13 @@ namespace sssp {
 inline constexpr std::size_t kMaxParts = 256;
 inline constexpr float kInf = std::numeric_limits<float>::infinity();  // not reached (yet)
 
-// One adjacency entry: the other end (global) and the edge's weight.
+// One adjacency entry: the other end and the edge's weight. The other end
+// is an index into the partition's distances (Partition::key_): its local
+// index when this partition owns it, else past them, the vertex's slot in
+// the buffer of outgoing updates. Relaxing an arc then divides nothing and
+// takes the same path whoever owns its end.
 struct Arc {
-  std::uint32_t v;
+  std::uint32_t t;
   float w;
 };
 inline constexpr std::uint32_t kNoBucket = ~std::uint32_t(0);
@@ -43,11 +47,6 @@ struct Setup {
   std::uint32_t index = 0, parts = 1;
   float delta = 0.05f;
   std::array<PartitionRef, kMaxParts> refs{};  // every partition, by index
-};
-
-enum class Phase : std::uint8_t {
-  light,  // relax the light edges (w < delta) of bucket k until it stays empty here
-  heavy,  // relax the heavy edges of every vertex bucket k held
 };
 
 // A remote relaxation: (local index at the owner, tentative distance) in one
@@ -67,10 +66,25 @@ inline constexpr std::uint32_t kNone = ~std::uint32_t(0);  // no parent: unreach
 inline constexpr std::size_t kHalfWords = 3;
 
 // What one round produced on one partition: a batch per destination
-// partition (empty for itself) and its lowest live bucket afterwards.
+// partition (empty for itself), the lowest bucket it may have filled (its
+// own lowest live bucket, or the lowest bucket of a distance it sends) and
+// whether vertices await their heavy phase.
 struct Outgoing {
   std::vector<std::vector<std::uint64_t>> batches;
-  std::uint32_t local_min = kNoBucket;
+  std::uint32_t low = kNoBucket;
+  bool settled = false;
+};
+
+// What every partition reported for one round, combined (min of the lows,
+// or of the settled flags): all partitions see the same and so decide the
+// same next step (kernel.hpp).
+struct Reports {
+  std::uint32_t low = kNoBucket;
+  bool settled = false;
+  void add(std::uint32_t l, bool s) {
+    low = std::min(low, l);
+    settled = settled || s;
+  }
 };
 
 // Counts gathered once a run is over.
@@ -119,12 +133,14 @@ class Partition {
 
   // 3. The CSR from the halves, each vertex's light arcs (w < delta) first.
   std::uint64_t build_csr() {
+    // Room for the largest partition's local indices: (n - 1) / parts + 1.
+    slot_bits_ = std::uint32_t(std::bit_width((setup_.spec.vertices() - 1) / setup_.parts));
     offsets_.assign(std::size_t(n_local_) + 1, 0);
     for (const Half& h : halves_) ++offsets_[h.local + 1];
     for (std::uint32_t v = 0; v < n_local_; ++v) offsets_[v + 1] += offsets_[v];
     arcs_.resize(halves_.size());
     std::vector<std::uint64_t> fill(offsets_.begin(), offsets_.end() - 1);
-    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{h.v, h.w};
+    for (const Half& h : halves_) arcs_[fill[h.local]++] = Arc{target(h.v), h.w};
     std::vector<Half>().swap(halves_);
     // Light arcs first, so a phase walks a contiguous range (a partition,
     // not a sort: the order within each class does not matter).
@@ -134,8 +150,8 @@ class Partition {
       light_end_[v] =
           std::uint64_t(std::partition(b, e, [this](const Arc& a) { return a.w < setup_.delta; }) - arcs_.begin());
     }
-    best_.assign(std::size_t(setup_.spec.vertices()), kInf);
-    best_parent_.assign(std::size_t(setup_.spec.vertices()), kNone);
+    // A slot per possible local index of each of the other partitions.
+    n_remote_ = setup_.parts > 1 ? (setup_.parts - 1) << slot_bits_ : 0;
     touched_.assign(setup_.parts, {});
     built_ = true;
     return arcs_.size();
@@ -150,76 +166,118 @@ class Partition {
   // ---- a run ---------------------------------------------------------------
   // Forget any previous run; the root's owner puts it in bucket 0.
   void start(std::uint32_t root) {
-    dist_.assign(n_local_, kInf);
+    key_.assign(std::size_t(n_local_) + n_remote_, kInf);
     parent_.assign(n_local_, kNone);
     relaxed_at_.assign(n_local_, -1.0f);
+    sent_parent_.assign(n_remote_, 0);
     in_settled_.assign(n_local_, 0);
     settled_.clear();
     buckets_.clear();
+    scan_from_ = 0;
+    inbox_[0] = inbox_[1] = {};
+    waiter_ = nullptr;
     stats_ = {};
     if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f, root);
   }
 
-  // One round's work on this partition. Improvements of our own vertices
-  // are applied at once (and, in a light phase, processed in this same
-  // round when they fall in bucket k: fewer rounds, the bucket order is
-  // kept); relaxations of other partitions' vertices are combined per
-  // target (minimum distance) into one batch per destination.
-  Outgoing relax(Phase phase, std::uint32_t k) {
-    if (phase == Phase::light) {
-      std::vector<std::uint32_t> current;
-      while (k < buckets_.size() && !buckets_[k].empty()) {
-        current.swap(buckets_[k]);  // new members of k land in the emptied vector
-        for (std::uint32_t v : current) {
-          const float d = dist_[v];
-          if (bucket_of(d) != k || relaxed_at_[v] == d) continue;  // stale or done at this distance
-          relaxed_at_[v] = d;
-          if (!in_settled_[v]) {
-            in_settled_[v] = 1;
-            settled_.push_back(v);
-          }
-          const std::uint32_t g = global(v);
-          for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, g, arcs_[a]);
-        }
-        current.clear();
-      }
-    } else {
+  // One round's work on this partition: first, when `heavy`, the heavy arcs
+  // of every vertex processed since the last heavy phase (at its current
+  // distance); then, unless g is kNoBucket, the light arcs of bucket g's
+  // vertices until bucket g stays empty here. Improvements of our own
+  // vertices are applied at once (and processed in this same round when
+  // they fall in bucket g); relaxations of other partitions' vertices are
+  // combined per target (minimum distance) into one batch per destination.
+  Outgoing step(bool heavy, std::uint32_t g) {
+    if (heavy) {
       for (std::uint32_t v : settled_) {
         in_settled_[v] = 0;
-        const float d = dist_[v];
-        const std::uint32_t g = global(v);
-        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, g, arcs_[a]);
+        const float d = key_[v];
+        const std::uint32_t gv = global(v);
+        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
       }
       settled_.clear();
     }
+    std::vector<std::uint32_t> current;
+    while (g < buckets_.size() && !buckets_[g].empty()) {
+      current.swap(buckets_[g]);  // new members of g land in the emptied vector
+      for (std::uint32_t v : current) {
+        const float d = key_[v];
+        if (bucket_of(d) != g || relaxed_at_[v] == d) continue;  // stale or done at this distance
+        relaxed_at_[v] = d;
+        if (!in_settled_[v]) {
+          in_settled_[v] = 1;
+          settled_.push_back(v);
+        }
+        const std::uint32_t gv = global(v);
+        for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, gv, arcs_[a]);
+      }
+      current.clear();
+    }
     Outgoing out;
     out.batches.resize(setup_.parts);
+    float sent_min = kInf;
     for (std::uint32_t p = 0; p < setup_.parts; ++p) {
       auto& b = out.batches[p];
       b.reserve(kUpdateWords * touched_[p].size());
-      for (std::uint32_t g : touched_[p]) {
-        b.push_back(pack_update(g / setup_.parts, best_[g]));
-        b.push_back(best_parent_[g]);
-        best_[g] = kInf;
+      for (std::uint32_t slot : touched_[p]) {
+        if (!(sent_parent_[slot] & kQueued)) continue;  // listed again by a later improvement
+        sent_parent_[slot] &= ~kQueued;
+        const float d = key_[n_local_ + slot];
+        sent_min = std::min(sent_min, d);
+        b.push_back(pack_update(local_of_slot(slot), d));
+        b.push_back(sent_parent_[slot]);
       }
-      stats_.updates_sent += touched_[p].size();
+      stats_.updates_sent += b.size() / kUpdateWords;
       touched_[p].clear();
     }
-    out.local_min = lowest_live_bucket(k);
+    out.low = std::min(lowest_live_bucket(), sent_min == kInf ? kNoBucket : bucket_of(sent_min));
+    out.settled = !settled_.empty();
     return out;
   }
 
-  // A batch from another partition; returns the lowest bucket it filled.
-  std::uint32_t apply_updates(const std::vector<std::uint64_t>& batch) {
-    std::uint32_t lowest = kNoBucket;
+  // ---- the exchange at the end of a round ------------------------------------
+  // A batch from another partition, piece `piece` of `pieces` it sent us in
+  // round `round` (it splits big ones), with its report. The updates are
+  // applied at once, whichever round we are in: taking minima commutes.
+  // Round r+1's batches can arrive before we have all of round r's (a
+  // partition is at most one round ahead of another), hence two inboxes.
+  void receive(std::uint32_t round, std::uint32_t piece, std::uint32_t pieces, std::uint32_t low, bool settled,
+               const std::vector<std::uint64_t>& batch) {
+    apply_updates(batch);
+    Inbox& in = inbox_[round & 1];
+    if (piece == 0) {
+      ++in.senders;
+      in.expected += pieces;
+    }
+    ++in.received;
+    in.reports.add(low, settled);
+    if (waiter_ && waiting_for_ == round && complete(in)) gossamer::detail::make_ready(std::exchange(waiter_, nullptr));
+  }
+  // The round fiber: true, with every other partition's report of `round`
+  // in `r` (and its inbox emptied for round + 2), once all of that round's
+  // batches are in; otherwise false, and the batch that completes them
+  // wakes the calling fiber, which must then suspend (kernel.hpp).
+  bool take_reports(std::uint32_t round, Reports& r) {
+    Inbox& in = inbox_[round & 1];
+    if (!complete(in)) {
+      waiter_ = gossamer::detail::current_fiber();
+      waiting_for_ = round;
+      return false;
+    }
+    r = in.reports;
+    in = {};
+    return true;
+  }
+
+  // A batch of updates from another partition.
+  void apply_updates(const std::vector<std::uint64_t>& batch) {
     if (batch.size() % kUpdateWords != 0) throw std::length_error("a batch of updates ends in the middle of one");
     for (std::size_t i = 0; i < batch.size(); i += kUpdateWords) {
       const std::uint32_t v = update_vertex(batch[i]);
       if (v >= n_local_) throw std::out_of_range("update for a vertex this partition does not own");
       const float d = update_distance(batch[i]);
-      if (d < dist_[v]) lowest = std::min(lowest, improve(v, d, std::uint32_t(batch[i + 1])));
+      if (d < key_[v]) improve(v, d, std::uint32_t(batch[i + 1]));
     }
-    return lowest;
   }
 
   void count_batches(std::uint64_t n) { stats_.batches_sent += n; }
@@ -227,13 +285,13 @@ class Partition {
   Summary summary() const {
     Summary s = stats_;
     for (std::uint32_t v = 0; v < n_local_; ++v)
-      if (dist_[v] != kInf) {
+      if (key_[v] != kInf) {
         ++s.reached;
         s.half_edges += offsets_[v + 1] - offsets_[v];
       }
     return s;
   }
-  const std::vector<float>& distances() const { return dist_; }
+  std::vector<float> distances() const { return {key_.begin(), key_.begin() + n_local_}; }
   const std::vector<std::uint32_t>& parents() const { return parent_; }
 
   // Travels only when host 0 entrusts a new, empty partition to another
@@ -254,47 +312,77 @@ class Partition {
   std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
   std::uint32_t global(std::uint32_t local) const { return local * setup_.parts + setup_.index; }
 
-  // dist_[v] drops to d through parent p: (re)file v under d's bucket; the
+  // An arc's other end, global vertex v, as the CSR stores it: our local
+  // index, or n_local_ + slot, where slot = (the owner's rank among the
+  // other partitions) << slot_bits_ | (v's local index at its owner): a
+  // shift finds the owner again.
+  std::uint32_t target(std::uint32_t v) const {
+    const std::uint32_t owner = v % setup_.parts, local = v / setup_.parts;
+    if (owner == setup_.index) return local;
+    return n_local_ + ((owner < setup_.index ? owner : owner - 1) << slot_bits_ | local);
+  }
+  std::uint32_t owner_of_slot(std::uint32_t slot) const {
+    const std::uint32_t rank = slot >> slot_bits_;
+    return rank < setup_.index ? rank : rank + 1;
+  }
+  std::uint32_t local_of_slot(std::uint32_t slot) const { return slot & ((std::uint32_t(1) << slot_bits_) - 1); }
+
+  // key_[v] drops to d through parent p: (re)file v under d's bucket; the
   // old entry goes stale.
-  std::uint32_t improve(std::uint32_t v, float d, std::uint32_t p) {
-    dist_[v] = d;
+  void improve(std::uint32_t v, float d, std::uint32_t p) {
+    key_[v] = d;
     parent_[v] = p;
     const std::uint32_t b = bucket_of(d);
     if (b >= buckets_.size()) buckets_.resize(std::size_t(b) + 1);
     buckets_[b].push_back(v);
-    return b;
+    scan_from_ = std::min(scan_from_, b);
   }
 
   void relax_arc(float d, std::uint32_t from, const Arc& a) {
     ++stats_.relaxations;
     const float nd = d + a.w;
-    const std::uint32_t owner = a.v % setup_.parts;
-    if (owner == setup_.index) {
-      const std::uint32_t v = a.v / setup_.parts;
-      if (nd < dist_[v]) improve(v, nd, from);
-    } else if (nd < best_[a.v]) {
-      if (best_[a.v] == kInf) touched_[owner].push_back(a.v);
-      best_[a.v] = nd;
-      best_parent_[a.v] = from;
+    if (!(nd < key_[a.t])) return;  // most relaxations: one load, one well-predicted branch
+    if (a.t < n_local_) {
+      improve(a.t, nd, from);
+      return;
     }
+    // Another partition's vertex. Its owner already has a distance no
+    // greater than any we sent it, so only a lower one is worth sending.
+    // Listed at every improvement (the packing skips the repeats), so that
+    // no load of sent_parent_, a likely cache miss, stalls the loop.
+    const std::uint32_t slot = a.t - n_local_;
+    touched_[owner_of_slot(slot)].push_back(slot);
+    key_[a.t] = nd;
+    sent_parent_[slot] = from | kQueued;
   }
 
   bool live(std::uint32_t v, std::uint32_t b) const {
-    return bucket_of(dist_[v]) == b && relaxed_at_[v] != dist_[v];
+    return bucket_of(key_[v]) == b && relaxed_at_[v] != key_[v];
   }
 
-  // The lowest bucket >= from with a live entry, dropping the stale entries
-  // it walks over (each entry is dropped once; live ones stop the walk).
-  std::uint32_t lowest_live_bucket(std::uint32_t from) {
-    for (std::uint32_t b = from; b < buckets_.size(); ++b) {
+  // The lowest bucket with a live entry, dropping the stale entries it
+  // walks over (each entry is dropped once; live ones stop the walk). No
+  // bucket below scan_from_ has been filled since the last walk.
+  std::uint32_t lowest_live_bucket() {
+    for (std::uint32_t b = scan_from_; b < buckets_.size(); ++b) {
       auto& q = buckets_[b];
       while (!q.empty()) {
-        if (live(q.back(), b)) return b;
+        if (live(q.back(), b)) return scan_from_ = b;
         q.pop_back();
       }
     }
+    scan_from_ = std::uint32_t(buckets_.size());
     return kNoBucket;
   }
+
+  // One round's batches to this partition: complete when every other
+  // partition's first piece has come, and then every piece it announced.
+  struct Inbox {
+    std::uint32_t senders = 0;
+    std::uint64_t expected = 0, received = 0;
+    Reports reports;
+  };
+  bool complete(const Inbox& in) const { return in.senders + 1 == setup_.parts && in.received == in.expected; }
 
   struct Half {
     std::uint32_t local, v;
@@ -307,19 +395,29 @@ class Partition {
   std::vector<Half> halves_;               // construction only: the halves of our vertices, as they arrive
   std::uint32_t n_local_ = 0;
   std::vector<std::uint64_t> offsets_;     // CSR over local vertices
-  std::vector<Arc> arcs_;                  // (global target, weight), light ones first per vertex
+  std::vector<Arc> arcs_;                  // (target, weight), light ones first per vertex
   std::vector<std::uint64_t> light_end_;   // end of each vertex's light arcs
 
-  std::vector<float> dist_;
+  // Distances: of our vertices by local index, then, by slot, the lowest
+  // distance sent to or queued for each vertex of the other partitions.
+  std::vector<float> key_;
   std::vector<std::uint32_t> parent_;      // global parent in the shortest-path tree; kNone: unreached
   std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
   std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
   std::vector<std::uint8_t> in_settled_;
   std::vector<std::vector<std::uint32_t>> buckets_;
+  std::uint32_t scan_from_ = 0;            // no live entry below this bucket
+  Inbox inbox_[2];                         // round r's batches and reports, by r % 2
+  gossamer::detail::Fiber* waiter_ = nullptr;  // the round fiber, suspended until round waiting_for_ is in
+  std::uint32_t waiting_for_ = 0;
 
-  std::vector<float> best_;                                // per global vertex: lowest distance to send
-  std::vector<std::uint32_t> best_parent_;                 // and the vertex it came through
-  std::vector<std::vector<std::uint32_t>> touched_;        // per destination: global vertices in best_
+  // Per vertex of another partition (by slot): the (global) vertex its
+  // distance in key_ came through, with kQueued set while it is queued.
+  static constexpr std::uint32_t kQueued = std::uint32_t(1) << 31;
+  std::uint32_t n_remote_ = 0;
+  std::uint32_t slot_bits_ = 0;  // a slot's local index bits
+  std::vector<std::uint32_t> sent_parent_;
+  std::vector<std::vector<std::uint32_t>> touched_;        // per destination: slots queued this round
   Summary stats_{};
 };
 

@@ -5,7 +5,7 @@
 // edge, run the kernel once untimed, then for each root run the timed
 // kernel (distance and parent of every vertex) and validate its result;
 // print the reference's statistics block. The kernel is delta-stepping in
-// rounds driven by host 0's main fiber (kernel.hpp).
+// rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
 //        [--delta 0.05] [--threads 4] [--skip-validation]
@@ -155,11 +155,11 @@ int drive(const Params& prm) {
     for (std::uint64_t e = 0; e < edges.size(); ++e) edges[e] = gen.edge(e);
   }
 
-  run_kernel(parts, roots[0], prm.delta);  // warm-up, untimed, as in the reference
+  run_kernel(parts, roots[0]);  // warm-up, untimed, as in the reference
   Run first, total;  // the first root's run; counters summed over all roots
   bool valid = true;
   for (std::size_t i = 0; i < roots.size() && valid; ++i) {
-    const Run run = run_kernel(parts, roots[i], prm.delta);
+    const Run run = run_kernel(parts, roots[i]);
     res.times.push_back(run.time_s);
     res.edges.push_back(double(run.edges()));
     if (i == 0) first = run;
