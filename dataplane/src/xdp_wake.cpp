@@ -110,8 +110,14 @@ void XdpWake::reset() {
 std::string XdpWake::arm(std::uint16_t q) {
   if (!rb_ || q >= queues_) return "not open";
   // Records are wake-ups, not data: consume whatever is there (any queue's:
-  // its core was woken when it was written).
-  if (int r = ring_buffer__consume(rb_); r < 0) return errno_text("ring_buffer__consume", -r);
+  // its core was woken when it was written), unless another core is at it.
+  // Only a new record wakes a sleep (the descriptor is edge-triggered in
+  // the epoll sets), so leaving one unread loses nothing.
+  if (!draining_.exchange(true, std::memory_order_acquire)) {
+    const int r = ring_buffer__consume(rb_);
+    draining_.store(false, std::memory_order_release);
+    if (r < 0) return errno_text("ring_buffer__consume", -r);
+  }
   std::atomic_ref<std::uint32_t>(sleeping_[q]).store(1, std::memory_order_seq_cst);
   return "";
 }

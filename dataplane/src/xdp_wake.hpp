@@ -15,6 +15,7 @@
 // here, ever (rx_wake.hpp says why that matters on this project's kernel).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,9 @@ class XdpWake {
   std::uint32_t* sleeping_ = nullptr;  // mmap of gsm_sleeping: one word per queue
   std::size_t sleeping_len_ = 0;
   std::uint16_t queues_ = 0;
+  // A core is draining the ring buffer (libbpf's consumer is not safe
+  // for two threads at once; one drain serves every core).
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace gossamer::dataplane
