@@ -24,6 +24,7 @@ constexpr CommandSpec kCommands[] = {
     {"info", -1, 0, 0, 0, true}, {"ping", -1, 0, 0, 0, false}, {"echo", 2, 0, 0, 0, false},
     {"quit", -1, 0, 0, 0, false}, {"select", 2, 0, 0, 0, false}, {"config", -2, 0, 0, 0, false},
     {"shutdown", -1, 0, 0, 0, false}, {"auth", -2, 0, 0, 0, false}, {"function", -2, 0, 0, 0, false},
+    {"time", 1, 0, 0, 0, false}, {"setnx", 3, 1, 1, 1, false}, {"debug", -2, 0, 0, 0, false},
     // hashes, lists, sets (types.cpp)
     {"hset", -4, 1, 1, 1, false}, {"hmset", -4, 1, 1, 1, false}, {"hsetnx", 4, 1, 1, 1, false},
     {"hget", 3, 1, 1, 1, false}, {"hmget", -3, 1, 1, 1, false}, {"hgetall", 2, 1, 1, 1, false},

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 
 #include "server.hpp"
@@ -186,6 +187,29 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     if (sub != "get") resp::error(p.reply, "ERR CONFIG " + sub + " is not supported by hydra (only CONFIG GET)");
     else if (args.size() < 3) resp::error(p.reply, "ERR wrong number of arguments for 'config|get' command");
     else config_get(p, args);
+  } else if (name == "time") {  // seconds and microseconds of this host's clock, as bulk strings
+    if (!arity(args.size() == 1)) return;
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    resp::array(p.reply, 2);
+    resp::bulk(p.reply, std::to_string(us / 1'000'000));
+    resp::bulk(p.reply, std::to_string(us % 1'000'000));
+  } else if (name == "debug") {
+    // The one DEBUG subcommand that means something here (Redis's test
+    // suite uses it): active expiry on every shard of the rack, on or off.
+    if (!arity(args.size() >= 2)) return;
+    const std::string sub = lower(args[1]);
+    long long on;
+    if (sub == "set-active-expire" && args.size() == 3 && resp::parse_int64(args[2], on))
+      every_shard(Pending::Kind::kOk, [on = on != 0](Shard& s) {
+        s.active_expire = on;
+        return Count{};
+      });
+    else if (sub == "set-active-expire")
+      resp::error(p.reply, "ERR Invalid argument for DEBUG SET-ACTIVE-EXPIRE (0 or 1)");
+    else
+      resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
   } else if (name == "function") {
     // Hydra has no scripting, so no function library: FUNCTION FLUSH has
     // nothing to remove and FUNCTION LIST nothing to list (clients and

@@ -105,7 +105,9 @@ Count shard_persist(Shard& s, std::string key) noexcept {
 Count shard_sweep(Shard& s) noexcept {
   constexpr std::size_t kKeysPerRound = 20, kRounds = 16;
   Count dropped;  // n: keys dropped; expiring: keys with a TTL left
-  if (s.expires.empty() || s.owner != 0) return dropped;  // a transaction's keys stay as it sees them
+  // A transaction's keys stay as it sees them; DEBUG SET-ACTIVE-EXPIRE 0
+  // leaves expiry to the lookups.
+  if (s.expires.empty() || s.owner != 0 || !s.active_expire) return dropped;
   const std::int64_t now = now_ms();
   const auto start = std::chrono::steady_clock::now();
   try {

@@ -48,6 +48,7 @@ struct Shard {
   std::unordered_map<std::string, std::int64_t> expires;
   std::unordered_map<std::string, Watch> watched;
   std::size_t sweep_bucket = 0;  // shard_sweep's cursor over the buckets of `expires`
+  bool active_expire = true;     // DEBUG SET-ACTIVE-EXPIRE: shard_sweep runs (expiry stays lazy otherwise)
   // The transaction that holds this shard (transactions.cpp), 0: none.
   std::uint64_t owner = 0;
   std::deque<std::pair<std::uint64_t, std::uint32_t>> waiting;  // claims queued: (transaction, its coordinator's thread)

@@ -146,6 +146,20 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
            std::string(value), flags, at);
     return true;
   }
+  if (name == "setnx") {  // SET k v NX, answered 1 (set) or 0 (the key exists)
+    if (!arity(args.size() == 3)) return true;
+    if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
+    to_key([](Shard& s, std::string k, std::string v, std::uint32_t f, std::int64_t t) {
+             return shard_set_opts(s, std::move(k), std::move(v), f, t);
+           },
+           [](Pending& q, const Value& v) {
+             if (v.kind == Value::kOk) resp::integer(q.reply, 1);
+             else if (v.kind == Value::kNil) resp::integer(q.reply, 0);
+             else resp::error(q.reply, v.data);
+           },
+           std::string(args[2]), std::uint32_t(kSetNx), std::int64_t(0));
+    return true;
+  }
   if (name == "incr" || name == "decr" || name == "incrby" || name == "decrby") {
     const bool by = name.size() == 6;
     if (!arity(args.size() == (by ? 3u : 2u))) return true;
