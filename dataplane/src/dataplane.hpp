@@ -154,7 +154,7 @@ class Dataplane {
     Stats stats;
     std::uint64_t last_work = 0;
     bool rx_wakeable = false;         // frames wake its sleep (the port's rx_wake_fd is in epoll_fd)
-    bool rx_armed = false;            // ... and it is armed: the next sleep may be long
+    bool rx_armed = false;            // ... and it is armed: a frame ends the next sleep (long once the host is quiet)
     std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
     // Published for core 0 (sequence lock): Stats, then ConnCounters of

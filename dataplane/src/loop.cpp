@@ -129,7 +129,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
         k.any_stored = now;
       }
       k.last_work = now;
-      k.rx_armed = false;  // work came in the look after arming: arm again before the next long sleep
+      k.rx_armed = false;  // work came in the look after arming: arm again before the next sleep
       continue;
     }
     if (++idle < kSpin || cfg_.dataplane.polling == config::Polling::busy) {
@@ -231,7 +231,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
-  k.rx_armed = false;  // the next long sleep arms it again (what woke us is drained then)
+  k.rx_armed = false;  // the next sleep arms it again (what woke us is drained then)
   k.sleeping.store(false, std::memory_order_relaxed);
   for (App* a : *k.apps) std::atomic_ref<std::uint32_t>(*a->sleeping()).fetch_and(~bit, std::memory_order_relaxed);
 }

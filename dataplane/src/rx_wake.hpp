@@ -4,7 +4,7 @@
 // (loop.cpp). It has the smallest receive buffer the kernel allows and is
 // never read while the core works: once full (a frame or two), the kernel
 // drops what else arrives for it after one comparison, without copying.
-// Before a long sleep the core drains it (arm), looks at its queue once
+// Before every sleep the core drains it (arm), looks at its queue once
 // more, and sleeps: a frame that arrived before the drain is in the queue
 // and that look finds it; one that arrives after makes the socket readable.
 // It ignores outgoing frames (PACKET_IGNORE_OUTGOING): our own sends do not

@@ -3,7 +3,7 @@
 // (dataplane/xdp/gossamer_xdp.c), which the driver loads from xdp_prog=,
 // has two maps for it. gsm_sleeping holds one word per queue, memory-mapped
 // here; gsm_wake is a BPF ring buffer whose descriptor every polling core
-// adds to its epoll set. Before a long sleep a core drains the ring buffer
+// adds to its epoll set. Before every sleep a core drains the ring buffer
 // and sets its queue's word (arm), looks at its queue once more and sleeps;
 // the first of our frames on that queue afterwards clears the word and
 // writes one record, which wakes the sleepers. All cores sleep on the one
@@ -38,7 +38,7 @@ class XdpWake {
 
   bool ready() const { return wake_fd_ >= 0; }
   int fd() const { return wake_fd_; }
-  // Queue q's core, before its last look ahead of a long sleep: discards
+  // Queue q's core, before its last look ahead of a sleep: discards
   // the records, then asks for one when a frame of ours arrives on q.
   std::string arm(std::uint16_t q);
 

@@ -10,7 +10,7 @@
 // The dataplane validates everything else (wire::parse_frame).
 //
 // Waking a sleeping core (dataplane/src/xdp_wake.hpp): the AF_XDP PMD has
-// no receive interrupts, so before a long sleep a core sets its queue's word
+// no receive interrupts, so before every sleep a core sets its queue's word
 // in gsm_sleeping; the first of our frames on that queue afterwards clears
 // it and writes the queue number to the gsm_wake ring buffer, whose
 // descriptor is in every core's epoll set. One record per sleep at most.
