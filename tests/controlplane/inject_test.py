@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.argv += [""] * (4 - len(sys.argv))  # controlplane_test reads GOSSAMERD GOSSAMERCTL BULK_PEER
+sys.argv += [""] * (4 - len(sys.argv))  # cp_harness reads GOSSAMERD GOSSAMERCTL BULK_PEER
 import controlplane_test as cp  # noqa: E402  (the rack, the codec, the checks)
 
 check = cp.check
