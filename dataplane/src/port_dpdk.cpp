@@ -235,6 +235,16 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
                    p->driver_, err);
     p->wake_warned_.assign(queues, 0);
   }
+  // memif: a doorbell beside the socket (memif_wake.hpp), for a path socket.
+  if (p->driver_ == "net_memif") {
+    std::string err = devarg(info, "socket-abstract") != "no"
+                          ? "an abstract socket (the doorbell needs socket-abstract=no)"
+                          : MemifWake::open(devarg(info, "socket"), devarg(info, "role") == "client", queues,
+                                            &p->memif_wake_);
+    if (!err.empty())
+      spdlog::warn("no memif wake-up ({}): sleeping cores wake every millisecond to look for frames", err);
+    p->wake_warned_.assign(queues, 0);
+  }
   *out = std::move(p);
   return "";
 }
@@ -270,7 +280,9 @@ std::uint16_t DpdkPort::tx_burst(std::uint16_t q, Frame* frames, std::uint16_t n
   rte_mbuf* bufs[64];
   n = std::min<std::uint16_t>(n, 64);
   for (std::uint16_t i = 0; i < n; ++i) bufs[i] = static_cast<rte_mbuf*>(frames[i].handle);
-  return rte_eth_tx_burst(port_, q, bufs, n);
+  const std::uint16_t sent = rte_eth_tx_burst(port_, q, bufs, n);
+  if (sent && memif_wake_.ready()) memif_wake_.sent(q);
+  return sent;
 }
 
 void DpdkPort::release(const Frame& f) { rte_pktmbuf_free(static_cast<rte_mbuf*>(f.handle)); }
@@ -282,6 +294,7 @@ bool DpdkPort::rx_wake_arm(std::uint16_t q) {
   std::string e;
   if (q < wake_.size()) e = wake_[q].drain();
   else if (xdp_wake_.ready() && q < queues_) e = xdp_wake_.arm(q);
+  else if (memif_wake_.ready() && q < queues_) e = memif_wake_.arm(q);
   else return false;
   if (!e.empty() && !wake_warned_[q]) {  // that sleep is a timed one (loop.cpp)
     spdlog::warn("queue {}: wake-up: {}; this core's sleeps stay short", q, e);
@@ -326,7 +339,8 @@ void DpdkPort::maintain() {
 std::string DpdkPort::describe() const {
   return "DPDK port " + std::to_string(port_) + " (" + driver_ + "), " + std::to_string(queues_) + " queue" +
          (queues_ == 1 ? "" : "s") + ", MTU " + std::to_string(mtu_) +
-         (wake_.empty() && !xdp_wake_.ready() ? ", cores wake on a timer" : ", cores wake on frames");
+         (wake_.empty() && !xdp_wake_.ready() && !memif_wake_.ready() ? ", cores wake on a timer"
+                                                                      : ", cores wake on frames");
 }
 
 }  // namespace gossamer::dataplane

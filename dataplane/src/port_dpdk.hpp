@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "port.hpp"
+#include "memif_wake.hpp"
 #include "rx_wake.hpp"
 #include "xdp_wake.hpp"
 
@@ -37,7 +38,9 @@ class DpdkPort final : public Port {
   void retain(const Frame& f) override;
   Frame frame(void* handle) const override;
   int rx_wake_fd(std::uint16_t q) const override {
-    return q < wake_.size() ? wake_[q].fd() : q < queues_ && xdp_wake_.ready() ? xdp_wake_.fd() : -1;
+    if (q < wake_.size()) return wake_[q].fd();
+    if (q >= queues_) return -1;
+    return xdp_wake_.ready() ? xdp_wake_.fd() : memif_wake_.ready() ? memif_wake_.fd() : -1;
   }
   bool rx_wake_arm(std::uint16_t q) override;
   std::uint64_t tsc_hz() const override;
@@ -55,6 +58,7 @@ class DpdkPort final : public Port {
   std::string driver_;
   std::vector<RxWakeSocket> wake_;  // per queue, for drivers without rx interrupts (af_packet)
   XdpWake xdp_wake_;                // af_xdp with Gossamer's XDP program: its wake ring buffer
+  MemifWake memif_wake_;            // memif on a path socket: the doorbell beside it
   std::vector<char> wake_warned_;   // per queue: an arming error was logged
   std::uint32_t mtu_ = 0;
   std::string memif_socket_;  // a memif client's socket, else ""
