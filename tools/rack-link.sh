@@ -32,13 +32,12 @@ link_check() {
   # combined channels, which a veth does not report.
   [ "$cores" -eq 1 ] || [ "$link" != af_xdp ] ||
     die "up: --cores $cores needs --link af_packet: the af_xdp driver cannot open $cores queues on a veth"
-  [ "$cores" -eq 1 ] || [ "$link" != memif ] ||
-    die "up: --cores $cores needs --link af_packet: several memif queue pairs are not tested yet"
   [ "$link" != memif ] || [ "$n" -eq 2 ] ||
     die "up: --link memif joins exactly 2 hosts (one memif connects one server and one client); $n hosts need --link af_packet or af_xdp"
+  # The doorbell's sockets beside it (memif.sock.ws, .wc) are 3 bytes longer.
   local sock=$STATE/memif.sock
-  [ "$link" != memif ] || [ "${#sock}" -le "$MAX_SOCKET_PATH" ] ||
-    die "up: the memif socket path $sock is ${#sock} bytes, at most $MAX_SOCKET_PATH; use a shorter GOSSAMER_RACK_DIR"
+  [ "$link" != memif ] || [ "${#sock}" -le "$((MAX_SOCKET_PATH - 3))" ] ||
+    die "up: the memif socket path $sock is ${#sock} bytes, at most $((MAX_SOCKET_PATH - 3)) (its doorbell's sockets add 3); use a shorter GOSSAMER_RACK_DIR"
 }
 
 # The --vdev EAL argument of host I (link, cores and MTU of the rack).

@@ -112,6 +112,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   dp.run(g_stop);
+  if (gossamer::dataplane::DpdkPort::restart_wanted()) {
+    spdlog::info("stopping, to be started again (exit 75)");
+    return 75;  // EX_TEMPFAIL: gossamerd restarts a dataplane whatever its status
+  }
   spdlog::info("stopping");
   return 0;
 }

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -309,12 +311,21 @@ void DpdkPort::thread_started(std::uint32_t core) {
 }
 void DpdkPort::thread_stopped(std::uint32_t) { rte_thread_unregister(); }
 
+namespace {
+std::atomic<bool> g_restart_wanted{false};
+}  // namespace
+bool DpdkPort::restart_wanted() { return g_restart_wanted.load(); }
+
 // A memif client does not connect again when its server goes away (its
 // dataplane restarted): once the link is down and a server listens again,
-// stop and start the port, which connects. Only with one queue, whose core
-// is this one (core 0): no other core touches the port meanwhile.
+// stop and start the port, which connects. With one queue, whose core is
+// this one (core 0), no other core touches the port meanwhile. With
+// several, the other cores poll their queues all the time and the port
+// cannot be stopped under them: the dataplane stops instead, and gossamerd
+// starts it again (a new incarnation; the peers reset their connections to
+// it, as after any restart).
 void DpdkPort::maintain() {
-  if (memif_socket_.empty() || queues_ != 1) return;
+  if (memif_socket_.empty()) return;
   rte_eth_link link{};
   if (rte_eth_link_get_nowait(port_, &link) != 0) return;
   if (link.link_status == RTE_ETH_LINK_UP) {
@@ -330,6 +341,14 @@ void DpdkPort::maintain() {
   // A new server binds a new socket file; give it a moment to listen.
   const std::uint64_t ino = socket_inode(memif_socket_);
   if (!ino || ino == memif_inode_) return;
+  if (queues_ != 1) {
+    if (!g_restart_wanted.exchange(true)) {
+      spdlog::warn("memif server is back, and a port of {} queues cannot be restarted under its cores: stopping, "
+                   "so that gossamerd starts this dataplane again", queues_);
+      std::raise(SIGTERM);
+    }
+    return;
+  }
   ::usleep(200'000);
   memif_inode_ = ino;
   if (started_) rte_eth_dev_stop(port_);

@@ -28,6 +28,10 @@ class DpdkPort final : public Port {
                           std::uint16_t queues, std::uint32_t mtu, std::uint16_t udp_port,
                           std::unique_ptr<Port>* out);
   ~DpdkPort() override;
+  // True once a port asked for its process to be started again (maintain:
+  // a memif client with several queues whose server came back). The
+  // dataplane then stops (SIGTERM) and exits 75, and gossamerd starts it.
+  static bool restart_wanted();
 
   std::uint16_t queues() const override { return queues_; }
   std::array<std::uint8_t, 6> mac() const override { return mac_; }
