@@ -34,10 +34,11 @@ link_check() {
     die "up: --cores $cores needs --link af_packet: the af_xdp driver cannot open $cores queues on a veth"
   [ "$link" != memif ] || [ "$n" -eq 2 ] ||
     die "up: --link memif joins exactly 2 hosts (one memif connects one server and one client); $n hosts need --link af_packet or af_xdp"
-  # The doorbell's sockets beside it (memif.sock.ws, .wc) are 3 bytes longer.
+  # The doorbell's sockets beside it (memif.sock.ws<q>, .wc<q>, q < 8 here)
+  # are 4 bytes longer.
   local sock=$STATE/memif.sock
-  [ "$link" != memif ] || [ "${#sock}" -le "$((MAX_SOCKET_PATH - 3))" ] ||
-    die "up: the memif socket path $sock is ${#sock} bytes, at most $((MAX_SOCKET_PATH - 3)) (its doorbell's sockets add 3); use a shorter GOSSAMER_RACK_DIR"
+  [ "$link" != memif ] || [ "${#sock}" -le "$((MAX_SOCKET_PATH - 4))" ] ||
+    die "up: the memif socket path $sock is ${#sock} bytes, at most $((MAX_SOCKET_PATH - 4)) (its doorbell's sockets add 4); use a shorter GOSSAMER_RACK_DIR"
 }
 
 # The --vdev EAL argument of host I (link, cores and MTU of the rack).

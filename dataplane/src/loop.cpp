@@ -189,7 +189,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
   // Another core may have stored a time later than our `now`: not quiet.
   const std::uint64_t any = last_work_any_.load(std::memory_order_relaxed);
   const bool quiet = now > any && now - any > tsc_hz_ / 1'000'000 * kQuietUs;
-  if (k.rx_wakeable && !k.rx_armed && port_->rx_wake_arm(q)) {
+  if (k.rx_wakeable && !k.rx_armed && port_->rx_wake_arm(q, quiet)) {
     // Armed: the loop looks at the queue once more before the sleep. A
     // frame that came before arming is found there, one after wakes us.
     k.rx_armed = true;

@@ -42,12 +42,14 @@ bool fill_addr(const std::string& path, sockaddr_un* a) {
 MemifWake& MemifWake::operator=(MemifWake&& o) noexcept {
   if (this != &o) {
     reset();
-    fd_ = std::exchange(o.fd_, -1);
+    for (std::uint16_t q = 0; q < kMaxQueues; ++q) {
+      fds_[q] = std::exchange(o.fds_[q], -1);
+      peer_addr_[q] = o.peer_addr_[q];
+    }
     map_ = std::exchange(o.map_, nullptr);
     own_ = std::exchange(o.own_, nullptr);
     peer_ = std::exchange(o.peer_, nullptr);
-    queues_ = o.queues_;
-    peer_addr_ = o.peer_addr_;
+    queues_ = std::exchange(o.queues_, 0);
     own_path_ = std::move(o.own_path_);
     rung_.store(o.rung(), std::memory_order_relaxed);
     ring_errors_.store(o.ring_errors(), std::memory_order_relaxed);
@@ -58,25 +60,27 @@ MemifWake& MemifWake::operator=(MemifWake&& o) noexcept {
 MemifWake::~MemifWake() { reset(); }
 
 void MemifWake::reset() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(own_path_.c_str());
-  }
+  for (std::uint16_t q = 0; q < kMaxQueues; ++q)
+    if (fds_[q] >= 0) {
+      ::close(std::exchange(fds_[q], -1));
+      ::unlink((own_path_ + std::to_string(q)).c_str());
+    }
   if (map_) ::munmap(map_, kFileSize);
-  fd_ = -1;
   map_ = nullptr;
   own_ = peer_ = nullptr;
+  queues_ = 0;
 }
 
 std::string MemifWake::open(const std::string& socket_path, bool client, std::uint16_t queues, MemifWake* out) {
   if (queues == 0 || queues > kMaxQueues)
     return std::to_string(queues) + " queues (at most " + std::to_string(kMaxQueues) + ")";
   MemifWake w;
-  w.queues_ = queues;
   const std::string file = socket_path + ".wake";
   w.own_path_ = socket_path + (client ? ".wc" : ".ws");
-  if (!fill_addr(socket_path + (client ? ".ws" : ".wc"), &w.peer_addr_))
-    return "the socket path " + w.own_path_ + " is too long for a unix socket";
+  const std::string peer_path = socket_path + (client ? ".ws" : ".wc");
+  for (std::uint16_t q = 0; q < queues; ++q)
+    if (!fill_addr(peer_path + std::to_string(q), &w.peer_addr_[q]))
+      return "the socket path " + peer_path + std::to_string(q) + " is too long for a unix socket";
 
   // The shared file: whichever side comes first makes it; both size it.
   const int f = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -103,39 +107,53 @@ std::string MemifWake::open(const std::string& socket_path, bool client, std::ui
   for (std::uint16_t q = 0; q < kMaxQueues; ++q)  // a previous incarnation may have left them set
     std::atomic_ref<std::uint32_t>(w.own_[q]).store(0, std::memory_order_relaxed);
 
-  // Our doorbell.
-  sockaddr_un own{};
-  if (!fill_addr(w.own_path_, &own)) return "the socket path " + w.own_path_ + " is too long for a unix socket";
-  const int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno_text("socket", errno);
-  ::unlink(w.own_path_.c_str());  // a previous incarnation's
-  if (::bind(s, reinterpret_cast<const sockaddr*>(&own), sizeof own) != 0) {
-    err = errno_text("bind " + w.own_path_, errno);
-    ::close(s);
-    return err;
+  // Our doorbells, one per queue.
+  for (std::uint16_t q = 0; q < queues; ++q) {
+    const std::string path = w.own_path_ + std::to_string(q);
+    sockaddr_un own{};
+    if (!fill_addr(path, &own)) return "the socket path " + path + " is too long for a unix socket";
+    const int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno_text("socket", errno);
+    ::unlink(path.c_str());  // a previous incarnation's
+    if (::bind(s, reinterpret_cast<const sockaddr*>(&own), sizeof own) != 0) {
+      err = errno_text("bind " + path, errno);
+      ::close(s);
+      return err;
+    }
+    w.fds_[q] = s;
+    w.queues_ = std::uint16_t(q + 1);  // reset() unlinks what was bound
   }
-  w.fd_ = s;
   *out = std::move(w);
   return "";
 }
 
-std::string MemifWake::arm(std::uint16_t q) {
-  if (q >= queues_) return "queue " + std::to_string(q) + " of " + std::to_string(queues_);
+std::string MemifWake::drain(std::uint16_t q) {
   char buf[64];
   for (;;) {
-    const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    const ssize_t n = ::recv(fds_[q], buf, sizeof buf, MSG_DONTWAIT);
     if (n >= 0) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
     if (errno != EINTR) return errno_text("recv", errno);
   }
+}
+
+std::string MemifWake::stay_awake(std::uint16_t q) {
+  if (q >= queues_) return "queue " + std::to_string(q) + " of " + std::to_string(queues_);
+  std::atomic_ref<std::uint32_t>(own_[q]).store(0, std::memory_order_relaxed);
+  return drain(q);
+}
+
+std::string MemifWake::arm(std::uint16_t q) {
+  if (q >= queues_) return "queue " + std::to_string(q) + " of " + std::to_string(queues_);
+  if (std::string e = drain(q); !e.empty()) return e;
   // Before the caller's last look at the queue (Dekker with sent()).
   std::atomic_ref<std::uint32_t>(own_[q]).store(1, std::memory_order_seq_cst);
   return "";
 }
 
-void MemifWake::ring() {
+void MemifWake::ring(std::uint16_t q) {
   const char b = 1;
-  if (::sendto(fd_, &b, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&peer_addr_), sizeof peer_addr_) == 1)
+  if (::sendto(fds_[q], &b, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&peer_addr_[q]), sizeof peer_addr_[q]) == 1)
     rung_.fetch_add(1, std::memory_order_relaxed);
   else
     ring_errors_.fetch_add(1, std::memory_order_relaxed);  // the peer is gone or restarting (ENOENT, ECONNREFUSED), or its socket is full (EAGAIN):

@@ -48,9 +48,12 @@ class Port {
   // when the port has none (a sleeping core must then wake on a timer to
   // look). A core arms it before its last look at the queue ahead of a
   // sleep; queue q's core only. False if it could not be armed (then the
-  // core must not rely on it for this sleep).
+  // core must not rely on it for this sleep). `quiet`: the host has had no
+  // work for a while, so this sleep may be long; a port whose wake-up costs
+  // the sender a system call per frame (memif's doorbell) arms only then,
+  // and a busy host's short sleeps end on their timers instead.
   virtual int rx_wake_fd(std::uint16_t /*q*/) const { return -1; }
-  virtual bool rx_wake_arm(std::uint16_t /*q*/) { return false; }
+  virtual bool rx_wake_arm(std::uint16_t /*q*/, bool /*quiet*/) { return false; }
   // When a frame the port holds back will come out of rx_burst without a
   // new arrival (fault injection's reordering): a TSC time, or UINT64_MAX.
   virtual std::uint64_t rx_due(std::uint16_t /*q*/) const { return UINT64_MAX; }

@@ -44,9 +44,9 @@ class DpdkPort final : public Port {
   int rx_wake_fd(std::uint16_t q) const override {
     if (q < wake_.size()) return wake_[q].fd();
     if (q >= queues_) return -1;
-    return xdp_wake_.ready() ? xdp_wake_.fd() : memif_wake_.ready() ? memif_wake_.fd() : -1;
+    return xdp_wake_.ready() ? xdp_wake_.fd() : memif_wake_.fd(q);
   }
-  bool rx_wake_arm(std::uint16_t q) override;
+  bool rx_wake_arm(std::uint16_t q, bool quiet) override;
   std::uint64_t tsc_hz() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;

@@ -45,7 +45,7 @@ class FaultPort final : public Port {
   void retain(const Frame& f) override { inner_->retain(f); }
   Frame frame(void* handle) const override { return inner_->frame(handle); }
   int rx_wake_fd(std::uint16_t q) const override { return inner_->rx_wake_fd(q); }
-  bool rx_wake_arm(std::uint16_t q) override { return inner_->rx_wake_arm(q); }
+  bool rx_wake_arm(std::uint16_t q, bool quiet) override { return inner_->rx_wake_arm(q, quiet); }
   std::uint64_t rx_due(std::uint16_t q) const override {
     return queues_[q].held.handle ? queues_[q].held_at + hold_ticks_ + 1 : inner_->rx_due(q);
   }

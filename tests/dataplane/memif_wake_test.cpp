@@ -42,28 +42,28 @@ TEST(MemifWake, RingsOnlyASleepingPeerOncePerSleep) {
   ASSERT_TRUE(server.ready() && client.ready());
 
   client.sent(0);  // the server is awake: no doorbell
-  EXPECT_FALSE(readable(server.fd()));
+  EXPECT_FALSE(readable(server.fd(0)));
   EXPECT_EQ(client.rung(), 0u);
 
   ASSERT_EQ(server.arm(0), "");  // the server goes to sleep
   client.sent(0);
-  EXPECT_TRUE(readable(server.fd(), 1000));
+  EXPECT_TRUE(readable(server.fd(0), 1000));
   EXPECT_EQ(client.rung(), 1u);
   client.sent(0);  // the word was cleared by the first: one doorbell per sleep
   client.sent(0);
   EXPECT_EQ(client.rung(), 1u);
 
   ASSERT_EQ(server.arm(0), "");  // drains what woke it, asks again
-  EXPECT_FALSE(readable(server.fd()));
+  EXPECT_FALSE(readable(server.fd(0)));
   client.sent(0);
-  EXPECT_TRUE(readable(server.fd(), 1000));
+  EXPECT_TRUE(readable(server.fd(0), 1000));
   EXPECT_EQ(client.rung(), 2u);
 
   // And the other way.
   ASSERT_EQ(client.arm(0), "");
-  EXPECT_FALSE(readable(client.fd()));
+  EXPECT_FALSE(readable(client.fd(0)));
   server.sent(0);
-  EXPECT_TRUE(readable(client.fd(), 1000));
+  EXPECT_TRUE(readable(client.fd(0), 1000));
   EXPECT_EQ(server.ring_errors(), 0u);
 }
 
@@ -72,12 +72,33 @@ TEST(MemifWake, QueuesAreSeparate) {
   MemifWake server, client;
   ASSERT_EQ(MemifWake::open(d.sock(), false, 2, &server), "");
   ASSERT_EQ(MemifWake::open(d.sock(), true, 2, &client), "");
+  ASSERT_NE(server.fd(0), server.fd(1));  // a socket each: no core drains another's doorbell
   ASSERT_EQ(server.arm(1), "");
   client.sent(0);  // queue 0's core does not sleep
-  EXPECT_FALSE(readable(server.fd()));
+  EXPECT_FALSE(readable(server.fd(0)));
+  EXPECT_FALSE(readable(server.fd(1)));
   client.sent(1);
-  EXPECT_TRUE(readable(server.fd(), 1000));
+  EXPECT_TRUE(readable(server.fd(1), 1000));
+  EXPECT_FALSE(readable(server.fd(0)));
   EXPECT_NE(server.arm(2), "");  // no such queue
+  EXPECT_EQ(server.fd(2), -1);
+}
+
+TEST(MemifWake, StayingAwakeAsksForNoDoorbellAndClearsALateOne) {
+  Dir d;
+  MemifWake server, client;
+  ASSERT_EQ(MemifWake::open(d.sock(), false, 1, &server), "");
+  ASSERT_EQ(MemifWake::open(d.sock(), true, 1, &client), "");
+  ASSERT_EQ(server.arm(0), "");
+  client.sent(0);  // rung while armed...
+  ASSERT_TRUE(readable(server.fd(0), 1000));
+  ASSERT_EQ(server.stay_awake(0), "");  // ...then a sleep on a timer: the late doorbell is gone
+  EXPECT_FALSE(readable(server.fd(0)));
+  ASSERT_EQ(server.arm(0), "");
+  ASSERT_EQ(server.stay_awake(0), "");  // armed, then not: the word is cleared
+  client.sent(0);
+  EXPECT_FALSE(readable(server.fd(0)));
+  EXPECT_EQ(client.rung(), 1u);
 }
 
 TEST(MemifWake, APeerThatRestartsStartsAwakeAndARingToNobodyIsCounted) {
@@ -98,7 +119,7 @@ TEST(MemifWake, APeerThatRestartsStartsAwakeAndARingToNobodyIsCounted) {
   client.sent(0);
   EXPECT_EQ(client.ring_errors(), 1u);
   server.sent(0);  // the client still sleeps: the new server rings it
-  EXPECT_TRUE(readable(client.fd(), 1000));
+  EXPECT_TRUE(readable(client.fd(0), 1000));
 }
 
 TEST(MemifWake, BadSetupsAreRefusedWithAReason) {
@@ -138,7 +159,7 @@ TEST(MemifWake, NoWakeUpIsLostUnderRaces) {
     if (v <= seen) {
       ASSERT_EQ(server.arm(0), "");
       v = published.load(std::memory_order_seq_cst);  // the last look
-      if (v <= seen && !readable(server.fd(), 500)) ++missed;
+      if (v <= seen && !readable(server.fd(0), 500)) ++missed;
       continue;
     }
     seen = v;
