@@ -114,7 +114,7 @@ std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
   const std::uint32_t c = a.flow(host, li).get_conn();
   if (c >= conns_per_host_) return 0;  // 0 is always usable
   // Our own connection's state is current; another core's, as of its last pump.
-  const bool usable = conn_owner(c) == li % ncores_ ? peers_[host].conns[c]->usable()
+  const bool usable = conn_owner(c) == li % ncores_ ? cores_[li % ncores_]->transport->usable(host, c)
                                                    : peers_[host].usable[c].load(std::memory_order_relaxed);
   return usable ? c : 0;
 }

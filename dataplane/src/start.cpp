@@ -73,6 +73,7 @@ std::string Dataplane::start(const PortOpener& open) {
   const Step steps[] = {
       {"incarnation", [&] { return take_incarnation(); }},
       {"cpus", [&] { return cpu_plan_.check(); }},
+      {"verbs", [&] { return open_verbs(); }},
       {"port", [&] { return open_port(open); }},
       {"keys", [&] { return load_keys(); }},
       {"peers", [&] { return make_peers(); }},
