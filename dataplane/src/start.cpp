@@ -63,6 +63,9 @@ Dataplane::~Dataplane() {
     for (const Frame& f : k->tx_batch) port_->release(f);
   }
   if (icmp_guard_fd_ >= 0) ::close(icmp_guard_fd_);
+  // The transports before the verbs calls their queue pairs were made with
+  // (verbs_ is declared after cores_, so it would go first).
+  for (auto& k : cores_) k->transport.reset();
 }
 
 std::string Dataplane::start(const PortOpener& open) {
