@@ -156,6 +156,14 @@ TEST(VerbsRack, RequestsBothWaysOverQueuePairs) {
   attach_both(a, b);
   Traffic t(a, b, 300);
   ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
+  // A bad .verbs-peers (as if gossamerd wrote garbage): its 4 lines are
+  // counted and skipped, the QPs stay as they are, traffic goes on.
+  const std::string garbage = "qp 1 2 3\nhello\n" + std::string(5000, 'x') + "\nqp 0 1 " + std::string(32, 'a') +
+                              " 0 0 1 0 0 64 1 0\n";  // the last one names host a itself
+  ASSERT_EQ(verbs::write_file_atomically(rack.socket(0) + verbs::kPeersSuffix, garbage), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  t.extend(400);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
   a.send_detach();
   b.send_detach();
   ASSERT_TRUE(a.wait_message(abi::kMsgDetached, 10'000));
@@ -172,9 +180,10 @@ TEST(VerbsRack, RequestsBothWaysOverQueuePairs) {
     EXPECT_GT(rack.stat(h, "cq_polls"), 0u) << "host " << h;
     EXPECT_EQ(rack.stat(h, "qp_errors"), 0u) << "host " << h;
     EXPECT_EQ(rack.stat(h, "qps_active") + rack.stat(h, "qps_idle"), kConns) << "host " << h;
-    // requests and responses: 2 x 2 threads x 300 rounds each way, plus the announces
-    EXPECT_GE(rack.stat(h, "records_received"), 2u * 2 * 2 * 300) << "host " << h;
+    // requests and responses: 2 x 2 threads x 400 rounds each way, plus the announces
+    EXPECT_GE(rack.stat(h, "records_received"), 2u * 2 * 2 * 400) << "host " << h;
   }
+  EXPECT_EQ(rack.stat(0, "records_rejected"), 4u);  // the bad file's lines
 }
 
 TEST(VerbsRack, FailedQueuePairFailsTheRunsAndComesBack) {
