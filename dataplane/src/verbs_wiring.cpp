@@ -15,11 +15,6 @@
 
 namespace gossamer::dataplane {
 
-namespace {
-// Job period: a new QP reaches gossamerd, a peer's reaches the core, within this.
-constexpr std::uint64_t kVerbsJobMs = 20;  // loop.cpp
-}  // namespace
-
 // The device, its port and GID, and the protection domain. A missing device
 // is an error that names the devices this host has (Verbs::open).
 std::string Dataplane::open_verbs() {
@@ -69,7 +64,8 @@ void Dataplane::verbs_publish(std::uint32_t peer, std::uint32_t conn, const verb
   verbs_dirty_ = true;
 }
 
-// Core 0: our QPs to gossamerd, the peers' QPs to their owners.
+// Core 0, every 20 ms (loop.cpp): our QPs to gossamerd, the peers' QPs to
+// their owners.
 void Dataplane::job_verbs(Core& k) {
   std::string text;
   {
