@@ -147,13 +147,25 @@ class VerbsFabric {
 
 constexpr std::uint32_t kConns = 2;
 
-TEST(VerbsRack, RequestsBothWaysOverQueuePairs) {
+// The rack with its fabric and gossamerd's relay running, and one run's
+// applications attached and started on both hosts.
+struct VerbsRackRun {
   VerbsFabric f;
-  LoopbackRack rack(f.options(kConns));
-  f.run(rack, kConns);
-  const std::string key = fresh_id();
-  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
-  attach_both(a, b);
+  LoopbackRack rack;
+  std::string key = fresh_id();
+  FakeApp a, b;
+  VerbsRackRun()
+      : rack(f.options(kConns)),
+        a(rack.socket(0), 0, kHosts, kTotal, key),
+        b(rack.socket(1), 1, kHosts, kTotal, key) {
+    f.run(rack, kConns);
+    attach_both(a, b);
+  }
+};
+
+TEST(VerbsRack, RequestsBothWaysOverQueuePairs) {
+  VerbsRackRun run;
+  auto& [f, rack, key, a, b] = run;
   Traffic t(a, b, 300);
   ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
   // A bad .verbs-peers (as if gossamerd wrote garbage): its 4 lines are
@@ -187,12 +199,8 @@ TEST(VerbsRack, RequestsBothWaysOverQueuePairs) {
 }
 
 TEST(VerbsRack, FailedQueuePairFailsTheRunsAndComesBack) {
-  VerbsFabric f;
-  LoopbackRack rack(f.options(kConns));
-  f.run(rack, kConns);
-  const std::string key = fresh_id();
-  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
-  attach_both(a, b);
+  VerbsRackRun run;
+  auto& [f, rack, key, a, b] = run;
   Traffic t(a, b, 50);
   ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
   // Requests in flight: the wire holds them; one of host a's busy QPs fails.
