@@ -130,6 +130,7 @@ bool Daemon::start() {
 
   watch_children();
   if (!opt_.dataplane_path.empty()) start_dataplane();
+  verbs_start();
   accept_peer();
   accept_ctl();
   for (std::uint32_t h = self_ + 1; h < hosts_; ++h) dial(h);
@@ -149,6 +150,7 @@ void Daemon::shutdown(const char* why) {
   ::unlink(ctl_path_.c_str());
   heartbeat_timer_.cancel();
   dataplane_timer_.cancel();
+  if (verbs_timer_) verbs_timer_->cancel();
   std::vector<std::shared_ptr<Run>> all;
   for (auto& [id, r] : runs_) all.push_back(r);
   // No run starts from here on: its bulk connections go now.

@@ -26,6 +26,7 @@
 #include "proto.hpp"
 #include "rack_keys.hpp"
 #include "run_as.hpp"
+#include "verbs_relay.hpp"
 
 namespace gossamer::cp {
 
@@ -136,6 +137,12 @@ class Daemon {
   void forget_run(const std::string& id);
   void forget_run(std::map<std::string, std::shared_ptr<Run>>::iterator it);
 
+  // ---- the verbs transport's endpoints (verbs_mesh.cpp; verbs_relay.hpp)
+  void verbs_start();
+  void verbs_tick();
+  void verbs_link_up(std::uint32_t h);
+  void on_verbs_endpoints(std::uint32_t h, std::string_view body);
+
   // ---- children (children.cpp)
   void watch_children();
   void reap();
@@ -182,6 +189,10 @@ class Daemon {
   Clock::time_point dataplane_started_{};
   std::chrono::milliseconds dataplane_backoff_{200};
   asio::steady_timer dataplane_timer_;
+
+  std::unique_ptr<VerbsRelay> verbs_;  // null unless dataplane.transport is verbs
+  std::unique_ptr<asio::steady_timer> verbs_timer_;
+  std::string verbs_local_text_;       // the dataplane's .verbs file as last read
 
   std::shared_ptr<Exporter> exporter_;
   std::unique_ptr<prometheus::Exposer> exposer_;

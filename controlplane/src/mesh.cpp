@@ -173,6 +173,7 @@ void Daemon::peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link) 
   hb.dataplane_restarts = dataplane_restarts_;
   hb.instances = local_instances();
   p.link->send(Type::kHeartbeat, hb);
+  verbs_link_up(h);
 }
 
 void Daemon::peer_down(std::uint32_t h, const std::string& why) {
@@ -323,6 +324,8 @@ void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
       if (!decode(body, m) || m.host != h) return bad();
       return on_exited(m);
     }
+    case Type::kVerbsEndpoints:
+      return on_verbs_endpoints(h, body);  // checked there; a bad one is counted and dropped
     default:
       return bad();
   }

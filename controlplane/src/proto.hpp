@@ -285,8 +285,8 @@ struct Heartbeat {
 // one entry per connection, sent whenever a QP is (re)created. The mesh
 // authenticates it (its tags), so nobody off the mesh can point a
 // dataplane's writes elsewhere; check_verbs_endpoints() bounds everything
-// before the dataplane uses it. Codec and checks only: gossamerd does not
-// carry it yet (dataplane/README.md "Verbs").
+// before the dataplane uses it. gossamerd's verbs_relay.hpp makes it from
+// the dataplane's file and back (dataplane/VERBS.md, "The endpoint exchange").
 struct VerbsQp {
   std::uint32_t conn = 0;
   std::uint32_t qpn = 0;         // 24 bits

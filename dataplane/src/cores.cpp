@@ -76,7 +76,14 @@ std::string Dataplane::make_cores() {
     }
     k->resets_seen.assign(hosts_, std::vector<std::uint64_t>(conns_per_host_, 0));
     k->pub_conns.resize(std::size_t(hosts_) * conns_per_host_);
-    k->transport = std::make_unique<UdpTransport>(*this, *k);
+    if (verbs_mode_) {
+      if (std::string e = make_verbs_transport(*k); !e.empty()) {
+        cores_.push_back(std::move(k));
+        return e;
+      }
+    } else {
+      k->transport = std::make_unique<UdpTransport>(*this, *k);
+    }
     k->sink = std::make_unique<CoreSink>(*this, *k);
     cores_.push_back(std::move(k));
   }
@@ -140,7 +147,7 @@ void Dataplane::handle(Core& k, CoreMsg& m) {
       } else if (m.kind == CoreMsg::Kind::kRecord) {
         k.transport->enqueue(m.peer, m.conn, m.rec, m.bytes.data());
       } else {
-        peers_[m.peer].conns[0]->enqueue_records(m.bytes.data(), m.bytes.size());
+        k.transport->enqueue_records(m.peer, 0, m.bytes.data(), m.bytes.size());
       }
       break;
     case CoreMsg::Kind::kRestart:
@@ -156,6 +163,9 @@ void Dataplane::handle(Core& k, CoreMsg& m) {
       post(k, 0, done);
       break;
     }
+    case CoreMsg::Kind::kVerbsRemote:
+      verbs_remote(k, m);
+      break;
     case CoreMsg::Kind::kLinkFailed:
       link_failed(k, m.peer, m.boot, std::string(m.bytes.begin(), m.bytes.end()));
       break;
@@ -216,6 +226,7 @@ void Dataplane::publish(Core& k) {
   k.stats.injected_loss = f.loss;
   k.stats.injected_duplicates = f.duplicates;
   k.stats.injected_reorders = f.reorders;
+  publish_verbs_totals(k);
   std::uint64_t s0 = k.pub_seq.load(std::memory_order_relaxed);
   k.pub_seq.store(s0 + 1, std::memory_order_relaxed);
   fence(std::memory_order_release);

@@ -25,6 +25,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +43,7 @@
 #include "port_faults.hpp"
 #include "ring.hpp"
 #include "transport.hpp"
+#include "verbs_exchange.hpp"
 #include "wire.hpp"
 
 namespace gossamer::dataplane {
@@ -78,6 +80,7 @@ struct CoreMsg {
     kDrain,    // app detaches: serve its doorbells you own, then answer kDrained
     kDrained,  // to core 0
     kLinkFailed,  // to core 0: a link to `peer` lost `boot` records in flight; bytes: why
+    kVerbsRemote, // from core 0: a peer's QP endpoint for (peer, conn); bytes: a verbs::ExchangeEntry
   };
   Kind kind;
   std::uint32_t peer = 0, conn = 0;
@@ -93,6 +96,9 @@ void fill_conn(abi::ConnCounters& out, const Connection& c);
 // Opens the port the dataplane runs on, with `queues` queues (one per
 // polling core). Returns "" or an error.
 using PortOpener = std::function<std::string(std::uint16_t queues, std::unique_ptr<Port>* out)>;
+// The verbs calls for dataplane.transport: verbs (verbs_ibv.cpp's make_ibv,
+// or a test's fake); null: this build has none.
+using VerbsFactory = std::function<std::unique_ptr<verbs::Verbs>()>;
 
 class UdpTransport;
 
@@ -109,6 +115,9 @@ class Dataplane {
   // Where the polling cores run; made from the affinity mask the process
   // had when the Dataplane was constructed (before the port's EAL starts).
   const CpuPlan& cpu_plan() const { return cpu_plan_; }
+  // Before start(): where the verbs calls come from (dataplane.transport:
+  // verbs; main.cpp: rdma-core, a test: the recording fake).
+  void set_verbs(VerbsFactory f) { verbs_factory_ = std::move(f); }
 
  private:
   friend class UdpTransport;  // the UDP transport works on the connections and port of its core
@@ -211,6 +220,13 @@ class Dataplane {
   std::string load_keys();
   std::string make_peers();
   std::string make_cores();  // cores.cpp
+  // ---- transport: verbs (verbs_wiring.cpp)
+  std::string open_verbs();
+  std::string make_verbs_transport(Core& k);
+  void verbs_publish(std::uint32_t peer, std::uint32_t conn, const verbs::Endpoint& e);
+  void job_verbs(Core& k);
+  void verbs_remote(Core& k, const CoreMsg& m);
+  void publish_verbs_totals(Core& k);
   std::string open_socket();
   void open_metrics();  // metrics.cpp; throws
 
@@ -367,6 +383,17 @@ class Dataplane {
   // applies it and stores the epoch in Core::activation_seen.
   std::atomic<std::uint64_t> activation_epoch_{0};
   std::vector<std::uint32_t> activation_goal_;  // core 0: the grants still to come, per sender
+
+  // transport: verbs (verbs_wiring.cpp)
+  bool verbs_mode_ = false;
+  VerbsFactory verbs_factory_;
+  std::unique_ptr<verbs::Verbs> verbs_;
+  verbs::PortInfo verbs_port_{};
+  std::mutex verbs_mu_;                         // the cores publish new QPs; core 0 writes the file
+  std::vector<verbs::Endpoint> verbs_local_;    // [peer * conns + conn]; qpn 0: none yet
+  bool verbs_dirty_ = false;
+  std::string verbs_peers_text_;                // <socket>.verbs-peers as last read
+  std::vector<verbs::ExchangeEntry> verbs_applied_;  // [peer * conns + conn]: handed to the owner
 };
 
 }  // namespace gossamer::dataplane

@@ -113,9 +113,13 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
 std::uint32_t Dataplane::route(App& a, std::uint32_t host, std::uint32_t li) {
   const std::uint32_t c = a.flow(host, li).get_conn();
   if (c >= conns_per_host_) return 0;  // 0 is always usable
-  // Our own connection's state is current; another core's, as of its last pump.
-  const bool usable = conn_owner(c) == li % ncores_ ? peers_[host].conns[c]->usable()
-                                                   : peers_[host].usable[c].load(std::memory_order_relaxed);
+  // Our own connection's state is current; another core's, as of its last
+  // pump (UDP) or scheduler interval. On this per-record path UDP reads its
+  // Connection directly, as before the Transport seam; verbs asks its QP.
+  const bool own = conn_owner(c) == li % ncores_;
+  const bool usable = !own         ? peers_[host].usable[c].load(std::memory_order_relaxed)
+                      : verbs_mode_ ? cores_[li % ncores_]->transport->usable(host, c)
+                                    : peers_[host].conns[c]->usable();
   return usable ? c : 0;
 }
 

@@ -47,7 +47,7 @@ void Dataplane::decide_active() {
     if (p.sent_data.exchange(false, std::memory_order_relaxed)) u = std::max<std::uint64_t>(u, 1);
     p.load.add(u, window);
     l.utilization = p.load.value();
-    const bool heard = p.conns[0]->peer_boot() != 0;  // connection 0 is ours (core 0)
+    const bool heard = cores_[0]->transport->peer_boot(h) != 0;  // connection 0 is ours (core 0)
     // Not heard from yet: dormant (its connection 0); heard for the first
     // interval: a newcomer.
     l.known = !heard || p.intervals_heard > 0;
@@ -85,7 +85,7 @@ void Dataplane::apply_activation(Core& k) {
     if (h == self_) continue;
     const std::uint32_t active = peers_[h].active.load(std::memory_order_relaxed);
     k.active_applied[h] = active;
-    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) peers_[h].conns[j]->set_inbound_active(j < active);
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) k.transport->set_inbound_active(h, j, j < active);
   }
   publish(k);
   k.activation_seen.store(epoch, std::memory_order_release);
@@ -100,7 +100,7 @@ void Dataplane::schedule(Core& k) {
     bool data = false;
     for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
       bool d = false;
-      u += p.conns[j]->take_utilization(&d);
+      u += k.transport->take_utilization(h, j, &d);
       data |= d;
     }
     if (u) p.utilization.fetch_add(u, std::memory_order_relaxed);
@@ -114,9 +114,8 @@ void Dataplane::schedule(Core& k) {
     const std::uint32_t active = k.active_applied[h];
     if (active == UINT32_MAX) continue;  // no decision yet
     for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
-      Connection& c = *peers_[h].conns[j];
-      c.set_inbound_active(j < active);
-      c.remind_activation();
+      k.transport->set_inbound_active(h, j, j < active);
+      k.transport->remind_activation(h, j);
     }
   }
 
@@ -128,8 +127,12 @@ void Dataplane::schedule(Core& k) {
     if (h == self_) continue;
     Peer& p = peers_[h];
     std::vector<std::uint32_t> usable;
-    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_)
-      if (p.conns[j]->usable()) usable.push_back(j);
+    for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
+      const bool u = k.transport->usable(h, j);
+      if (u) usable.push_back(j);
+      // For the other cores' routing (doorbells.cpp); UDP also at every pump.
+      if (u != p.usable[j].load(std::memory_order_relaxed)) p.usable[j].store(u, std::memory_order_relaxed);
+    }
     std::vector<ThreadLoad> threads;
     std::vector<App::Flow*> flows;
     std::vector<std::uint32_t> current;
@@ -162,12 +165,11 @@ void Dataplane::schedule(Core& k) {
     // What waits on a connection the peer no longer takes from us moves to
     // connection 0, whole slots at a time (Connection::take_pending).
     for (std::uint32_t j = k.index; j < conns_per_host_; j += ncores_) {
-      Connection& c = *p.conns[j];
-      if (j == 0 || c.usable() || !c.has_pending()) continue;
+      if (j == 0 || k.transport->usable(h, j) || !k.transport->has_pending(h, j)) continue;
       k.moved.clear();
-      c.take_pending(&k.moved);
+      k.transport->take_pending(h, j, &k.moved);
       if (k.index == 0) {
-        p.conns[0]->enqueue_records(k.moved.data(), k.moved.size());
+        k.transport->enqueue_records(h, 0, k.moved.data(), k.moved.size());
       } else {
         auto* m = new CoreMsg{CoreMsg::Kind::kRecords};  // conn 0
         m->peer = h;

@@ -90,6 +90,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
                                          {"port", 1000 * ms, 0, &Dataplane::job_port},
                                          {"metrics", ms * abi::kMetricsPeriodMs, 0, &Dataplane::job_metrics},
                                          {"stats", 1000 * ms, 0, &Dataplane::job_stats}});
+  if (k.index == 0 && verbs_mode_) k.periodic.push_back({"verbs", 20 * ms, 0, &Dataplane::job_verbs});
   std::uint32_t idle = 0;
   std::uint64_t last = tsc_now();
   while (!stop.load(std::memory_order_relaxed)) {

@@ -17,6 +17,7 @@
 
 #include "dataplane.hpp"
 #include "port_dpdk.hpp"
+#include "port_null.hpp"
 #include "verbs.hpp"
 
 namespace {
@@ -33,9 +34,6 @@ int check_transports(const gossamer::config::Config& cfg) {
   const auto& vc = cfg.dataplane.verbs;
   std::printf("%s\n", gossamer::dataplane::verbs::check_verbs(v.get(), vc.device, vc.port, vc.gid_index, &verbs_ok)
                           .c_str());
-  if (verbs_ok)
-    std::printf("verbs: note: gossamerd does not carry the queue pairs' endpoints yet (issue 22), so "
-                "transport: verbs still refuses to start\n");
   const bool want_verbs = cfg.dataplane.transport == gossamer::config::Transport::verbs;
   std::printf("configured: transport %s\n", want_verbs ? "verbs" : "udp");
   return want_verbs && !verbs_ok ? 1 : 0;
@@ -75,21 +73,6 @@ int main(int argc, char** argv) {
   if (check) return check_transports(cfg);
   spdlog::set_default_logger(spdlog::stderr_color_mt("gossamer-dataplane"));
   spdlog::set_pattern("[%H:%M:%S.%e] gossamer-dataplane[%P] %l: %v");
-  if (cfg.dataplane.transport == gossamer::config::Transport::verbs) {
-    // The device first, so that a host without one says so (and lists the
-    // ones it has); then what is missing (dataplane/README.md "Verbs").
-    const auto& vc = cfg.dataplane.verbs;
-    gossamer::dataplane::verbs::PortInfo pi;
-    auto v = gossamer::dataplane::verbs::make_ibv();
-    if (std::string err = v->open(vc.device, vc.port, vc.gid_index, &pi); !err.empty()) {
-      spdlog::error("dataplane.transport is verbs: {}", err);
-      return 1;
-    }
-    spdlog::error("dataplane.transport is verbs and {} port {} opened, but gossamerd does not carry the queue pairs' "
-                  "endpoints between hosts yet (issue 22); use transport: udp",
-                  pi.device, unsigned(vc.port));
-    return 3;
-  }
   if (cfg.slots.primary_bytes != gossamer::abi::kPrimaryBytes ||
       cfg.slots.overflow_bytes != gossamer::abi::kOverflowBytes) {
     spdlog::error("slots.primary_bytes {} and slots.overflow_bytes {} differ from this build's {} and {}",
@@ -101,7 +84,15 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   gossamer::dataplane::Dataplane dp(cfg);
+  const bool verbs = cfg.dataplane.transport == gossamer::config::Transport::verbs;
+  // transport: verbs opens its device at start (a missing one is an error
+  // that lists the host's devices) and needs no DPDK port.
+  dp.set_verbs([] { return gossamer::dataplane::verbs::make_ibv(); });
   auto open_port = [&](std::uint16_t queues, std::unique_ptr<gossamer::dataplane::Port>* out) {
+    if (verbs) {
+      *out = std::make_unique<gossamer::dataplane::NullPort>(queues, "transport: verbs");
+      return std::string();
+    }
     std::vector<std::string> eal_args = cfg.dataplane.eal_args;
     for (std::string& a : dp.cpu_plan().extra_eal_args()) eal_args.push_back(std::move(a));
     return gossamer::dataplane::DpdkPort::open(argv[0], eal_args, cfg.dataplane.port, queues, cfg.dataplane.mtu,

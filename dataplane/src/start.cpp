@@ -63,6 +63,9 @@ Dataplane::~Dataplane() {
     for (const Frame& f : k->tx_batch) port_->release(f);
   }
   if (icmp_guard_fd_ >= 0) ::close(icmp_guard_fd_);
+  // The transports before the verbs calls their queue pairs were made with
+  // (verbs_ is declared after cores_, so it would go first).
+  for (auto& k : cores_) k->transport.reset();
 }
 
 std::string Dataplane::start(const PortOpener& open) {
@@ -73,6 +76,7 @@ std::string Dataplane::start(const PortOpener& open) {
   const Step steps[] = {
       {"incarnation", [&] { return take_incarnation(); }},
       {"cpus", [&] { return cpu_plan_.check(); }},
+      {"verbs", [&] { return open_verbs(); }},
       {"port", [&] { return open_port(open); }},
       {"keys", [&] { return load_keys(); }},
       {"peers", [&] { return make_peers(); }},

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <gossamer/abi/metrics.hpp>
 
@@ -65,6 +66,28 @@ class Transport {
   virtual void peer_restarted(std::uint32_t peer, std::uint64_t boot) = 0;
   // The counters of (peer, conn), as the metrics contract has them.
   virtual void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const = 0;
+
+  // FLOCK's schedulers (flock.cpp) drive every transport's connections
+  // through these, once per scheduler interval (not per record).
+  // Receiver side: the load the peer put on (peer, conn) since the last
+  // call (UDP: the coalescing degrees its renewals reported; verbs: the
+  // records it wrote); *data: whether it sent data at all.
+  virtual std::uint64_t take_utilization(std::uint32_t peer, std::uint32_t conn, bool* data) = 0;
+  // The QP scheduler's grant for the peer's sending on (peer, conn);
+  // connection 0 stays active whatever is asked.
+  virtual void set_inbound_active(std::uint32_t peer, std::uint32_t conn, bool active) = 0;
+  // Every interval: a grant the peer may have missed is said again.
+  virtual void remind_activation(std::uint32_t peer, std::uint32_t conn) = 0;
+  // Records wait on (peer, conn), not yet sent.
+  virtual bool has_pending(std::uint32_t peer, std::uint32_t conn) const = 0;
+  // Moves what waits on (peer, conn) (whole slots) to *out, records back to
+  // back; enqueue_records() queues them on another connection.
+  virtual void take_pending(std::uint32_t peer, std::uint32_t conn, std::vector<std::uint8_t>* out) = 0;
+  virtual void enqueue_records(std::uint32_t peer, std::uint32_t conn, const std::uint8_t* records,
+                               std::size_t len) = 0;
+  // The incarnation of `peer` this transport heard of (0: none yet), on a
+  // connection of this core's (the QP scheduler asks core 0: connection 0).
+  virtual std::uint64_t peer_boot(std::uint32_t peer) const = 0;
 };
 
 }  // namespace gossamer::dataplane

@@ -21,6 +21,22 @@ class UdpTransport final : public Transport {
   std::uint64_t next_deadline() const override;
   void peer_restarted(std::uint32_t peer, std::uint64_t boot) override;
   void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const override;
+  std::uint64_t take_utilization(std::uint32_t peer, std::uint32_t conn, bool* data) override {
+    return conn_(peer, conn).take_utilization(data);
+  }
+  void set_inbound_active(std::uint32_t peer, std::uint32_t conn, bool active) override {
+    conn_(peer, conn).set_inbound_active(active);
+  }
+  void remind_activation(std::uint32_t peer, std::uint32_t conn) override { conn_(peer, conn).remind_activation(); }
+  bool has_pending(std::uint32_t peer, std::uint32_t conn) const override { return conn_(peer, conn).has_pending(); }
+  void take_pending(std::uint32_t peer, std::uint32_t conn, std::vector<std::uint8_t>* out) override {
+    conn_(peer, conn).take_pending(out);
+  }
+  void enqueue_records(std::uint32_t peer, std::uint32_t conn, const std::uint8_t* records,
+                       std::size_t len) override {
+    conn_(peer, conn).enqueue_records(records, len);
+  }
+  std::uint64_t peer_boot(std::uint32_t peer) const override { return conn_(peer, 0).peer_boot(); }
 
  private:
   bool poll_rx(DeliverySink& sink);
@@ -29,6 +45,7 @@ class UdpTransport final : public Transport {
   void process_frame(const std::uint8_t* data, std::size_t len, std::uint64_t now, DeliverySink& sink);
   void transmit(std::uint32_t peer, const std::uint8_t* payload, std::size_t len);
   void flush_tx();
+  Connection& conn_(std::uint32_t peer, std::uint32_t conn) const { return *dp_.peers_[peer].conns[conn]; }
 
   // Checks received frames' tags with the key of their sender's
   // incarnation (derived once per incarnation that sent a valid frame).

@@ -49,6 +49,7 @@ std::string QpChannel::create() {
     return "QP " + std::to_string(qpn) + " to INIT: " + e;
   }
   state_ = QpState::kInit;
+  out_active_ = announced_ = true;  // a new QP starts active on both sides
   local_.qpn = qpn;
   local_.psn = (psn_seed_ * 2654435761u + local_.generation * 40503u) & 0xffffff;  // 24 bits
   local_.ring_addr = reinterpret_cast<std::uint64_t>(ring_);
@@ -123,6 +124,24 @@ void QpChannel::enqueue(const wire::WireRecord& r, const void* payload) {
   ++pending_records_;
 }
 
+void QpChannel::take_pending(std::vector<std::uint8_t>* out) {
+  out->insert(out->end(), pending_.begin() + std::ptrdiff_t(pending_head_), pending_.end());
+  pending_.clear();
+  pending_head_ = 0;
+  pending_records_ = 0;
+}
+
+void QpChannel::enqueue_records(const std::uint8_t* records, std::size_t len) {
+  for (std::size_t p = 0; p + sizeof(wire::WireRecord) <= len;) {
+    wire::WireRecord r;
+    std::memcpy(&r, records + p, sizeof r);
+    const std::size_t n = wire::record_body(r);
+    if (p + sizeof r + n > len) break;  // cut short: not ours to guess
+    enqueue(r, records + p + sizeof r);
+    p += sizeof r + wire::pad8(n);
+  }
+}
+
 // The next message from the queue, staged, into *wr (not yet numbered).
 // False when nothing is queued or the credits do not cover it.
 bool QpChannel::build_message(SendWr* wr, std::uint32_t* records) {
@@ -177,6 +196,17 @@ std::size_t QpChannel::pump() {
     recs[0] = 0;
     n = 1;
     ++stats_.credit_returns_alone;
+  }
+  // The QP scheduler changed its mind about the peer's sending: say so.
+  if (in_active_ != announced_ && n < 64 && room()) {
+    wrs[n] = SendWr{};
+    wrs[n].remote_addr = remote_.ring_addr;
+    wrs[n].rkey = remote_.rkey;
+    wrs[n].imm = encode_imm({in_active_ ? kNoticeActive : kNoticeInactive, 0, 0});
+    recs[n] = 0;
+    ++n;
+    announced_ = in_active_;
+    ++stats_.activation_notices;
   }
   if (n == 0) return 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -236,6 +266,11 @@ void QpChannel::on_completion(const Completion& c, RecordSink& sink) {
       ++stats_.protocol_errors;
       return fail("a credit return carried " + std::to_string(c.byte_len) + " bytes");
     }
+    if (m.pos > kNoticeActive) {
+      ++stats_.protocol_errors;
+      return fail("a zero-length message with position " + std::to_string(m.pos));
+    }
+    if (m.pos) out_active_ = m.pos == kNoticeActive;
     writer_.grant(m.credits);
     return;
   }
@@ -255,6 +290,7 @@ void QpChannel::on_completion(const Completion& c, RecordSink& sink) {
   wire::RecordView v;
   while (cur.next(&v)) {
     ++stats_.records_received;
+    ++recv_since_take_;
     sink.record(v);
   }
   writer_.grant(m.credits);

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "verbs.hpp"
@@ -78,7 +79,8 @@ struct ChannelStats {
   std::uint64_t wrs_posted = 0, wrs_signaled = 0, doorbells = 0, messages_sent = 0, records_sent = 0,
                 bytes_sent = 0, credit_returns_alone = 0, credit_stalls = 0, sq_full = 0,
                 messages_received = 0, records_received = 0, protocol_errors = 0, qp_errors = 0,
-                in_doubt_records = 0, reconnects = 0, stale_completions = 0, records_too_large = 0;
+                in_doubt_records = 0, reconnects = 0, stale_completions = 0, records_too_large = 0,
+                activation_notices = 0;
 };
 
 class RecordSink {
@@ -120,8 +122,27 @@ class QpChannel {
   void repost_receives();
 
   QpState state() const { return state_; }
-  bool usable() const { return state_ == QpState::kRts; }
+  // New records may go on: the QP is in RTS and the peer's QP scheduler
+  // lets us send on it (its last activation notice; a new QP starts active).
+  bool usable() const { return state_ == QpState::kRts && out_active_; }
   bool has_pending() const { return pending_records_ != 0; }
+  // FLOCK's QP scheduler, receiver side (flock.cpp through the Transport):
+  // whether the peer may put new records on this QP. A change goes to the
+  // peer as an activation notice, a zero-length WRITE_WITH_IMM whose
+  // position field says it (kNoticeInactive, kNoticeActive; 0 is a credit
+  // return), at the next pump, and again on every new QP.
+  void set_inbound_active(bool active) { in_active_ = active; }
+  bool inbound_active() const { return in_active_; }
+  // The records the peer wrote to us since the last call (the scheduler's
+  // utilization of this QP); *data: whether any came.
+  std::uint64_t take_utilization(bool* data) {
+    *data = recv_since_take_ != 0;
+    return std::exchange(recv_since_take_, 0);
+  }
+  // What waits, never posted, as records back to back (moved to another
+  // QP by the scheduler), and records in that form queued here.
+  void take_pending(std::vector<std::uint8_t>* out);
+  void enqueue_records(const std::uint8_t* records, std::size_t len);
   const Endpoint& local() const { return local_; }
   const ChannelStats& stats() const { return stats_; }
   std::uint64_t credits() const { return writer_.credits(); }     // units we may write
@@ -132,6 +153,8 @@ class QpChannel {
 
   // wr_id: [channel id : 20][generation : 12][sequence : 32].
   static std::uint32_t owner_of(std::uint64_t wr_id) { return std::uint32_t(wr_id >> 44); }
+  // The position field of a zero-length message (activation notices).
+  inline static constexpr std::uint32_t kNoticeInactive = 1, kNoticeActive = 2;
 
  private:
   struct InFlight {
@@ -161,6 +184,10 @@ class QpChannel {
   RingWriter writer_;
   RingReader reader_;
   std::string failure_;
+  bool out_active_ = true;   // the peer lets us send (its last notice on this QP)
+  bool in_active_ = true;    // we let the peer send (the QP scheduler)
+  bool announced_ = true;    // what the peer last heard from us on this QP
+  std::uint64_t recv_since_take_ = 0;
 
   // Send queue: WRs posted (sequence numbers from 1) and retired by
   // signaled completions; the records of each unretired one.

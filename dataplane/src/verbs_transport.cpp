@@ -183,9 +183,33 @@ void VerbsTransport::counters(std::uint32_t peer, std::uint32_t conn, abi::ConnC
   out->credits = c->usable() ? c->credits() : 0;
   out->credit_stalls = s.credit_stalls;
   out->outbound_active = c->usable();
-  out->inbound_active = c->usable();
+  out->inbound_active = c->state() == QpState::kRts && c->inbound_active();
   out->established = c->usable();
   out->resets = s.reconnects;
+}
+
+std::uint64_t VerbsTransport::take_utilization(std::uint32_t peer, std::uint32_t conn, bool* data) {
+  QpChannel* c = channel(peer, conn);
+  *data = false;
+  return c ? c->take_utilization(data) : 0;
+}
+
+void VerbsTransport::set_inbound_active(std::uint32_t peer, std::uint32_t conn, bool active) {
+  if (QpChannel* c = channel(peer, conn)) c->set_inbound_active(active || conn == 0);
+}
+
+bool VerbsTransport::has_pending(std::uint32_t peer, std::uint32_t conn) const {
+  const QpChannel* c = channel(peer, conn);
+  return c && c->has_pending();
+}
+
+void VerbsTransport::take_pending(std::uint32_t peer, std::uint32_t conn, std::vector<std::uint8_t>* out) {
+  if (QpChannel* c = channel(peer, conn)) c->take_pending(out);
+}
+
+void VerbsTransport::enqueue_records(std::uint32_t peer, std::uint32_t conn, const std::uint8_t* records,
+                                     std::size_t len) {
+  if (QpChannel* c = channel(peer, conn)) c->enqueue_records(records, len);
 }
 
 QpTotals VerbsTransport::totals() const {

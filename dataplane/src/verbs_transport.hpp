@@ -20,9 +20,11 @@
 //   one arrives.
 // - usable(): the QP is in RTS. next_deadline(): nothing to retransmit.
 //
-// Not yet: the FLOCK QP scheduler's activation (flock.cpp calls Connection
-// directly) and the utilization it needs; with verbs every connected QP is
-// usable.
+// - FLOCK's schedulers (flock.cpp) drive the QPs through the Transport
+//   calls as they drive UDP connections: the receiver's grant goes to the
+//   sender as an activation notice (QpChannel::set_inbound_active), the
+//   utilization is the records the peer wrote, and records waiting on a QP
+//   the peer deactivated move to connection 0.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,14 @@ class VerbsTransport final : public Transport {
   std::uint64_t next_deadline() const override { return UINT64_MAX; }
   void peer_restarted(std::uint32_t peer, std::uint64_t boot) override;
   void counters(std::uint32_t peer, std::uint32_t conn, abi::ConnCounters* out) const override;
+  std::uint64_t take_utilization(std::uint32_t peer, std::uint32_t conn, bool* data) override;
+  void set_inbound_active(std::uint32_t peer, std::uint32_t conn, bool active) override;
+  void remind_activation(std::uint32_t, std::uint32_t) override {}  // a new QP starts over: pump() says it again
+  bool has_pending(std::uint32_t peer, std::uint32_t conn) const override;
+  void take_pending(std::uint32_t peer, std::uint32_t conn, std::vector<std::uint8_t>* out) override;
+  void enqueue_records(std::uint32_t peer, std::uint32_t conn, const std::uint8_t* records,
+                       std::size_t len) override;
+  std::uint64_t peer_boot(std::uint32_t peer) const override { return peer < peers_.size() ? peers_[peer].boot : 0; }
 
   const QpChannel* channel(std::uint32_t peer, std::uint32_t conn) const;
   QpChannel* channel(std::uint32_t peer, std::uint32_t conn);

@@ -31,7 +31,8 @@ namespace gossamer::dataplane::testing {
 namespace {
 
 config::Config host_config(const std::string& dir, int host, std::uint32_t cores, std::uint32_t conns,
-                           bool authenticate, std::uint32_t max_apps, std::uint32_t mtu) {
+                           bool authenticate, std::uint32_t max_apps, std::uint32_t mtu,
+                           const LoopbackRack::Options& o) {
   std::ostringstream y;
   y << "host: {index: " << host << "}\n"
     << "rack:\n  hosts:\n"
@@ -42,6 +43,8 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
     << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
     << "  max_applications: " << max_apps << "\n"
     << "  mtu: " << mtu << "\n"
+    << "  transport: " << (o.verbs ? "verbs" : "udp") << "\n"
+    << "  verbs: {device: \"" << o.verbs_device << "\", gid_index: " << o.verbs_gid << "}\n"
     << "controlplane:\n  psk_file: " << dir << "/psk\n"
     << "connections:\n  per_remote_host: " << conns << "\n";
   auto r = config::load_string(y.str(), "loopback-rack.yaml");
@@ -89,7 +92,8 @@ LoopbackRack::LoopbackRack(const Options& o) : o_(o) {
 void LoopbackRack::start(int h, std::unique_ptr<Port> port) {
   dp_[h] = std::make_unique<Dataplane>(
       host_config(dir_, h, h == 0 ? o_.cores_a : o_.cores_b, o_.conns, o_.authenticate, o_.max_applications,
-                  h == 1 && o_.mtu_b ? o_.mtu_b : o_.mtu));
+                  h == 1 && o_.mtu_b ? o_.mtu_b : o_.mtu, o_));
+  if (o_.prepare) o_.prepare(h, *dp_[h]);
   auto open = [&](std::uint16_t, std::unique_ptr<Port>* out) {
     *out = std::move(port);
     return std::string();

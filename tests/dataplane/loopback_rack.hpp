@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,13 @@ class LoopbackRack {
     std::uint32_t mtu_b = 0;   // host b's, when not 0 (hosts that disagree)
     // What host b's incarnation file holds before it starts; "": no file.
     std::string incarnation_b;
+    // dataplane.transport: verbs (records go over the queue pairs of the
+    // Verbs that `prepare` gives each host's Dataplane with set_verbs; the
+    // loopback port stays idle).
+    bool verbs = false;
+    std::string verbs_device;       // dataplane.verbs.device ("": the first)
+    std::uint32_t verbs_gid = 0;    // dataplane.verbs.gid_index
+    std::function<void(int host, Dataplane&)> prepare;
   };
   // Throws std::runtime_error with the start-up error if a host fails to start.
   explicit LoopbackRack(const Options& o);

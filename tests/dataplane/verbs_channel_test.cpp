@@ -379,3 +379,72 @@ TEST(VerbsChannel, IgnoresCompletionsOfADestroyedQp) {
 
 }  // namespace
 }  // namespace gossamer::dataplane::verbs
+
+// ---- FLOCK's schedulers over a channel (flock.cpp through the Transport) ----
+
+namespace gossamer::dataplane::verbs {
+namespace {
+
+TEST(VerbsChannel, TheReceiversGrantReachesTheSenderAsANotice) {
+  Pair p(small());
+  ASSERT_TRUE(p.a.ch->usable());
+  p.b.ch->set_inbound_active(false);  // b's QP scheduler: a may not send on it
+  EXPECT_EQ(p.b.ch->pump(), 1u);
+  ASSERT_EQ(p.b.v.posts.size(), 1u);
+  const SendWr& wr = p.b.v.posts[0].wrs[0];
+  EXPECT_EQ(wr.length, 0u);
+  EXPECT_EQ(decode_imm(wr.imm).pos, QpChannel::kNoticeInactive);
+  EXPECT_EQ(decode_imm(wr.imm).records, 0u);
+  p.run();
+  EXPECT_FALSE(p.a.ch->usable());
+  EXPECT_EQ(p.a.ch->state(), QpState::kRts);  // connected, only not granted
+  p.b.ch->set_inbound_active(false);          // no change: nothing to say
+  EXPECT_EQ(p.b.ch->pump(), 0u);
+  p.b.ch->set_inbound_active(true);
+  p.run();
+  EXPECT_TRUE(p.a.ch->usable());
+  EXPECT_EQ(p.b.ch->stats().activation_notices, 2u);
+  EXPECT_EQ(p.a.ch->stats().protocol_errors, 0u);
+}
+
+TEST(VerbsChannel, AZeroLengthMessageWithAnUnknownPositionIsAProtocolError) {
+  Pair p(small());
+  Completion c;
+  c.wr_id = std::uint64_t(2) << 44;
+  c.kind = Completion::Kind::kRecvImm;
+  c.ok = true;
+  c.imm = encode_imm({QpChannel::kNoticeActive + 1, 0, 0});
+  p.b.ch->on_completion(c, p.b.sink);
+  EXPECT_EQ(p.b.ch->stats().protocol_errors, 1u);
+  EXPECT_EQ(p.b.ch->state(), QpState::kError);
+}
+
+TEST(VerbsChannel, UtilizationIsTheRecordsThePeerWrote) {
+  Pair p(small());
+  for (std::uint32_t s = 1; s <= 5; ++s) put(*p.a.ch, s);
+  p.run();
+  bool data = false;
+  EXPECT_EQ(p.b.ch->take_utilization(&data), 5u);
+  EXPECT_TRUE(data);
+  EXPECT_EQ(p.b.ch->take_utilization(&data), 0u);
+  EXPECT_FALSE(data);
+}
+
+TEST(VerbsChannel, WaitingRecordsMoveWholeToAnotherChannel) {
+  Pair p(small());
+  for (std::uint32_t s = 1; s <= 3; ++s) put(*p.a.ch, s, 16);
+  std::vector<std::uint8_t> moved;
+  p.a.ch->take_pending(&moved);
+  EXPECT_FALSE(p.a.ch->has_pending());
+  EXPECT_EQ(moved.size(), 3 * (sizeof(wire::WireRecord) + 16));
+  EXPECT_EQ(p.a.ch->pump(), 0u);  // nothing left to send here
+  // Queued on the other direction's channel (as on connection 0); a cut
+  // last record is dropped, not guessed at.
+  p.b.ch->enqueue_records(moved.data(), moved.size() - 1);
+  p.run();
+  EXPECT_EQ(p.a.sink.seqs, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_TRUE(p.b.sink.seqs.empty());
+}
+
+}  // namespace
+}  // namespace gossamer::dataplane::verbs

@@ -178,9 +178,16 @@ FakeQp* FakeFabric::qp_by_num(std::uint32_t qpn) {
   return nullptr;
 }
 
-std::size_t FakeFabric::deliver() {
+std::size_t FakeFabric::deliver(bool only_ready) {
   std::size_t n = 0;
   while (!wire_.empty()) {
+    if (only_ready) {
+      const FakeQp& s = wire_.front().from->qps.at(wire_.front().qp);
+      const FakeQp* d = qp_by_num(s.remote.qpn);
+      if (d && (((d->state == QpState::kInit || d->state == QpState::kRtr) && !d->destroyed) ||
+                (d->state == QpState::kRts && d->remote.qpn == s.qpn && d->receives == 0)))
+        break;
+    }
     OnWire w = std::move(wire_.front());
     wire_.pop_front();
     FakeQp& src = w.from->qps.at(w.qp);

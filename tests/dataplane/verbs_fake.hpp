@@ -45,7 +45,11 @@ class FakeVerbs;
 class FakeFabric {
  public:
   // Carries every WR on the wire (in order). Returns how many.
-  std::size_t deliver();
+  std::size_t deliver() { return deliver(false); }
+  // The same, but stops at the first WR whose responder exists and is not
+  // connected back yet (INIT, RTR) or has no receive posted: real RC
+  // retries those (a peer that connects later, RNR), it does not fail them.
+  std::size_t deliver_ready() { return deliver(true); }
   // Drops every WR still on the wire (the link died with them).
   void drop_wire() { wire_.clear(); }
   std::size_t on_wire() const { return wire_.size(); }
@@ -53,6 +57,7 @@ class FakeFabric {
 
  private:
   friend class FakeVerbs;
+  std::size_t deliver(bool only_ready);
   struct OnWire {
     FakeVerbs* from;
     Handle qp;

@@ -601,6 +601,9 @@ struct HostView {
   std::map<std::string, double> core_cpu;  // by core label
   Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, slots_received, retransmits;
   Delta stages[4];  // kStages' order
+  // transport: verbs (the core rows qps_*, wrs_*, cq_polls, qp_errors); unset on a UDP host
+  std::optional<double> qps[3];  // kQps' order: active, idle, error
+  Delta wrs_posted, wrs_signaled, cq_polls, qp_errors;
   std::map<ThreadKey, ThreadView> threads;
 };
 
@@ -638,6 +641,15 @@ constexpr abi::SeriesName kStages[4] = {
     series(abi::kCoreCounters, &abi::CoreCounters::stage_doorbells_cycles),
     series(abi::kCoreCounters, &abi::CoreCounters::stage_tx_cycles)};
 
+// The verbs transport's queue pairs (summed over cores).
+constexpr abi::SeriesName kQps[3] = {series(abi::kCoreCounters, &abi::CoreCounters::qps_active),
+                                     series(abi::kCoreCounters, &abi::CoreCounters::qps_idle),
+                                     series(abi::kCoreCounters, &abi::CoreCounters::qps_errored)};
+constexpr abi::SeriesName kWrsPosted = series(abi::kCoreCounters, &abi::CoreCounters::wrs_posted);
+constexpr abi::SeriesName kWrsSignaled = series(abi::kCoreCounters, &abi::CoreCounters::wrs_signaled);
+constexpr abi::SeriesName kCqPolls = series(abi::kCoreCounters, &abi::CoreCounters::cq_polls);
+constexpr abi::SeriesName kQpErrors = series(abi::kCoreCounters, &abi::CoreCounters::qp_errors);
+
 // The sample is that series (its name, and its label if it has one).
 bool is(const exposition::Sample& s, const abi::SeriesName& n) {
   return s.name == n.name && (n.key.empty() || s.label(n.key) == n.value);
@@ -674,9 +686,16 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   else if (is(s, kRequestsSent) || is(s, kResponsesSent)) v.slots_sent.add(d);
   else if (is(s, kRequestsReceived) || is(s, kResponsesReceived)) v.slots_received.add(d);
   else if (is(s, kRetransmits)) v.retransmits.add(d);
-  else
+  else if (is(s, kWrsPosted)) v.wrs_posted.add(d);
+  else if (is(s, kWrsSignaled)) v.wrs_signaled.add(d);
+  else if (is(s, kCqPolls)) v.cq_polls.add(d);
+  else if (is(s, kQpErrors)) v.qp_errors.add(d);
+  else {
     for (std::size_t i = 0; i < std::size(kStages); ++i)
       if (is(s, kStages[i])) v.stages[i].add(d);
+    for (std::size_t i = 0; i < std::size(kQps); ++i)
+      if (is(s, kQps[i])) add_gauge(v.qps[i], s.value);
+  }
 }
 
 // Reads one scrape into `v` and `cur`, with increases since `prev`.
@@ -788,6 +807,14 @@ void render_host(const HostView& v, std::vector<std::string>& out) {
                   per_second(v.messages_received.get(), v.seconds) + " received, coalescing " +
                   ratio(v.slots_sent.get(), v.messages_sent.get()) + " slots/message, retransmits/s " +
                   per_second(v.retransmits.get(), v.seconds));
+  // A verbs host: its queue pairs (a UDP host has none: the gauges are 0).
+  if (v.qps[0].value_or(0) + v.qps[1].value_or(0) + v.qps[2].value_or(0) > 0)
+    out.push_back("    queue pairs " + count(v.qps[0].value_or(0)) + " active " + count(v.qps[1].value_or(0)) +
+                  " idle " + count(v.qps[2].value_or(0)) + " error; WRs/s " +
+                  per_second(v.wrs_posted.get(), v.seconds) + " posted " +
+                  per_second(v.wrs_signaled.get(), v.seconds) + " signaled, CQ polls/s " +
+                  per_second(v.cq_polls.get(), v.seconds) + ", QP errors/s " +
+                  per_second(v.qp_errors.get(), v.seconds));
   if (v.stages[0].series > 0)
     out.push_back("    time per slot: rx " + ns_per(v.stages[0].get(), v.slots_received.get()) + ", deliver " +
                   ns_per(v.stages[1].get(), v.slots_received.get()) + " (per slot received); doorbells " +

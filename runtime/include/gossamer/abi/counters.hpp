@@ -103,7 +103,28 @@
   X(stage_doorbells_cycles, "core_stage_doorbells_cycles", "stage_doorbells_cycles", kCycles,                         \
     "gossamer_dataplane_stage_seconds_total{stage=doorbells}", "")                                                    \
   X(stage_tx_cycles, "core_stage_tx_cycles", "stage_tx_cycles", kCycles,                                              \
-    "gossamer_dataplane_stage_seconds_total{stage=tx}", "")
+    "gossamer_dataplane_stage_seconds_total{stage=tx}", "")                                                           \
+  /* transport: verbs only (0 with udp): the core's RC queue pairs (dataplane/src/verbs_transport.hpp) */            \
+  X(qps_active, "core_qps_active", "qps_active", kGauge, "gossamer_dataplane_queue_pairs{state=active}",              \
+    "Verbs queue pairs of the core, by state (active: connected with records queued or unretired; idle: the "        \
+    "others not in error; error: failed, being created again).")                                                     \
+  X(qps_idle, "core_qps_idle", "qps_idle", kGauge, "gossamer_dataplane_queue_pairs{state=idle}", "")                 \
+  X(qps_errored, "core_qps_errored", "qps_errored", kGauge, "gossamer_dataplane_queue_pairs{state=error}", "")       \
+  X(wrs_posted, "core_wrs_posted", "wrs_posted", kCounter, "gossamer_dataplane_verbs_work_requests_total{kind=posted}", \
+    "Verbs send work requests (RDMA WRITE_WITH_IMM), posted and signaled (selective signaling).")                   \
+  X(wrs_signaled, "core_wrs_signaled", "wrs_signaled", kCounter,                                                     \
+    "gossamer_dataplane_verbs_work_requests_total{kind=signaled}", "")                                               \
+  X(verbs_doorbells, "core_verbs_doorbells", "verbs_doorbells", kCounter, "gossamer_dataplane_verbs_doorbells_total", \
+    "Verbs send doorbells (ibv_post_send calls, each a list of work requests).")                                     \
+  X(cq_polls, "core_cq_polls", "cq_polls", kCounter, "gossamer_dataplane_verbs_cq_polls_total",                      \
+    "Completion queue polls (batches of up to 32).")                                                                 \
+  X(qp_errors, "core_qp_errors", "qp_errors", kCounter, "gossamer_dataplane_queue_pair_errors_total",                \
+    "Verbs queue pairs that went to the error state (each torn down and created again).")                          \
+  X(qp_in_doubt_records, "core_qp_in_doubt_records", "qp_in_doubt_records", kCounter,                                \
+    "gossamer_dataplane_queue_pair_in_doubt_records_total",                                                          \
+    "Records on a failed queue pair that may or may not have arrived: never sent again, their runs fail.")          \
+  X(qp_reconnects, "core_qp_reconnects", "qp_reconnects", kCounter, "gossamer_dataplane_queue_pair_reconnects_total", \
+    "Verbs queue pairs created again (after an error or the peer's new queue pair).")
 
 // Per connection to a peer (metrics: ConnCounters; .stats: labels peer, conn).
 #define GOSSAMER_CONN_COUNTERS(X)                                                                                     \

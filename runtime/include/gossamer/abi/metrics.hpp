@@ -34,8 +34,9 @@ namespace gossamer::abi {
 inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSMET1"
 // 2: active connections, thread placement; 3: the rows of counters.hpp
 // (per-core counters, credit probes); 4: 64-bit incarnation, core_cpu;
-// 5: room for 24 host counters (apps_denied); 6: stage cycles per core.
-inline constexpr std::uint32_t kMetricsVersion = 6;
+// 5: room for 24 host counters (apps_denied); 6: stage cycles per core;
+// 7: verbs queue pairs per core (qps_*, wrs_*, cq_polls, qp_*), room for 32 core counters.
+inline constexpr std::uint32_t kMetricsVersion = 7;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -86,9 +87,9 @@ static_assert(offsetof(HostCounters, drops) == 192);
 // One polling core's counters.
 struct CoreCounters {
   GOSSAMER_CORE_COUNTERS(GOSSAMER_COUNTER_FIELD)
-  std::uint64_t reserved[16 - kCoreCounterFields];
+  std::uint64_t reserved[32 - kCoreCounterFields];
 };
-static_assert(sizeof(CoreCounters) == 128);
+static_assert(sizeof(CoreCounters) == 256);
 static_assert(offsetof(CoreCounters, busy_cycles) == 0);
 
 // One connection to one peer.
