@@ -110,6 +110,24 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
         std::string(args[1]));
     return true;
   }
+  if (name == "lcs") {  // both values, then lcs.cpp
+    if (!arity(args.size() >= 3)) return true;
+    p.waiting = 1;
+    auto copy = std::make_shared<std::vector<std::string>>(args.begin(), args.end());
+    const std::size_t sa = shard_index(args[1]), sb = shard_index(args[2]);
+    ask(sa, dump_closure, [=, this](Dump da) {
+      ask(sb, dump_closure, [=, this](Dump db) {
+        if (da.type == 0xff || db.type == 0xff) return fail("ERR out of memory");
+        if ((da.type != Dump::kNone && da.type != Dump::kString) || (db.type != Dump::kNone && db.type != Dump::kString))
+          return fail("ERR The specified keys must contain string values");
+        settle(slot, gen, seq, [&](Pending& q) {
+          const std::vector<std::string_view> views(copy->begin(), copy->end());
+          lcs_reply(q.reply, q.resp3, da.value, db.value, views);
+        });
+      }, (*copy)[2]);
+    }, (*copy)[1]);
+    return true;
+  }
   if (name == "msetnx") {
     if (!arity(args.size() >= 3 && args.size() % 2 == 1)) return true;
     // Step 1: does any key exist? Step 2: if none, set them all.
