@@ -50,7 +50,7 @@ constexpr CommandSpec kCommands[] = {
     {"linsert", 5, 1, 1, 1, false}, {"lpos", -3, 1, 1, 1, false}, {"lpushx", -3, 1, 1, 1, false},
     {"rpushx", -3, 1, 1, 1, false}, {"spop", -2, 1, 1, 1, false}, {"srandmember", -2, 1, 1, 1, false},
     {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
-    {"lcs", -3, 1, 2, 1, false},
+    {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
 };
 
 }  // namespace
@@ -61,7 +61,8 @@ bool arity_ok(const CommandSpec& spec, std::size_t n) {
 
 bool always_transaction(const std::string& n) {
   return n == "msetnx" || n == "rename" || n == "renamenx" || n == "copy" || n == "sinter" || n == "sunion" ||
-         n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs";
+         n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs" ||
+         n == "lmove" || n == "rpoplpush";
 }
 
 const CommandSpec* find_command(std::string_view name) {
@@ -84,7 +85,8 @@ bool transaction_name(const std::string& name) {
         case 'c': return n == "copy";
         default: return false;
       }
-    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff");
+    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff") ||
+                   (n[0] == 'l' && n == "lmove");
     case 6:
       switch (n[0]) {
         case 'u': return n == "unlink";
@@ -96,6 +98,7 @@ bool transaction_name(const std::string& name) {
       }
     case 7: return n == "discard" || n == "unwatch";
     case 8: return n == "renamenx";
+    case 9: return n == "rpoplpush";
     case 10: return n == "sdiffstore";
     case 11: return n == "sinterstore" || n == "sunionstore";
     default: return false;

@@ -273,19 +273,8 @@ bool Loop::execute_keys(std::uint32_t slot, const std::string& name, Pending& p,
       return true;
     }
     p.waiting = 1;
-    ++inflight_;
-    shard(index).apply_with_then(
-        [](Shard& s, std::int64_t from, std::int64_t n, std::string pat, std::string ty) {
-          return shard_scan(s, from, n, std::move(pat), std::move(ty));
-        },
-        [this, slot, gen, seq, index, shards = nshards_](Reply r) {
-          if (r.kind == Reply::kScan) {  // the shard's next position as the rack's cursor
-            if (r.n >= 0) r.n = std::int64_t((index << kShardShift) | std::uint64_t(r.n));
-            else r.n = index + 1 < shards ? std::int64_t((index + 1) << kShardShift) : 0;
-          }
-          answer(slot, gen, seq, [&](Pending& q) { encode_reply(q.reply, r, q.resp3); });
-        },
-        std::int64_t(cursor & std::uint64_t(kPositionMask)), std::int64_t(count), std::move(pattern), std::move(type));
+    scan_step(slot, gen, seq, std::uint32_t(index), std::int64_t(cursor & std::uint64_t(kPositionMask)), count,
+              std::move(pattern), std::move(type), {});
     return true;
   }
   if (name == "memory") {  // MEMORY USAGE key [SAMPLES n]: OBJECT's closure with "memory"
@@ -332,6 +321,33 @@ bool Loop::execute_keys(std::uint32_t slot, const std::string& name, Pending& p,
     return true;
   }
   return false;
+}
+
+// One SCAN call's visit of shard `index` from position `from`: answers the
+// cursor of the next position there, or goes on to the next shard while it
+// has found fewer than `count` keys (so an empty key space answers cursor 0
+// at once), or answers 0 after the last shard.
+void Loop::scan_step(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint32_t index, std::int64_t from,
+                     std::int64_t count, std::string pattern, std::string type, std::vector<std::string> found) {
+  ++inflight_;
+  shard(index).apply_with_then(
+      [](Shard& s, std::int64_t f, std::int64_t n, std::string pat, std::string ty) {
+        return shard_scan(s, f, n, std::move(pat), std::move(ty));
+      },
+      [this, slot, gen, seq, index, count, pattern, type, found = std::move(found)](Reply r) mutable {
+        if (r.kind == Reply::kScan) {
+          found.insert(found.end(), std::make_move_iterator(r.items.begin()), std::make_move_iterator(r.items.end()));
+          if (r.n < 0 && index + 1 < nshards_ && std::int64_t(found.size()) < count && find(slot, gen)) {
+            --inflight_;  // this answer; the next shard's is owed instead
+            return scan_step(slot, gen, seq, index + 1, 0, count, std::move(pattern), std::move(type), std::move(found));
+          }
+          r.items = std::move(found);  // the rack's cursor: this shard's next position, or the next shard, or 0
+          if (r.n >= 0) r.n = std::int64_t((std::uint64_t(index) << kShardShift) | std::uint64_t(r.n));
+          else r.n = index + 1 < nshards_ ? std::int64_t(std::uint64_t(index + 1) << kShardShift) : 0;
+        }
+        answer(slot, gen, seq, [&](Pending& q) { encode_reply(q.reply, r, q.resp3); });
+      },
+      from, count, pattern, type);
 }
 
 // One shard's part of KEYS (its keys) or RANDOMKEY (a candidate, chosen with

@@ -281,6 +281,8 @@ class Loop {
   bool execute_keys(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                     const std::vector<std::string_view>& args);
   static void gather(Pending& q, Reply& r);
+  void scan_step(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint32_t index, std::int64_t from,
+                 std::int64_t count, std::string pattern, std::string type, std::vector<std::string> found);
   // debug.cpp
   void debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std::uint32_t gen,
                      const std::vector<std::string_view>& args);
