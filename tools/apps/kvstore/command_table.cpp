@@ -51,6 +51,7 @@ constexpr CommandSpec kCommands[] = {
     {"rpushx", -3, 1, 1, 1, false}, {"spop", -2, 1, 1, 1, false}, {"srandmember", -2, 1, 1, 1, false},
     {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
     {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
+    {"smove", 4, 1, 2, 1, false},
 };
 
 }  // namespace
@@ -62,7 +63,7 @@ bool arity_ok(const CommandSpec& spec, std::size_t n) {
 bool always_transaction(const std::string& n) {
   return n == "msetnx" || n == "rename" || n == "renamenx" || n == "copy" || n == "sinter" || n == "sunion" ||
          n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs" ||
-         n == "lmove" || n == "rpoplpush";
+         n == "lmove" || n == "rpoplpush" || n == "smove";
 }
 
 const CommandSpec* find_command(std::string_view name) {
@@ -86,7 +87,7 @@ bool transaction_name(const std::string& name) {
         default: return false;
       }
     case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff") ||
-                   (n[0] == 'l' && n == "lmove");
+                   (n[0] == 'l' && n == "lmove") || (n[0] == 's' && n == "smove");
     case 6:
       switch (n[0]) {
         case 'u': return n == "unlink";

@@ -141,6 +141,29 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     }, src);
     return true;
   }
+  if (name == "smove") {  // Redis 7.0's smoveCommand, in steps: both types, then SREM and SADD
+    if (!arity(args.size() == 4)) return true;
+    p.waiting = 1;
+    const std::string src(args[1]), dst(args[2]), member(args[3]);
+    const std::size_t ss = shard_index(src), ds = shard_index(dst);
+    auto type_closure = [](Shard& s, std::string k) { return shard_type(s, std::move(k)); };
+    auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
+    ask(ss, type_closure, [=, this](Value ts) {
+      if (ts.data == "none") return integer(0);
+      if (ts.data != "set") return fail(kWrongType);
+      ask(ds, type_closure, [=, this](Value td) {
+        if (td.data != "none" && td.data != "set") return fail(kWrongType);
+        const bool same = src == dst;  // then only whether it is a member
+        ask(ss, typed_closure, [=, this](Reply removed) {
+          if (removed.kind == Reply::kError) return fail(removed.s);
+          if (same || removed.n == 0) return integer(removed.n);
+          ask(ds, typed_closure, [=](Reply added) { added.kind == Reply::kError ? fail(added.s) : integer(1); },
+              Op::kSadd, std::vector<std::string>{dst, member});
+        }, same ? Op::kSismember : Op::kSrem, std::vector<std::string>{src, member});
+      }, dst);
+    }, src);
+    return true;
+  }
   if (name == "lcs") {  // both values, then lcs.cpp
     if (!arity(args.size() >= 3)) return true;
     p.waiting = 1;

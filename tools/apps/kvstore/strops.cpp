@@ -294,7 +294,7 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
       const Hash* h = find_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
       if (!h) return of_kind(a.empty() ? Reply::kNil : Reply::kArray);
-      Reply r = of_kind(Reply::kArray);
+      Reply r = of_kind(values ? Reply::kPairs : Reply::kArray);
       for (auto it : pick(*h, count)) {
         r.items.push_back(it->first);
         if (values) r.items.push_back(it->second);

@@ -47,6 +47,18 @@ void encode_reply(std::string& out, const Reply& r, bool resp3) {
       resp::array(out, r.items.size());
       for (const auto& i : r.items) out.append(":").append(i).append("\r\n");
       return;
+    case Reply::kPairs:
+      if (!resp3) {
+        resp::array(out, r.items.size());
+        break;
+      }
+      resp::array(out, r.items.size() / 2);
+      for (std::size_t i = 0; i + 1 < r.items.size(); i += 2) {
+        resp::array(out, 2);
+        resp::bulk(out, r.items[i]);
+        resp::bulk(out, r.items[i + 1]);
+      }
+      return;
     case Reply::kScan:
       resp::array(out, 2);
       resp::bulk(out, std::to_string(r.n));

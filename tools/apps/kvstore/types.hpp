@@ -61,6 +61,7 @@ struct Reply {
     kScan,       // [cursor n, items]
     kNullArray,  // LPOP k count of a missing key
     kInts,       // items, each an integer (LPOS ... COUNT, SMISMEMBER)
+    kPairs,      // items as pairs: flat under RESP2, an array of 2-arrays under RESP3 (HRANDFIELD WITHVALUES)
   };
   std::uint8_t kind = kNil;
   std::int64_t n = 0;
