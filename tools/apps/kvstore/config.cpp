@@ -189,13 +189,11 @@ void config_command(Pending& p, const std::vector<std::string_view>& args) {
     return resp::simple(p.reply, "OK");  // Hydra's INFO counters are not reset (documented)
   }
   if (sub == "help" && args.size() == 2) {
-    const char* lines[] = {"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    help_reply(p.reply, {"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                            "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
                            "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
                            "RESETSTAT", "    Accepted; Hydra's statistics are not reset.",
-                           "HELP", "    Print this help."};
-    resp::array(p.reply, std::size(lines));
-    for (const char* l : lines) resp::simple(p.reply, l);
+                           "HELP", "    Print this help."});
     return;
   }
   resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try CONFIG HELP.");

@@ -206,7 +206,7 @@ void Loop::debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std:
   // persists nothing, and its data stay as they are.
   if ((sub == "reload" || sub == "loadaof") && args.size() <= 4) return resp::simple(p.reply, "OK");
   if (sub == "help" && args.size() == 2) {
-    const char* lines[] = {
+    help_reply(p.reply, {
         "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DIGEST-VALUE <key> [<key> ...]", "    Output a digest of each key's value (not Redis's SHA1 bytes).",
         "OBJECT <key>", "    Show low level info about the value at <key>.",
@@ -215,9 +215,7 @@ void Loop::debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std:
         "SLEEP <seconds>", "    Stop this connection's thread for <seconds> (at most 10).",
         "QUICKLIST-PACKED-THRESHOLD <size>", "    Accepted; no effect on Hydra's lists.",
         "RELOAD, LOADAOF", "    Accepted; nothing to save or load (Hydra persists nothing).",
-        "HELP", "    Print this help."};
-    resp::array(p.reply, std::size(lines));
-    for (const char* l : lines) resp::simple(p.reply, l);
+        "HELP", "    Print this help."});
     return;
   }
   unknown();

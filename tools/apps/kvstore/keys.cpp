@@ -291,7 +291,7 @@ bool Loop::execute_keys(std::uint32_t slot, const std::string& name, Pending& p,
     if (args.size() < 2) return wrong_args(name);
     const std::string sub = name == "memory" ? "memory" : lower(args[1]);
     if (sub == "help" && args.size() == 2) {
-      const char* lines[] = {
+      help_reply(p.reply, {
           "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
           "ENCODING <key>",
           "    Return the kind of internal representation Redis 7.0 would use for the value stored at <key>.",
@@ -302,9 +302,7 @@ bool Loop::execute_keys(std::uint32_t slot, const std::string& name, Pending& p,
           "REFCOUNT <key>",
           "    Return the number of references of the value associated with the specified key.",
           "HELP",
-          "    Print this help."};
-      resp::array(p.reply, std::size(lines));
-      for (const char* l : lines) resp::simple(p.reply, l);
+          "    Print this help."});
       return true;
     }
     if (name == "object" && sub != "encoding" && sub != "refcount" && sub != "idletime" && sub != "freq")

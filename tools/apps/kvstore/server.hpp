@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -189,6 +190,11 @@ bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the nam
 // Commands whose steps read one shard and write another (or gather
 // several): always a transaction, and EXEC waits for each before the next.
 bool always_transaction(const std::string& lower_name);
+// A HELP subcommand's reply: its lines as simple strings.
+inline void help_reply(std::string& out, std::initializer_list<const char*> lines) {
+  resp::array(out, lines.size());
+  for (const char* l : lines) resp::simple(out, l);
+}
 // LCS's reply from the two values and the command's arguments (lcs.cpp).
 void lcs_reply(std::string& out, bool resp3, const std::string& a, const std::string& b,
                const std::vector<std::string_view>& args);
