@@ -28,6 +28,11 @@ Reply bulk(std::string s) { return of_kind(Reply::kBulk, 0, std::move(s)); }
 constexpr const char* kNotFloat = "ERR value is not a valid float";
 constexpr const char* kTooBig = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 constexpr const char* kBitOffset = "ERR bit offset is not an integer or out of range";
+// SRANDMEMBER / HRANDFIELD with a negative count answer that many elements,
+// repeats allowed: Redis streams them; Hydra builds the reply first, so it
+// refuses more than this many instead of exhausting its memory.
+constexpr long long kMaxRepeats = 1 << 24;
+constexpr const char* kTooManyRepeats = "ERR count is out of range for hydra: at most 16777216 elements with repeats";
 
 std::mt19937_64& rng() {
   thread_local std::mt19937_64 g{std::random_device{}()};
@@ -290,6 +295,7 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
         if (a.size() > 2 || (a.size() == 2 && resp::lower(a[1]) != "withvalues")) return error("ERR syntax error");
         values = a.size() == 2;
         if ((values && count < -LLONG_MAX / 2) || count < -LLONG_MAX) return error("ERR value is out of range");
+        if (count < -kMaxRepeats) return error(kTooManyRepeats);
       }
       const Hash* h = find_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
@@ -376,6 +382,7 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
         if (!resp::parse_int64(a[0], count)) return error(kNotInteger);
         if (op == Op::kSpop && count < 0) return error("ERR value is out of range, must be positive");
         if (count == LLONG_MIN) return error("ERR value is out of range");
+        if (count < -kMaxRepeats) return error(kTooManyRepeats);
       }
       Set* st = find_obj<Set>(s, key, wrong);
       if (wrong) return error(kWrongType);
