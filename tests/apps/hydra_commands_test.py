@@ -8,7 +8,8 @@ Strings (GETDEL, GETEX, GETSET, GETRANGE, SETRANGE, APPEND, STRLEN,
 INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT, LCS), the newer hash, list and set
 commands (HSTRLEN, HINCRBYFLOAT, LINSERT, LPOS, LPUSHX, LMOVE, RPOPLPUSH,
 SMOVE, SPOP, SRANDMEMBER, SMISMEMBER), OBJECT ENCODING for the sizes Redis's
-tests use, CONFIG GET/SET, INFO sections, DEBUG PROTOCOL, and their errors.
+tests use, CONFIG GET/SET, INFO sections, DEBUG PROTOCOL, COMMAND INFO and
+GETKEYS, and their errors.
 The two-key commands use keys on different shards of a 3-shard Hydra.
 Exits 77 (skip) without redis-py or redis-server.
 """
@@ -97,7 +98,7 @@ def introspection(servers, ports):
                 r.sadd("hs", "a"), r.object("encoding", "hs"), r.rpush("ql", "a"), r.object("encoding", "ql"),
                 r.object("encoding", "nosuch"), r.object("refcount", "int"), r.object("refcount", "raw"),
                 r.config_set("list-compress-depth", 2), r.config_get("list-compress-depth"),
-                r.config_set("list-compress-depth", 0), r.config_get("appendonly"), r.keys("i*"), r.touch("int", "x")]
+                r.config_set("list-compress-depth", 0), r.config_get("appendonly"), sorted(r.keys("i*")), r.touch("int", "x")]
     both(servers, "OBJECT ENCODING/REFCOUNT, CONFIG GET/SET, KEYS, TOUCH", run, normalize=lambda v: v)
     bad = [("CONFIG", "SET", "no-such-param", "1"), ("CONFIG", "SET", "databases", "4"), ("CONFIG", "SET", "save"),
            ("CONFIG", "FOO"), ("OBJECT", "FOO", "int"), ("OBJECT", "ENCODING"), ("DEBUG", "PROTOCOL", "foo"),
@@ -115,6 +116,25 @@ def introspection(servers, ports):
     raw_both(ports, protocol, "DEBUG PROTOCOL")
 
 
+def command(servers, ports):
+    # Raw: redis-py would parse COMMAND's replies into its own form.
+    raw_both(ports, [("COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"), ("COMMAND", "GETKEYS", "GET", "k"),
+                     ("COMMAND", "GETKEYS", "RENAME", "a", "b"), ("COMMAND", "GETKEYS", "OBJECT", "ENCODING", "k"),
+                     ("COMMAND", "GETKEYS", "nosuch", "a"), ("COMMAND", "GETKEYS", "GET"),
+                     ("COMMAND", "GETKEYS", "PING"), ("COMMAND", "GETKEYS", "GET", "a", "b"),
+                     ("COMMAND", "GETKEYS", "PING", "x"), ("COMMAND", "FOO"), ("COMMAND", "INFO", "nosuch")], "COMMAND")
+    for name in ("get", "set", "mset", "del", "rename", "lmove", "hset", "sinterstore"):
+        # "COMMAND INFO" as one word: redis-py splits it and has no parser for it.
+        got = [r.execute_command("COMMAND INFO", name)[0] for r in servers]
+        # name, arity, first key, last key, step (Hydra keeps no flags or ACL categories)
+        fields = [[g[0], g[1], g[3], g[4], g[5]] for g in got]
+        check(fields[0] == fields[1], f"COMMAND INFO {name}: name, arity and key positions as redis-server",
+              f"hydra {fields[0]!r}, redis-server {fields[1]!r}")
+    n = servers[0].execute_command("COMMAND COUNT")
+    names = servers[0].execute_command("COMMAND LIST")
+    check(n == len(names) and "get" in names and "scan" in names, f"COMMAND COUNT ({n}) and LIST agree")
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     with pair(build, threads=SHARDS, redis_args=("--enable-debug-command", "yes")) as ports:
@@ -124,6 +144,7 @@ def main():
         strings(servers)
         collections(servers)
         introspection(servers, ports)
+        command(servers, ports)
     return finish()
 
 

@@ -51,7 +51,7 @@ constexpr CommandSpec kCommands[] = {
     {"rpushx", -3, 1, 1, 1, false}, {"spop", -2, 1, 1, 1, false}, {"srandmember", -2, 1, 1, 1, false},
     {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
     {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
-    {"smove", 4, 1, 2, 1, false},
+    {"smove", 4, 1, 2, 1, false}, {"command", -1, 0, 0, 0, false},
 };
 
 }  // namespace
@@ -65,6 +65,8 @@ bool always_transaction(const std::string& n) {
          n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs" ||
          n == "lmove" || n == "rpoplpush" || n == "smove";
 }
+
+std::span<const CommandSpec> all_commands() { return kCommands; }
 
 const CommandSpec* find_command(std::string_view name) {
   for (const auto& c : kCommands)

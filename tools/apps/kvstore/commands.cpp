@@ -193,6 +193,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     resp::array(p.reply, 2);
     resp::bulk(p.reply, std::to_string(us / 1'000'000));
     resp::bulk(p.reply, std::to_string(us % 1'000'000));
+  } else if (name == "command") {
+    command_command(p, args);  // command_info.cpp
   } else if (name == "debug") {
     if (arity(args.size() >= 2)) debug_command(slot, p, seq, gen, args);  // debug.cpp
   } else if (name == "function") {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -185,6 +186,9 @@ struct CommandSpec {
   bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
 };
 const CommandSpec* find_command(std::string_view lower_name);
+std::span<const CommandSpec> all_commands();  // the table, in its order
+// COMMAND [COUNT|LIST|INFO|DOCS|GETKEYS|HELP] (command_info.cpp).
+void command_command(Pending& p, const std::vector<std::string_view>& args);
 bool transaction_name(const std::string& lower_name);  // Loop::transaction_command handles it
 bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the name
 // Commands whose steps read one shard and write another (or gather
