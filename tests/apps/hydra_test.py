@@ -519,6 +519,12 @@ def rack(build, root, hydra, port):
         print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
         check(p.returncode == 0, "the core checks on the rack (write via host 1, read via host 0 and host 1)",
               f"exit {p.returncode}")
+        # SCAN's cursor over the 4 shards of both hosts, through each host.
+        scan = os.path.join(os.path.dirname(me), "hydra_scan_test.py")
+        p = in_h0(sys.executable, scan, "scan", f"{hosts[0][0]}:{port},{hosts[1][0]}:{port}", "4", timeout=120)
+        print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
+        check(p.returncode == 0, "SCAN on the rack: every key through either host, the cursor over both hosts' shards",
+              f"exit {p.returncode}")
 
         # Stop: Ctrl-C on gossamerctl; gossamerd stops every host's instance
         # (SIGTERM), which must exit 0 on its own (SIGKILL follows 1 s later).

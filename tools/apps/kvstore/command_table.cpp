@@ -38,6 +38,20 @@ constexpr CommandSpec kCommands[] = {
     {"scard", 2, 1, 1, 1, false}, {"sscan", -3, 1, 1, 1, false}, {"sinter", -2, 1, -1, 1, false},
     {"sunion", -2, 1, -1, 1, false}, {"sdiff", -2, 1, -1, 1, false}, {"sinterstore", -3, 1, -1, 1, false},
     {"sunionstore", -3, 1, -1, 1, false}, {"sdiffstore", -3, 1, -1, 1, false},
+    // the key space as a whole (keys.cpp); OBJECT's key is its second argument
+    {"keys", 2, 0, 0, 0, true}, {"scan", -2, 0, 0, 0, false}, {"randomkey", 1, 0, 0, 0, true},
+    {"object", -2, 2, 2, 1, false}, {"touch", -2, 1, -1, 1, false},
+    // strops.cpp: strings, and the newer hash, list and set commands
+    {"getdel", 2, 1, 1, 1, false}, {"getex", -2, 1, 1, 1, false}, {"getset", 3, 1, 1, 1, false},
+    {"getrange", 4, 1, 1, 1, false}, {"substr", 4, 1, 1, 1, false}, {"setrange", 4, 1, 1, 1, false},
+    {"append", 3, 1, 1, 1, false}, {"strlen", 2, 1, 1, 1, false}, {"incrbyfloat", 3, 1, 1, 1, false},
+    {"setbit", 4, 1, 1, 1, false}, {"getbit", 3, 1, 1, 1, false}, {"bitcount", -2, 1, 1, 1, false},
+    {"hstrlen", 3, 1, 1, 1, false}, {"hincrbyfloat", 4, 1, 1, 1, false}, {"hrandfield", -2, 1, 1, 1, false},
+    {"linsert", 5, 1, 1, 1, false}, {"lpos", -3, 1, 1, 1, false}, {"lpushx", -3, 1, 1, 1, false},
+    {"rpushx", -3, 1, 1, 1, false}, {"spop", -2, 1, 1, 1, false}, {"srandmember", -2, 1, 1, 1, false},
+    {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
+    {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
+    {"smove", 4, 1, 2, 1, false}, {"command", -1, 0, 0, 0, false},
 };
 
 }  // namespace
@@ -48,8 +62,11 @@ bool arity_ok(const CommandSpec& spec, std::size_t n) {
 
 bool always_transaction(const std::string& n) {
   return n == "msetnx" || n == "rename" || n == "renamenx" || n == "copy" || n == "sinter" || n == "sunion" ||
-         n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore";
+         n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs" ||
+         n == "lmove" || n == "rpoplpush" || n == "smove";
 }
+
+std::span<const CommandSpec> all_commands() { return kCommands; }
 
 const CommandSpec* find_command(std::string_view name) {
   for (const auto& c : kCommands)
@@ -63,7 +80,7 @@ const CommandSpec* find_command(std::string_view name) {
 bool transaction_name(const std::string& name) {
   const std::string_view n(name);
   switch (n.size()) {
-    case 3: return n[0] == 'd' && n == "del";
+    case 3: return (n[0] == 'd' && n == "del") || (n[0] == 'l' && n == "lcs");
     case 4:
       switch (n[0]) {
         case 'e': return n == "exec";
@@ -71,7 +88,8 @@ bool transaction_name(const std::string& name) {
         case 'c': return n == "copy";
         default: return false;
       }
-    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff");
+    case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff") ||
+                   (n[0] == 'l' && n == "lmove") || (n[0] == 's' && n == "smove");
     case 6:
       switch (n[0]) {
         case 'u': return n == "unlink";
@@ -83,6 +101,7 @@ bool transaction_name(const std::string& name) {
       }
     case 7: return n == "discard" || n == "unwatch";
     case 8: return n == "renamenx";
+    case 9: return n == "rpoplpush";
     case 10: return n == "sdiffstore";
     case 11: return n == "sinterstore" || n == "sunionstore";
     default: return false;

@@ -4,6 +4,8 @@
 // shard is this thread's own) fill the Pending; Loop::flush sends replies in
 // request order.
 #include <fnmatch.h>
+#include <malloc.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -120,7 +122,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
     each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_del(s, std::move(k)); });
-  } else if (name == "exists") {
+  } else if (name == "exists" || name == "touch") {  // TOUCH: the keys that exist (Hydra keeps no access times)
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
     each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_exists(s, std::move(k)); });
@@ -163,8 +165,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     }
     every_shard(Pending::Kind::kOk, [](Shard& s) { return shard_flush(s); });
   } else if (name == "info") {
-    if (!arity(args.size() <= 2)) return;
-    p.info_sections = info_sections(args.size() == 2 ? lower(args[1]) : "default");
+    p.info_sections = args.size() == 1 ? info_sections("default") : 0;
+    for (std::size_t i = 1; i < args.size(); ++i) p.info_sections |= info_sections(lower(args[i]));
     every_shard(Pending::Kind::kInfo, [](Shard& s) { return shard_size(s); });  // keys for # Keyspace
   } else if (name == "ping") {
     if (!arity(args.size() <= 2)) return;
@@ -182,11 +184,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     else if (db != 0) resp::error(p.reply, "ERR DB index is out of range");
     else resp::simple(p.reply, "OK");
   } else if (name == "config") {
-    if (!arity(args.size() >= 2)) return;
-    std::string sub = lower(args[1]);
-    if (sub != "get") resp::error(p.reply, "ERR CONFIG " + sub + " is not supported by hydra (only CONFIG GET)");
-    else if (args.size() < 3) resp::error(p.reply, "ERR wrong number of arguments for 'config|get' command");
-    else config_get(p, args);
+    if (arity(args.size() >= 2)) config_command(p, args);  // config.cpp
   } else if (name == "time") {  // seconds and microseconds of this host's clock, as bulk strings
     if (!arity(args.size() == 1)) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -195,21 +193,10 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     resp::array(p.reply, 2);
     resp::bulk(p.reply, std::to_string(us / 1'000'000));
     resp::bulk(p.reply, std::to_string(us % 1'000'000));
+  } else if (name == "command") {
+    command_command(p, args);  // command_info.cpp
   } else if (name == "debug") {
-    // The one DEBUG subcommand that means something here (Redis's test
-    // suite uses it): active expiry on every shard of the rack, on or off.
-    if (!arity(args.size() >= 2)) return;
-    const std::string sub = lower(args[1]);
-    long long on;
-    if (sub == "set-active-expire" && args.size() == 3 && resp::parse_int64(args[2], on))
-      every_shard(Pending::Kind::kOk, [on = on != 0](Shard& s) {
-        s.active_expire = on;
-        return Count{};
-      });
-    else if (sub == "set-active-expire")
-      resp::error(p.reply, "ERR Invalid argument for DEBUG SET-ACTIVE-EXPIRE (0 or 1)");
-    else
-      resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try DEBUG HELP.");
+    if (arity(args.size() >= 2)) debug_command(slot, p, seq, gen, args);  // debug.cpp
   } else if (name == "function") {
     // Hydra has no scripting, so no function library: FUNCTION FLUSH has
     // nothing to remove and FUNCTION LIST nothing to list (clients and
@@ -228,7 +215,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     }
   } else if (name == "shutdown") {
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
-  } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args)) {
+  } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args) &&
+             !execute_keys(slot, name, p, seq, gen, args)) {
     resp::error(p.reply, unknown_command(args));
   }
 }
@@ -260,6 +248,21 @@ void Loop::finish(Pending& p) const {
         if (v.kind == Value::kString) resp::bulk(p.reply, v.data);
         else resp::nil(p.reply, p.resp3);
       }
+      std::vector<Value>().swap(p.values);
+      break;
+    case Pending::Kind::kKeys:
+      resp::array(p.reply, p.values.size());
+      for (const Value& v : p.values) resp::bulk(p.reply, v.data);
+      std::vector<Value>().swap(p.values);
+      break;
+    case Pending::Kind::kRandom:
+      if (p.values.empty()) resp::nil(p.reply, p.resp3);
+      else resp::bulk(p.reply, p.values[0].data);
+      std::vector<Value>().swap(p.values);
+      break;
+    case Pending::Kind::kStatuses:
+      resp::array(p.reply, p.values.size());
+      for (const Value& v : p.values) resp::simple(p.reply, v.data);
       std::vector<Value>().swap(p.values);
       break;
     case Pending::Kind::kInfo:
@@ -350,45 +353,24 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
   resp::array(p.reply, 0);
 }
 
-// CONFIG GET pattern...: the few settings clients ask about, so that
-// redis-benchmark's start-up queries (save, appendonly) get real answers.
-void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) const {
-  const std::pair<std::string, std::string> table[] = {
-      {"appendonly", "no"},
-      {"bind", g_config.bind},
-      {"client-query-buffer-limit", std::to_string(g_config.max_query)},
-      {"databases", "1"},
-      {"maxclients", std::to_string(g_config.maxclients)},
-      {"port", std::to_string(g_config.port)},
-      {"proto-max-bulk-len", std::to_string(g_config.limits.max_bulk)},
-      {"requirepass", g_config.requirepass},
-      {"save", ""},
-  };
-  std::vector<const std::pair<std::string, std::string>*> hits;
-  for (const auto& e : table)
-    for (std::size_t i = 2; i < args.size(); ++i)
-      if (::fnmatch(lower(args[i]).c_str(), e.first.c_str(), 0) == 0) {
-        hits.push_back(&e);
-        break;
-      }
-  resp::map(p.reply, hits.size(), p.resp3);
-  for (const auto* e : hits) {
-    resp::bulk(p.reply, e->first);
-    resp::bulk(p.reply, e->second);
-  }
-}
+// INFO's arguments as a set of sections (a small field of Pending, not a
+// string: the reply queue's entries stay small). Redis 7.0's names; "all"
+// and "everything" add commandstats to the default ones.
+namespace {
+constexpr std::string_view kSections[] = {"server", "clients", "memory", "persistence", "stats",
+                                          "replication", "cpu", "keyspace", "commandstats"};
+constexpr std::uint16_t kDefaultSections = 0xff;
+}  // namespace
 
-// INFO's argument as a set of sections (a small field of Pending, not a
-// string: the reply queue's entries stay small).
-std::uint8_t Loop::info_sections(std::string_view section) {
-  if (section == "default" || section == "all" || section == "everything") return 0xff;
-  const std::string_view names[] = {"server", "clients", "stats", "keyspace"};
-  for (std::size_t i = 0; i < std::size(names); ++i)
-    if (section == names[i]) return std::uint8_t(1u << i);
+std::uint16_t Loop::info_sections(std::string_view section) {
+  if (section == "default") return kDefaultSections;
+  if (section == "all" || section == "everything") return 0x1ff;
+  for (std::size_t i = 0; i < std::size(kSections); ++i)
+    if (section == kSections[i]) return std::uint16_t(1u << i);
   return 0;  // an unknown section: empty, as Redis
 }
 
-std::string Loop::info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const {
+std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int64_t expiring) const {
   auto want = [&](std::string_view s) { return (info_sections(s) & sections) != 0; };
   std::string out;
   auto line = [&](std::string_view k, const std::string& v) {
@@ -422,6 +404,28 @@ std::string Loop::info_text(std::uint8_t sections, std::int64_t keys, std::int64
     line("connected_clients", std::to_string(g_stats.connected_clients.load(std::memory_order_relaxed)));
     line("maxclients", std::to_string(g_config.maxclients));
   }
+  if (want("memory")) {  // this host's process
+    const struct mallinfo2 m = ::mallinfo2();
+    const std::size_t used = m.uordblks + m.hblkhd;
+    long pages = 0, rss_pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld", &pages, &rss_pages) != 2) rss_pages = 0;
+      std::fclose(f);
+    }
+    char human[32];
+    std::snprintf(human, sizeof human, "%.2fM", double(used) / (1024.0 * 1024.0));
+    header("Memory");
+    line("used_memory", std::to_string(used));
+    line("used_memory_human", human);
+    line("used_memory_rss", std::to_string(std::size_t(rss_pages) * std::size_t(::sysconf(_SC_PAGESIZE))));
+    line("mem_allocator", "libc");
+  }
+  if (want("persistence")) {  // Hydra persists nothing
+    header("Persistence");
+    line("loading", "0");
+    line("rdb_bgsave_in_progress", "0");
+    line("aof_enabled", "0");
+  }
   if (want("stats")) {  // this host's
     std::uint64_t commands = 0;
     for (std::size_t i = 0; i < local_count_ && i < kMaxThreads; ++i) commands += g_commands[i].value.load(std::memory_order_relaxed);
@@ -430,6 +434,27 @@ std::string Loop::info_text(std::uint8_t sections, std::int64_t keys, std::int64
     line("total_commands_processed", std::to_string(commands));
     line("rejected_connections", std::to_string(g_stats.rejected_connections.load(std::memory_order_relaxed)));
     line("hydra_protocol_errors", std::to_string(g_stats.protocol_errors.load(std::memory_order_relaxed)));
+  }
+  if (want("replication")) {  // no replication: every host a master without replicas
+    header("Replication");
+    line("role", "master");
+    line("connected_slaves", "0");
+    line("master_repl_offset", "0");
+  }
+  if (want("cpu")) {  // this host's process
+    auto seconds = [](const timeval& t) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%ld.%06ld", long(t.tv_sec), long(t.tv_usec));
+      return std::string(b);
+    };
+    rusage self{}, children{};
+    ::getrusage(RUSAGE_SELF, &self);
+    ::getrusage(RUSAGE_CHILDREN, &children);
+    header("CPU");
+    line("used_cpu_sys", seconds(self.ru_stime));
+    line("used_cpu_user", seconds(self.ru_utime));
+    line("used_cpu_sys_children", seconds(children.ru_stime));
+    line("used_cpu_user_children", seconds(children.ru_utime));
   }
   if (want("keyspace")) {  // the whole rack's
     header("Keyspace");

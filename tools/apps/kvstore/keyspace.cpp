@@ -110,6 +110,78 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
         std::string(args[1]));
     return true;
   }
+  if (name == "lmove" || name == "rpoplpush") {  // Redis 7.0's lmoveGenericCommand, in steps
+    if (!arity(args.size() == (name == "lmove" ? 5u : 3u))) return true;
+    bool from_left = false, to_left = true;  // RPOPLPUSH: RIGHT LEFT
+    if (name == "lmove") {
+      const std::string w1 = resp::lower(args[3]), w2 = resp::lower(args[4]);
+      if ((w1 != "left" && w1 != "right") || (w2 != "left" && w2 != "right")) return resp::error(p.reply, "ERR syntax error"), true;
+      from_left = w1 == "left";
+      to_left = w2 == "left";
+    }
+    p.waiting = 1;
+    const std::string src(args[1]), dst(args[2]);
+    const std::size_t ss = shard_index(src), ds = shard_index(dst);
+    auto type_closure = [](Shard& s, std::string k) { return shard_type(s, std::move(k)); };
+    auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
+    // 1: the source's type; 2: the destination's; 3: pop; 4: push.
+    ask(ss, type_closure, [=, this](Value ts) {
+      if (ts.data == "none") return settle(slot, gen, seq, [](Pending& q) { resp::nil(q.reply, q.resp3); });
+      if (ts.data != "list") return fail(kWrongType);
+      ask(ds, type_closure, [=, this](Value td) {
+        if (td.data != "none" && td.data != "list") return fail(kWrongType);
+        ask(ss, typed_closure, [=, this](Reply popped) {
+          if (popped.kind != Reply::kBulk) return fail(popped.kind == Reply::kError ? popped.s : "ERR no element");
+          ask(ds, typed_closure, [=, this](Reply pushed) {
+            if (pushed.kind == Reply::kError) return fail(pushed.s);
+            settle(slot, gen, seq, [&](Pending& q) { resp::bulk(q.reply, popped.s); });
+          }, to_left ? Op::kLpush : Op::kRpush, std::vector<std::string>{dst, popped.s});
+        }, from_left ? Op::kLpop : Op::kRpop, std::vector<std::string>{src});
+      }, dst);
+    }, src);
+    return true;
+  }
+  if (name == "smove") {  // Redis 7.0's smoveCommand, in steps: both types, then SREM and SADD
+    if (!arity(args.size() == 4)) return true;
+    p.waiting = 1;
+    const std::string src(args[1]), dst(args[2]), member(args[3]);
+    const std::size_t ss = shard_index(src), ds = shard_index(dst);
+    auto type_closure = [](Shard& s, std::string k) { return shard_type(s, std::move(k)); };
+    auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
+    ask(ss, type_closure, [=, this](Value ts) {
+      if (ts.data == "none") return integer(0);
+      if (ts.data != "set") return fail(kWrongType);
+      ask(ds, type_closure, [=, this](Value td) {
+        if (td.data != "none" && td.data != "set") return fail(kWrongType);
+        const bool same = src == dst;  // then only whether it is a member
+        ask(ss, typed_closure, [=, this](Reply removed) {
+          if (removed.kind == Reply::kError) return fail(removed.s);
+          if (same || removed.n == 0) return integer(removed.n);
+          ask(ds, typed_closure, [=](Reply added) { added.kind == Reply::kError ? fail(added.s) : integer(1); },
+              Op::kSadd, std::vector<std::string>{dst, member});
+        }, same ? Op::kSismember : Op::kSrem, std::vector<std::string>{src, member});
+      }, dst);
+    }, src);
+    return true;
+  }
+  if (name == "lcs") {  // both values, then lcs.cpp
+    if (!arity(args.size() >= 3)) return true;
+    p.waiting = 1;
+    auto copy = std::make_shared<std::vector<std::string>>(args.begin(), args.end());
+    const std::size_t sa = shard_index(args[1]), sb = shard_index(args[2]);
+    ask(sa, dump_closure, [=, this](Dump da) {
+      ask(sb, dump_closure, [=, this](Dump db) {
+        if (da.type == 0xff || db.type == 0xff) return fail("ERR out of memory");
+        if ((da.type != Dump::kNone && da.type != Dump::kString) || (db.type != Dump::kNone && db.type != Dump::kString))
+          return fail("ERR The specified keys must contain string values");
+        settle(slot, gen, seq, [&](Pending& q) {
+          const std::vector<std::string_view> views(copy->begin(), copy->end());
+          lcs_reply(q.reply, q.resp3, da.value, db.value, views);
+        });
+      }, (*copy)[2]);
+    }, (*copy)[1]);
+    return true;
+  }
   if (name == "msetnx") {
     if (!arity(args.size() >= 3 && args.size() % 2 == 1)) return true;
     // Step 1: does any key exist? Step 2: if none, set them all.

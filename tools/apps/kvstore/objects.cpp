@@ -23,39 +23,6 @@ Reply error(std::string text) { return of_kind(Reply::kError, 0, std::move(text)
 Reply integer(std::int64_t n) { return of_kind(Reply::kInt, n); }
 Reply bulk(std::string s) { return of_kind(Reply::kBulk, 0, std::move(s)); }
 
-// The collection of type T at `key`: null if there is none; `wrong` if the
-// key holds another type.
-template <class T>
-T* find_obj(Shard& s, const std::string& key, bool& wrong) {
-  wrong = false;
-  expire_if_due(s, key);
-  if (s.map.count(key)) {
-    wrong = true;
-    return nullptr;
-  }
-  auto it = s.objs.find(key);
-  if (it == s.objs.end()) return nullptr;
-  T* t = std::get_if<T>(&it->second);
-  wrong = t == nullptr;
-  return t;
-}
-
-// The same, created empty if missing (a write).
-template <class T>
-T* make_obj(Shard& s, const std::string& key, bool& wrong) {
-  T* t = find_obj<T>(s, key, wrong);
-  if (t || wrong) return t;
-  return &std::get<T>(s.objs.emplace(key, Object(std::in_place_type<T>)).first->second);
-}
-
-// After a write that may have emptied it.
-template <class T>
-void drop_if_empty(Shard& s, const std::string& key, const T& t) {
-  if (!t.empty()) return;
-  s.objs.erase(key);
-  if (!s.expires.empty()) s.expires.erase(key);
-}
-
 // LRANGE / LTRIM's indexes: negative from the end, clamped. False if empty.
 bool range(long long start, long long stop, std::size_t len, std::size_t& from, std::size_t& to) {
   const long long n = static_cast<long long>(len);
@@ -352,6 +319,7 @@ Reply sets(Shard& s, Op op, const std::string& key, std::vector<std::string>& a)
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
   try {
     if (args.empty()) return error("ERR internal: no key");
+    if (op >= Op::kGetdel) return shard_strops(s, op, std::move(args));
     const std::string key = args[0];
     std::vector<std::string> a(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
     if (op <= Op::kHscan) return hashes(s, op, key, a);

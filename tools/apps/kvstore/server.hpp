@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +26,8 @@
 #include "shard.hpp"
 
 namespace hydra {
+
+struct Reply;  // types.hpp
 
 // Filled from the command line in main() before gossamer::run, on every host
 // (each host runs the same command line), then read-only.
@@ -115,7 +119,10 @@ struct Pending {
   // What the reply is made of once every part has answered: kDone: the
   // part wrote `reply` itself; kSum: an integer; kOk: +OK; kMget: `values`;
   // kInfo: the INFO text with `sum` keys.
-  enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo };
+  // kKeys: `values` in any order (KEYS); kRandom: `values` empty or the
+  // key chosen (RANDOMKEY, keys.cpp).
+  // kStatuses: `values` as simple strings in order (DEBUG DIGEST-VALUE).
+  enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo, kKeys, kRandom, kStatuses };
   Kind kind = Kind::kDone;
   bool resp3 = false;              // the connection's protocol when the command came
   std::uint32_t waiting = 0;       // shard answers still to come
@@ -125,7 +132,7 @@ struct Pending {
   std::string error;               // the first part that failed, if any
   std::vector<Value> values;       // kMget: in key order
   std::vector<std::vector<std::uint32_t>> positions;  // kMget: key positions per shard request
-  std::uint8_t info_sections = 0;  // kInfo: which sections (commands.cpp, info_sections)
+  std::uint16_t info_sections = 0;  // kInfo: which sections (commands.cpp, info_sections)
   std::int64_t expiring = 0;       // kInfo: keys with a TTL
 };
 
@@ -179,11 +186,24 @@ struct CommandSpec {
   bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
 };
 const CommandSpec* find_command(std::string_view lower_name);
+std::span<const CommandSpec> all_commands();  // the table, in its order
+// COMMAND [COUNT|LIST|INFO|DOCS|GETKEYS|HELP] (command_info.cpp).
+void command_command(Pending& p, const std::vector<std::string_view>& args);
 bool transaction_name(const std::string& lower_name);  // Loop::transaction_command handles it
 bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the name
 // Commands whose steps read one shard and write another (or gather
 // several): always a transaction, and EXEC waits for each before the next.
 bool always_transaction(const std::string& lower_name);
+// A HELP subcommand's reply: its lines as simple strings.
+inline void help_reply(std::string& out, std::initializer_list<const char*> lines) {
+  resp::array(out, lines.size());
+  for (const char* l : lines) resp::simple(out, l);
+}
+// LCS's reply from the two values and the command's arguments (lcs.cpp).
+void lcs_reply(std::string& out, bool resp3, const std::string& a, const std::string& b,
+               const std::vector<std::string_view>& args);
+// CONFIG GET/SET/RESETSTAT/REWRITE/HELP (config.cpp).
+void config_command(Pending& p, const std::vector<std::string_view>& args);
 // Redis 7's unknown-command error, arguments quoted up to 128 bytes in all.
 std::string unknown_command(const std::vector<std::string_view>& args);
 
@@ -233,8 +253,8 @@ class Loop {
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
   void finish(Pending& p) const;
-  static std::uint8_t info_sections(std::string_view section);
-  std::string info_text(std::uint8_t sections, std::int64_t keys, std::int64_t expiring) const;
+  static std::uint16_t info_sections(std::string_view section);
+  std::string info_text(std::uint16_t sections, std::int64_t keys, std::int64_t expiring) const;
   void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
   void auth(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
   // transactions.cpp
@@ -267,13 +287,21 @@ class Loop {
   // keyspace.cpp: MSETNX, RENAME, RENAMENX, COPY, TYPE (run inside a transaction's shards)
   bool execute_keyspace(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                         const std::vector<std::string_view>& args);
+  // keys.cpp: KEYS, SCAN, RANDOMKEY, OBJECT
+  bool execute_keys(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                    const std::vector<std::string_view>& args);
+  static void gather(Pending& q, Reply& r);
+  void scan_step(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint32_t index, std::int64_t from,
+                 std::int64_t count, std::string pattern, std::string type, std::vector<std::string> found);
+  // debug.cpp
+  void debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                     const std::vector<std::string_view>& args);
   // types.cpp: hashes, lists, sets (single-key commands)
   bool execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                      const std::vector<std::string_view>& args);
   // strings.cpp: GET, SET, INCR..., the expiry commands; false: not one of them
   bool execute_string(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                       const std::vector<std::string_view>& args);
-  void config_get(Pending& p, const std::vector<std::string_view>& args) const;
 
   gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
   // One request whose answer goes to `k`: a step of a command of several

@@ -146,6 +146,20 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
            std::string(value), flags, at);
     return true;
   }
+  if (name == "getset") {  // SET k v GET: the old value, the TTL forgotten
+    if (!arity(args.size() == 3)) return true;
+    if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
+    to_key([](Shard& s, std::string k, std::string v, std::uint32_t f, std::int64_t t) {
+             return shard_set_opts(s, std::move(k), std::move(v), f, t);
+           },
+           [](Pending& q, const Value& v) {
+             if (v.kind == Value::kString) resp::bulk(q.reply, v.data);
+             else if (v.kind == Value::kError) resp::error(q.reply, v.data);
+             else resp::nil(q.reply, q.resp3);
+           },
+           std::string(args[2]), std::uint32_t(kSetGet), std::int64_t(0));
+    return true;
+  }
   if (name == "setnx") {  // SET k v NX, answered 1 (set) or 0 (the key exists)
     if (!arity(args.size() == 3)) return true;
     if (too_large(args)) return resp::error(p.reply, kTooLarge), true;

@@ -23,10 +23,17 @@ constexpr Named kOps[] = {
     {"rpop", Op::kRpop}, {"lrange", Op::kLrange}, {"llen", Op::kLlen}, {"lindex", Op::kLindex},
     {"lrem", Op::kLrem}, {"lset", Op::kLset}, {"ltrim", Op::kLtrim}, {"sadd", Op::kSadd},
     {"srem", Op::kSrem}, {"smembers", Op::kSmembers}, {"sismember", Op::kSismember}, {"scard", Op::kScard},
-    {"sscan", Op::kSscan},
+    {"sscan", Op::kSscan}, {"getdel", Op::kGetdel}, {"getex", Op::kGetex}, {"getrange", Op::kGetrange},
+    {"substr", Op::kGetrange}, {"setrange", Op::kSetrange}, {"append", Op::kAppend}, {"strlen", Op::kStrlen},
+    {"incrbyfloat", Op::kIncrbyfloat}, {"setbit", Op::kSetbit}, {"getbit", Op::kGetbit}, {"bitcount", Op::kBitcount},
+    {"hstrlen", Op::kHstrlen}, {"hincrbyfloat", Op::kHincrbyfloat}, {"hrandfield", Op::kHrandfield},
+    {"linsert", Op::kLinsert}, {"lpos", Op::kLpos}, {"lpushx", Op::kLpushx}, {"rpushx", Op::kRpushx},
+    {"spop", Op::kSpop}, {"srandmember", Op::kSrandmember}, {"smismember", Op::kSmismember},
 };
 
-void encode(std::string& out, const Reply& r, bool resp3) {
+}  // namespace
+
+void encode_reply(std::string& out, const Reply& r, bool resp3) {
   switch (r.kind) {
     case Reply::kInt: return resp::integer(out, r.n);
     case Reply::kBulk: return resp::bulk(out, r.s);
@@ -36,6 +43,22 @@ void encode(std::string& out, const Reply& r, bool resp3) {
     case Reply::kNullArray: return resp::null_array(out, resp3);
     case Reply::kMap: resp::map(out, r.items.size() / 2, resp3); break;
     case Reply::kSet: resp::set(out, r.items.size(), resp3); break;
+    case Reply::kInts:
+      resp::array(out, r.items.size());
+      for (const auto& i : r.items) out.append(":").append(i).append("\r\n");
+      return;
+    case Reply::kPairs:
+      if (!resp3) {
+        resp::array(out, r.items.size());
+        break;
+      }
+      resp::array(out, r.items.size() / 2);
+      for (std::size_t i = 0; i + 1 < r.items.size(); i += 2) {
+        resp::array(out, 2);
+        resp::bulk(out, r.items[i]);
+        resp::bulk(out, r.items[i + 1]);
+      }
+      return;
     case Reply::kScan:
       resp::array(out, 2);
       resp::bulk(out, std::to_string(r.n));
@@ -48,8 +71,6 @@ void encode(std::string& out, const Reply& r, bool resp3) {
     else resp::bulk(out, r.items[i]);
   }
 }
-
-}  // namespace
 
 bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                          const std::vector<std::string_view>& args) {
@@ -68,7 +89,7 @@ bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p
   shard(shard_of(args[1], nshards_))
       .apply_with_then([](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); },
                        [this, slot, gen, seq](Reply r) {
-                         answer(slot, gen, seq, [&r](Pending& q) { encode(q.reply, r, q.resp3); });
+                         answer(slot, gen, seq, [&r](Pending& q) { encode_reply(q.reply, r, q.resp3); });
                        },
                        found->op, std::vector<std::string>(args.begin() + 1, args.end()));
   return true;

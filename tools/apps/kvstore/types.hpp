@@ -4,6 +4,7 @@
 // connection speaks (types.cpp encodes them).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +12,40 @@
 #include "shard.hpp"
 
 namespace hydra {
+
+// Helpers of the typed closures (objects.cpp, strops.cpp).
+// The collection of type T at `key`: null if there is none; `wrong` if the
+// key holds another type.
+template <class T>
+inline T* find_obj(Shard& s, const std::string& key, bool& wrong) {
+  wrong = false;
+  expire_if_due(s, key);
+  if (s.map.count(key)) {
+    wrong = true;
+    return nullptr;
+  }
+  auto it = s.objs.find(key);
+  if (it == s.objs.end()) return nullptr;
+  T* t = std::get_if<T>(&it->second);
+  wrong = t == nullptr;
+  return t;
+}
+
+// The same, created empty if missing (a write).
+template <class T>
+inline T* make_obj(Shard& s, const std::string& key, bool& wrong) {
+  T* t = find_obj<T>(s, key, wrong);
+  if (t || wrong) return t;
+  return &std::get<T>(s.objs.emplace(key, Object(std::in_place_type<T>)).first->second);
+}
+
+// After a write that may have emptied it.
+template <class T>
+inline void drop_if_empty(Shard& s, const std::string& key, const T& t) {
+  if (!t.empty()) return;
+  s.objs.erase(key);
+  if (!s.expires.empty()) s.expires.erase(key);
+}
 
 // A typed command's answer.
 struct Reply {
@@ -25,6 +60,8 @@ struct Reply {
     kSet,        // items (SMEMBERS, SINTER...): ~ under RESP3
     kScan,       // [cursor n, items]
     kNullArray,  // LPOP k count of a missing key
+    kInts,       // items, each an integer (LPOS ... COUNT, SMISMEMBER)
+    kPairs,      // items as pairs: flat under RESP2, an array of 2-arrays under RESP3 (HRANDFIELD WITHVALUES)
   };
   std::uint8_t kind = kNil;
   std::int64_t n = 0;
@@ -43,8 +80,41 @@ enum class Op : std::uint8_t {
   kHset, kHsetnx, kHmset, kHget, kHmget, kHgetall, kHdel, kHincrby, kHexists, kHlen, kHkeys, kHvals, kHscan,
   kLpush, kRpush, kLpop, kRpop, kLrange, kLlen, kLindex, kLrem, kLset, kLtrim,
   kSadd, kSrem, kSmembers, kSismember, kScard, kSscan,
+  // strops.cpp: strings beyond GET/SET, and the newer hash, list and set commands
+  kGetdel, kGetex, kGetrange, kSetrange, kAppend, kStrlen, kIncrbyfloat, kSetbit, kGetbit, kBitcount,
+  kHstrlen, kHincrbyfloat, kHrandfield, kLinsert, kLpos, kLpushx, kRpushx, kSpop, kSrandmember, kSmismember,
 };
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept;
+// strops.cpp: the ops from kGetdel on (args[0] the key).
+Reply shard_strops(Shard& s, Op op, std::vector<std::string> args);
+// A Reply as RESP2 or RESP3 (types.cpp).
+void encode_reply(std::string& out, const Reply& r, bool resp3);
+
+// The thresholds OBJECT ENCODING compares a collection with (Redis 7.0's
+// defaults; CONFIG SET changes them on this host: config.cpp).
+struct Encodings {
+  std::atomic<long long> hash_entries{128};  // hash-max-listpack-entries
+  std::atomic<long long> hash_value{64};     // hash-max-listpack-value
+  std::atomic<long long> set_intset{512};    // set-max-intset-entries
+};
+extern Encodings g_encodings;
+
+// keys.cpp: the key space as a whole, on one shard.
+// KEYS: every live key matching the glob `pattern` (kArray).
+Reply shard_keys(Shard& s, std::string pattern) noexcept;
+// SCAN's share of one shard: keys in the order of scan_hash, from hash
+// `from` on, at least `count` visited (all keys of the last hash visited),
+// those matching `pattern` and `type` ("" any) answered (kScan, n: the next
+// hash to visit, -1 when none is left).
+Reply shard_scan(Shard& s, std::int64_t from, std::int64_t count, std::string pattern, std::string type) noexcept;
+// RANDOMKEY's share: a random live key (kBulk, n the shard's keys), or kNil.
+Reply shard_random(Shard& s) noexcept;
+// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key: kNil for a missing key.
+Reply shard_object(Shard& s, std::string sub, std::string key) noexcept;
+// A key's place in SCAN's order: 56 bits, the same on every host.
+std::int64_t scan_hash(std::string_view key) noexcept;
+// What OBJECT ENCODING says of a string value.
+const char* string_encoding(const std::string& v) noexcept;
 
 // A key's whole value and deadline, to copy it to another shard.
 struct Dump {

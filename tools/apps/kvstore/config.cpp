@@ -1,0 +1,202 @@
+// CONFIG GET / SET / RESETSTAT / REWRITE / HELP, as Redis 7.0 answers them.
+//
+// Three kinds of parameters:
+// - Hydra's own, set on its command line (port, bind, maxclients,
+//   proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
+//   answers Redis's error for an immutable parameter.
+// - The encoding thresholds OBJECT ENCODING reports against
+//   (hash-max-listpack-entries and -value, set-max-intset-entries, with
+//   their old ziplist names): settable, kept in process-wide atomics that
+//   the shard closures of this host read (types.hpp, g_encodings).
+// - Parameters of Redis's that mean nothing to Hydra but that clients and
+//   Redis's test suite set (save, appendonly, list-compress-depth,
+//   lua-time-limit, ...): accepted, kept, shown by CONFIG GET, and without
+//   effect.
+// CONFIG SET changes this host's process only: on a rack each host keeps its
+// own values.
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "server.hpp"
+#include "types.hpp"
+
+namespace hydra {
+
+Encodings g_encodings;
+
+namespace {
+
+using resp::lower;
+
+enum class Kind : std::uint8_t { kImmutable, kEncoding, kStored };
+
+struct Param {
+  const char* name;
+  Kind kind;
+  const char* initial;                    // kStored: the value it starts with
+  std::atomic<long long>* knob = nullptr;  // kEncoding
+};
+
+const Param kParams[] = {
+    {"port", Kind::kImmutable, nullptr},
+    {"bind", Kind::kImmutable, nullptr},
+    {"databases", Kind::kImmutable, nullptr},
+    {"maxclients", Kind::kImmutable, nullptr},
+    {"proto-max-bulk-len", Kind::kImmutable, nullptr},
+    {"client-query-buffer-limit", Kind::kImmutable, nullptr},
+    {"requirepass", Kind::kImmutable, nullptr},
+    {"daemonize", Kind::kImmutable, nullptr},
+    {"hash-max-listpack-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
+    {"hash-max-ziplist-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
+    {"hash-max-listpack-value", Kind::kEncoding, nullptr, &g_encodings.hash_value},
+    {"hash-max-ziplist-value", Kind::kEncoding, nullptr, &g_encodings.hash_value},
+    {"set-max-intset-entries", Kind::kEncoding, nullptr, &g_encodings.set_intset},
+    {"save", Kind::kStored, ""},
+    {"appendonly", Kind::kStored, "no"},
+    {"appendfsync", Kind::kStored, "everysec"},
+    {"dbfilename", Kind::kStored, "dump.rdb"},
+    {"rdb-key-save-delay", Kind::kStored, "0"},
+    {"list-compress-depth", Kind::kStored, "0"},
+    {"list-max-listpack-size", Kind::kStored, "-2"},
+    {"list-max-ziplist-size", Kind::kStored, "-2"},
+    {"zset-max-listpack-entries", Kind::kStored, "128"},
+    {"zset-max-ziplist-entries", Kind::kStored, "128"},
+    {"zset-max-listpack-value", Kind::kStored, "64"},
+    {"zset-max-ziplist-value", Kind::kStored, "64"},
+    {"lua-time-limit", Kind::kStored, "5000"},
+    {"busy-reply-threshold", Kind::kStored, "5000"},
+    {"loglevel", Kind::kStored, "notice"},
+    {"hz", Kind::kStored, "10"},
+    {"latency-tracking", Kind::kStored, "yes"},
+    {"lazyfree-lazy-user-del", Kind::kStored, "no"},
+    {"min-replicas-to-write", Kind::kStored, "0"},
+    {"replica-read-only", Kind::kStored, "yes"},
+    {"replica-serve-stale-data", Kind::kStored, "yes"},
+    {"shutdown-on-sigint", Kind::kStored, "default"},
+    {"shutdown-on-sigterm", Kind::kStored, "default"},
+    {"notify-keyspace-events", Kind::kStored, ""},
+};
+
+// The kStored values and `dir` (the working directory), behind a lock: any
+// thread's loop may run CONFIG.
+std::mutex g_mutex;
+std::map<std::string, std::string>& stored() {
+  static std::map<std::string, std::string> values = [] {
+    std::map<std::string, std::string> v;
+    for (const Param& p : kParams)
+      if (p.kind == Kind::kStored) v[p.name] = p.initial;
+    return v;
+  }();
+  return values;
+}
+
+std::string current(const Param& p) {
+  const std::string n = p.name;
+  switch (p.kind) {
+    case Kind::kEncoding: return std::to_string(p.knob->load(std::memory_order_relaxed));
+    case Kind::kStored: {
+      std::lock_guard lock(g_mutex);
+      return stored()[n];
+    }
+    case Kind::kImmutable: break;
+  }
+  if (n == "port") return std::to_string(g_config.port);
+  if (n == "bind") return g_config.bind;
+  if (n == "databases") return "1";
+  if (n == "maxclients") return std::to_string(g_config.maxclients);
+  if (n == "proto-max-bulk-len") return std::to_string(g_config.limits.max_bulk);
+  if (n == "client-query-buffer-limit") return std::to_string(g_config.max_query);
+  if (n == "requirepass") return g_config.requirepass;  // Redis shows it too
+  return "no";                                          // daemonize
+}
+
+std::string working_dir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) ? buf : "";
+}
+
+void get(Pending& p, const std::vector<std::string_view>& args) {
+  std::vector<std::pair<std::string, std::string>> hits;
+  auto wanted = [&](const char* name) {
+    for (std::size_t i = 2; i < args.size(); ++i)
+      if (::fnmatch(lower(args[i]).c_str(), name, 0) == 0) return true;
+    return false;
+  };
+  for (const Param& e : kParams)
+    if (wanted(e.name)) hits.emplace_back(e.name, current(e));
+  if (wanted("dir")) hits.emplace_back("dir", working_dir());
+  resp::map(p.reply, hits.size(), p.resp3);
+  for (const auto& [k, v] : hits) {
+    resp::bulk(p.reply, k);
+    resp::bulk(p.reply, v);
+  }
+}
+
+// CONFIG SET name value [name value ...]: all checked before any is set,
+// as Redis 7.0 does.
+void set(Pending& p, const std::vector<std::string_view>& args) {
+  if (args.size() < 4 || args.size() % 2 != 0)
+    return resp::error(p.reply, "ERR wrong number of arguments for 'config|set' command");
+  std::vector<std::pair<const Param*, std::string>> changes;
+  for (std::size_t i = 2; i + 1 < args.size(); i += 2) {
+    const std::string name = lower(args[i]);
+    const Param* found = nullptr;
+    for (const Param& e : kParams)
+      if (name == e.name) found = &e;
+    if (name == "dir") {  // the suite saves and restores it; Hydra writes no files, so only its check
+      if (::access(std::string(args[i + 1]).c_str(), F_OK) != 0)
+        return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'dir') - No such file or directory");
+      continue;
+    }
+    if (!found) return resp::error(p.reply, "ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'");
+    if (found->kind == Kind::kImmutable)
+      return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config");
+    long long v;
+    if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], v) || v < 0))
+      return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
+                                      "') - argument couldn't be parsed into an integer");
+    changes.emplace_back(found, std::string(args[i + 1]));
+  }
+  for (auto& [param, value] : changes) {
+    if (param->kind == Kind::kEncoding) {
+      long long v = 0;
+      resp::parse_int64(value, v);
+      param->knob->store(v, std::memory_order_relaxed);
+    } else {
+      std::lock_guard lock(g_mutex);
+      stored()[param->name] = value;
+    }
+  }
+  resp::simple(p.reply, "OK");
+}
+
+}  // namespace
+
+void config_command(Pending& p, const std::vector<std::string_view>& args) {
+  const std::string sub = lower(args[1]);
+  if (sub == "get") {
+    if (args.size() < 3) return resp::error(p.reply, "ERR wrong number of arguments for 'config|get' command");
+    return get(p, args);
+  }
+  if (sub == "set") return set(p, args);
+  if (sub == "resetstat" || sub == "rewrite") {
+    if (args.size() != 2) return resp::error(p.reply, "ERR wrong number of arguments for 'config|" + sub + "' command");
+    if (sub == "rewrite") return resp::error(p.reply, "ERR The server is running without a config file");
+    return resp::simple(p.reply, "OK");  // Hydra's INFO counters are not reset (documented)
+  }
+  if (sub == "help" && args.size() == 2) {
+    help_reply(p.reply, {"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                           "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+                           "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+                           "RESETSTAT", "    Accepted; Hydra's statistics are not reset.",
+                           "HELP", "    Print this help."});
+    return;
+  }
+  resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try CONFIG HELP.");
+}
+
+}  // namespace hydra
