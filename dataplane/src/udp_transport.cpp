@@ -214,11 +214,18 @@ bool UdpTransport::pump() {
     if (h == dp_.self_) continue;
     Dataplane::Peer& p = dp_.peers_[h];
     auto emit = [this, h](const std::uint8_t* b, std::size_t n) { transmit(h, b, n); };
+    // Exchanges with the peer open beyond the requests we still queue:
+    // more slots will come, and a short frame may wait for them.
+    std::int64_t queued = 0;
+    for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_)
+      queued += std::int64_t(p.conns[j]->pending_requests());
+    const bool more = p.open.load(std::memory_order_relaxed) > queued;
     for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_) {
       Connection& c = *p.conns[j];
+      c.set_more_coming(more);
       worked |= c.pump(now, emit) != 0;
       c.timers(now, emit);
-      c.flush_ack(emit);
+      c.flush_ack(now, emit);
       if (const bool u = c.usable(); u != p.usable[j].load(std::memory_order_relaxed))
         p.usable[j].store(u, std::memory_order_relaxed);
     }
