@@ -230,6 +230,15 @@ bool UdpTransport::pump() {
         p.usable[j].store(u, std::memory_order_relaxed);
     }
   }
+  // Frames leave in this burst anyway (one sendto on af_packet): the acks
+  // still delayed go with them rather than alone in a later burst.
+  if (!k_.tx_batch.empty())
+    for (std::uint32_t h = 0; h < dp_.hosts_; ++h) {
+      if (h == dp_.self_) continue;
+      auto emit = [this, h](const std::uint8_t* b, std::size_t n) { transmit(h, b, n); };
+      for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_)
+        dp_.peers_[h].conns[j]->flush_ack(emit);
+    }
   flush_tx();
   return worked;
 }
