@@ -211,6 +211,8 @@ void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hos
   r.integer("scheduler_interval_us", out.scheduler_interval_us, {10, 10'000'000});
   r.boolean("thread_scheduler", out.thread_scheduler);
   r.boolean("coalescing", out.coalescing);
+  r.integer("tx_hold_us", out.tx_hold_us, {0, 10'000});
+  r.integer("ack_delay_us", out.ack_delay_us, {0, 10'000});
 }
 
 void read_slots(MapReader r, SlotsConfig& out) {

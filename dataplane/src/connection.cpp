@@ -1,6 +1,7 @@
 #include "connection.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include <gossamer/abi/slots.hpp>
@@ -13,6 +14,10 @@ namespace {
 // RFC 1982: a is after b (sequence numbers and credit limits wrap at 2^32).
 bool after(std::uint32_t a, std::uint32_t b) { return std::int32_t(a - b) > 0; }
 std::uint32_t later(std::uint32_t a, std::uint32_t b) { return after(a, b) ? a : b; }
+// A request slot's record, or its first fragment.
+std::size_t starts_request(const wire::WireRecord& r) {
+  return r.kind == wire::kRecRequest && (!(r.frag & wire::kFragment) || r.frag_offset == 0);
+}
 }  // namespace
 
 Connection::Connection(std::uint16_t self, std::uint16_t peer, std::uint8_t index,
@@ -43,6 +48,7 @@ void Connection::put_record(const wire::WireRecord& w, const std::uint8_t* p, st
   std::memset(pending_.data() + at + sizeof w + n, 0, size - sizeof w - n);
   pending_bytes_ += size;
   ++pending_records_;
+  pending_requests_ += starts_request(w);
 }
 
 void Connection::take_pending(std::vector<std::uint8_t>* out) {
@@ -61,6 +67,7 @@ void Connection::take_pending(std::vector<std::uint8_t>* out) {
     std::memcpy(&r, pending_.data() + p, sizeof r);
     p += sizeof r + wire::pad8(wire::record_body(r));
     ++moved;
+    pending_requests_ -= starts_request(r);
   }
   out->insert(out->end(), pending_.begin() + std::ptrdiff_t(at), pending_.begin() + std::ptrdiff_t(end));
   pending_.resize(at);
@@ -82,7 +89,7 @@ void Connection::set_inbound_active(bool active) {
   if (index_ == 0) active = true;
   if (active == in_active_) return;
   in_active_ = active;
-  ack_owed_ = true;  // tell the peer now, not at its next renewal
+  owe_ack();  // tell the peer now, not at its next renewal
   if (active) {
     grant_ = later(grant_, expected_ - 1 + credits_);
     activation_pending_ = true;
@@ -98,7 +105,7 @@ void Connection::set_inbound_active(bool active) {
 // (Probes are counted by their sender, as credit_probes, not here.)
 void Connection::renewal_asked(std::uint16_t coalescing, bool probe) {
   if (!probe) reported_u_ += std::max<std::uint16_t>(coalescing, 1);
-  ack_owed_ = true;
+  owe_ack();
   if (in_active_ || reassembly_.active()) {
     grant_ = later(grant_, expected_ - 1 + credits_);
     if (!probe) ++stats_.renewals_granted;
@@ -228,8 +235,32 @@ void Connection::fill_header(FrameHeader* h, std::uint8_t type, std::uint32_t se
   h->credit = grant_;
 }
 
+Connection::Sent& Connection::SentRing::push_back(std::size_t frame_cap, std::size_t want, std::uint8_t** buf) {
+  if (cap_ < frame_cap || size() == ents_.size()) {
+    // First use, or more in flight than the credits (never, by the credit
+    // rules; kept correct anyway): a larger ring, the frames copied over.
+    std::size_t n = std::bit_ceil(std::max({want, ents_.size() * 2, std::size_t(2)}));
+    std::size_t cap = std::max(cap_, frame_cap);
+    std::vector<Sent> ents(n);
+    std::vector<std::uint8_t> frames(n * cap);
+    for (std::size_t i = 0; i < size(); ++i) {
+      ents[i] = at(head_ + i);
+      std::memcpy(frames.data() + i * cap, bytes(i), ents[i].len);
+    }
+    tail_ = size();
+    head_ = 0;
+    ents_.swap(ents);
+    buf_.swap(frames);
+    mask_ = n - 1;
+    cap_ = cap;
+  }
+  *buf = buf_.data() + (tail_ & mask_) * cap_;
+  return at(tail_++);
+}
+
 std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
   std::size_t frames = 0;
+  const std::size_t frame_cap = sizeof(FrameHeader) + max_record_;
   while (pending_bytes_) {
     if (after(next_seq_, credit_limit_)) {
       if (!stalled_since_) {
@@ -239,29 +270,38 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       break;
     }
     stalled_since_ = 0;
-    Sent s;
+    // Less than a frame while more records are coming: wait a little for
+    // them (set_batching, set_more_coming).
+    if (hold_ && coalescing_on_ && more_coming_ && pending_bytes_ <= max_record_) {
+      if (!held_since_) held_since_ = now;
+      if (now - held_since_ < hold_) break;
+    }
+    held_since_ = 0;
+    std::uint8_t* out;
+    Sent& s = unacked_.push_back(frame_cap, credits_, &out);
     s.seq = next_seq_++;
     s.sent_at = now;
-    s.bytes.resize(sizeof(FrameHeader));
+    std::size_t len = sizeof(FrameHeader);
     std::uint16_t records = 0, requests = 0, slots = 0;
     // Whole records while they fit (a record always fits an empty frame).
     while (pending_bytes_) {
       wire::WireRecord r;
       std::memcpy(&r, pending_.data() + pending_head_, sizeof r);
       std::size_t size = sizeof r + wire::pad8(wire::record_body(r));
-      if (s.bytes.size() - sizeof(FrameHeader) + size > max_record_) break;
+      if (len - sizeof(FrameHeader) + size > max_record_) break;
       if (!coalescing_on_ && records > 0) break;
-      s.bytes.insert(s.bytes.end(), pending_.begin() + std::ptrdiff_t(pending_head_),
-                     pending_.begin() + std::ptrdiff_t(pending_head_ + size));
+      std::memcpy(out + len, pending_.data() + pending_head_, size);
+      len += size;
       pending_head_ += size;
       pending_bytes_ -= size;
       --pending_records_;
       ++records;
       // Slots, not fragments: a fragmented slot counts once, at its start.
       bool starts_slot = !(r.frag & wire::kFragment) || r.frag_offset == 0;
-      if (r.kind == wire::kRecRequest && starts_slot) ++requests, ++slots, ++stats_.requests_sent;
+      if (r.kind == wire::kRecRequest && starts_slot) ++requests, ++slots, ++stats_.requests_sent, --pending_requests_;
       if (r.kind == wire::kRecResponse && starts_slot) ++slots, ++stats_.responses_sent;
     }
+    s.len = std::uint32_t(len);
     coalescing_.add(slots);
     std::uint8_t flags = 0;
     std::uint16_t coalescing = 0;
@@ -276,19 +316,19 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
     fill_header(&h, wire::kData, s.seq, flags);
     h.coalescing = coalescing;
     h.records = records;
-    h.length = std::uint16_t(s.bytes.size() - sizeof h);
+    h.length = std::uint16_t(len - sizeof h);
     h.coalesced = requests;
-    std::memcpy(s.bytes.data(), &h, sizeof h);
-    emit(s.bytes.data(), s.bytes.size());
+    std::memcpy(out, &h, sizeof h);
+    emit(out, len);
     ack_owed_ = false;
     ++stats_.frames_sent;
     stats_.records_sent += records;
-    unacked_.push_back(std::move(s));
     ++frames;
   }
   if (pending_bytes_ == 0) {
     pending_.clear();
     pending_head_ = 0;
+    held_since_ = 0;
   }
   return frames;
 }
@@ -311,8 +351,10 @@ void Connection::reset(std::uint64_t new_boot) {
   coalescing_.clear();
   renew_asked_ = false;
   unacked_.clear();
+  held_since_ = 0;
+  ack_owed_ = false;
   pending_.clear();
-  pending_head_ = pending_bytes_ = pending_records_ = 0;
+  pending_head_ = pending_bytes_ = pending_records_ = pending_requests_ = 0;
   rto_ = rto_base_;
   stalled_since_ = 0;
   reassembly_.reset();  // the rest of a partial slot will never come
@@ -334,7 +376,7 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
     // seq describe a conversation we no longer have. Our next frame tells the
     // peer who we are now, and it resets.
     ++stats_.wrong_incarnation;
-    ack_owed_ = true;
+    owe_ack();
     return Accept::kDrop;
   }
   // The reverse direction: acks and credit.
@@ -364,12 +406,13 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
     if (h.flags & wire::kFlagRenew) renewal_asked(h.coalescing, true);  // a credit probe
     return Accept::kDrop;
   }
-  ack_owed_ = true;
   if (h.seq != expected_) {
+    owe_ack();  // at once: the sender counts duplicate acks to retransmit
     if (std::int32_t(h.seq - expected_) < 0) ++stats_.duplicates;
     else ++stats_.out_of_order;
     return Accept::kDrop;
   }
+  owe_ack_by(now);  // our next data frame carries it, or an ack-only one at ack_delay
   ++expected_;
   activation_pending_ = false;
   data_since_take_ = true;
@@ -379,16 +422,18 @@ Connection::Accept Connection::on_frame(const FrameHeader& h, std::uint64_t now,
 }
 
 void Connection::retransmit_all(std::uint64_t now, const Emit& emit) {
-  for (Sent& s : unacked_) {
+  for (std::size_t i = 0; i < unacked_.size(); ++i) {
+    Sent& s = unacked_[i];
+    std::uint8_t* bytes = unacked_.bytes(i);
     // Refresh the piggybacked ack and grant: they may have moved on.
     FrameHeader h;
-    std::memcpy(&h, s.bytes.data(), sizeof h);
+    std::memcpy(&h, bytes, sizeof h);
     h.ack = expected_ - 1;
     h.credit = grant_;
     h.dst_boot = peer_boot_;
     h.flags = std::uint8_t((h.flags & ~wire::kFlagActive) | (in_active_ ? wire::kFlagActive : 0));
-    std::memcpy(s.bytes.data(), &h, sizeof h);
-    emit(s.bytes.data(), s.bytes.size());
+    std::memcpy(bytes, &h, sizeof h);
+    emit(bytes, s.len);
     s.sent_at = now;
     ++stats_.retransmits;
   }
@@ -417,14 +462,16 @@ void Connection::timers(std::uint64_t now, const Emit& emit) {
   }
 }
 
-void Connection::flush_ack(const Emit& emit) {
-  if (ack_owed_) send_ack(0, emit);
+void Connection::flush_ack(std::uint64_t now, const Emit& emit) {
+  if (ack_owed_ && ack_due_ <= now) send_ack(0, emit);
 }
 
 std::uint64_t Connection::next_deadline() const {
   std::uint64_t d = UINT64_MAX;
   if (!unacked_.empty()) d = unacked_.front().sent_at + rto_;
   if (stalled_since_ && unacked_.empty()) d = std::min(d, stalled_since_ + rto_);
+  if (ack_owed_) d = std::min(d, ack_due_);
+  if (held_since_ && pending_bytes_) d = std::min(d, held_since_ + hold_);
   return d;
 }
 

@@ -105,10 +105,26 @@ class Connection {
   bool has_pending() const { return pending_bytes_ != 0; }
   std::size_t unacked() const { return unacked_.size(); }
 
-  // Sends what credits allow. Returns frames sent.
+  // Sends what credits allow (and the hold below lets go). Returns frames sent.
   std::size_t pump(std::uint64_t now, const Emit& emit);
   // false: one record per frame (connections.coalescing, for comparisons).
   void set_coalescing(bool on) { coalescing_on_ = on; }
+  // Coalescing under load (issue 19), both 0 (off) unless set; TSC cycles.
+  // `hold`: while a data frame of ours is unacknowledged, records that do
+  // not fill a frame wait up to `hold` for more (or for the ack), so that
+  // slots becoming ready one after another share a frame (Nagle's rule,
+  // bounded). A connection with nothing in flight sends at once: an
+  // unloaded request never waits. `ack_delay`: the ack for an in-order
+  // data frame waits up to `ack_delay` for a data frame of ours to carry
+  // it; duplicates, gaps, renewals and activations are still answered at
+  // once (fast retransmit and credit depend on those).
+  void set_batching(std::uint64_t hold, std::uint64_t ack_delay) { hold_ = hold, ack_delay_ = ack_delay; }
+  // Whether more records are coming soon (the dataplane: exchanges with the
+  // peer are open beyond the requests queued). Only then does a short frame
+  // wait: a lone request or response goes at once.
+  void set_more_coming(bool more) { more_coming_ = more; }
+  // Request slots queued, not yet sent (a fragmented one counts once).
+  std::size_t pending_requests() const { return pending_requests_; }
   // Frames of at most `mtu` IP bytes (dataplane.mtu; default wire::kMtu).
   // Before the first enqueue.
   void set_mtu(std::size_t mtu) {
@@ -122,7 +138,9 @@ class Connection {
 
   // Retransmission timer, credit probes, and the ack owed after a burst.
   void timers(std::uint64_t now, const Emit& emit);
-  void flush_ack(const Emit& emit);
+  // The owed ack, if it is due at `now` (ack_delay); without `now`, any owed ack.
+  void flush_ack(std::uint64_t now, const Emit& emit);
+  void flush_ack(const Emit& emit) { flush_ack(UINT64_MAX, emit); }
 
   // The next time timers() has something to do, or UINT64_MAX.
   std::uint64_t next_deadline() const;
@@ -157,7 +175,7 @@ class Connection {
   // Activated but not used since: the ack saying so may have been lost;
   // say it again (the scheduler calls this every interval).
   void remind_activation() {
-    if (in_active_ && activation_pending_ && reminders_left_) --reminders_left_, ack_owed_ = true;
+    if (in_active_ && activation_pending_ && reminders_left_) --reminders_left_, owe_ack();
   }
   // Sum of the coalescing degrees the peer reported with its renewals
   // since the last call; at least 1 if it sent data at all. (FLOCK counts
@@ -195,14 +213,44 @@ class Connection {
   }
 
  private:
+  // An unacknowledged data frame. Its bytes live in the ring's buffer at
+  // the same position (no allocation per frame).
   struct Sent {
     std::uint32_t seq;
+    std::uint32_t len;
     std::uint64_t sent_at;
-    std::vector<std::uint8_t> bytes;
+  };
+  // The unacknowledged frames, oldest first: a ring of entries, each with a
+  // frame buffer of `frame_cap` bytes, sized for the credits (never more in
+  // flight) when the first frame goes out; it doubles if that ever fills.
+  class SentRing {
+   public:
+    bool empty() const { return head_ == tail_; }
+    std::size_t size() const { return tail_ - head_; }
+    Sent& front() { return at(head_); }
+    const Sent& front() const { return at(head_); }
+    void pop_front() { ++head_; }
+    void clear() { head_ = tail_ = 0; }
+    // The next entry and its buffer; valid until the next push_back.
+    Sent& push_back(std::size_t frame_cap, std::size_t want, std::uint8_t** buf);
+    std::uint8_t* bytes(std::size_t i) { return buf_.data() + ((head_ + i) & mask_) * cap_; }
+    Sent& operator[](std::size_t i) { return at(head_ + i); }
+
+   private:
+    Sent& at(std::size_t i) { return ents_[i & mask_]; }
+    const Sent& at(std::size_t i) const { return ents_[i & mask_]; }
+    std::vector<Sent> ents_;
+    std::vector<std::uint8_t> buf_;
+    std::size_t head_ = 0, tail_ = 0, mask_ = 0, cap_ = 0;
   };
   void fill_header(wire::FrameHeader* h, std::uint8_t type, std::uint32_t seq, std::uint8_t flags);
   void retransmit_all(std::uint64_t now, const Emit& emit);
   void send_ack(std::uint8_t flags, const Emit& emit);
+  // An ack is owed: at once, or (an in-order data frame) by now + ack_delay_.
+  void owe_ack() { ack_owed_ = true, ack_due_ = 0; }
+  void owe_ack_by(std::uint64_t now) {
+    if (!ack_owed_) ack_owed_ = true, ack_due_ = now + ack_delay_;
+  }
   void reset(std::uint64_t new_boot);
   void put_record(const wire::WireRecord& w, const std::uint8_t* payload, std::size_t n);
   void renewal_asked(std::uint16_t coalescing, bool probe);
@@ -222,7 +270,10 @@ class Connection {
   std::uint32_t acked_;
   std::uint32_t credit_limit_;
   bool renew_asked_ = false;
-  std::deque<Sent> unacked_;
+  SentRing unacked_;
+  std::uint64_t hold_ = 0, held_since_ = 0;  // held_since_: 0 when nothing is held
+  bool more_coming_ = false;
+  std::size_t pending_requests_ = 0;
   std::uint32_t dupacks_ = 0;
   std::uint64_t last_fast_retransmit_ = 0;
   std::uint64_t stalled_since_ = 0;
@@ -236,6 +287,7 @@ class Connection {
   std::uint32_t expected_;
   std::uint32_t grant_;
   bool ack_owed_ = false;
+  std::uint64_t ack_due_ = 0, ack_delay_ = 0;
   bool in_active_;
   bool activation_pending_ = false;  // activated, nothing received since
   std::uint32_t reminders_left_ = 0;  // a few, not forever (an idle sender never answers)

@@ -16,6 +16,7 @@ namespace gossamer::dataplane {
 // its applications and announces ours again.
 void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot) {
   Peer& p = peers_[peer];
+  p.open.store(0, std::memory_order_relaxed);  // its exchanges will never close
   std::uint64_t seen = p.boot_seen.load(std::memory_order_relaxed);
   while (boot > seen &&
          !p.boot_seen.compare_exchange_weak(seen, boot, std::memory_order_acq_rel)) {
@@ -89,6 +90,7 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.request_overflow(r.trustee, r.client), v.payload + r.primary_len, r.overflow_len);
   a.set(a.in_req, li, r.client, r.slot_seq);
+  peers_[src].open.fetch_add(1, std::memory_order_relaxed);  // until our last response
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
@@ -116,6 +118,7 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.response_overflow(r.client, r.trustee), v.payload + r.primary_len, r.overflow_len);
+  if (!(h.flags & abi::kResponseMore)) peers_[src].open.fetch_sub(1, std::memory_order_relaxed);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }

@@ -102,6 +102,9 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
   // Any usable connection keeps a pair's slots in order: a pair has one
   // slot in flight at a time (the next request follows the response, the
   // next response the request), so two never race on two connections.
+  // An exchange opens with its request and closes with its last response.
+  if (!response) peers_[host].open.fetch_add(1, std::memory_order_relaxed);
+  else if (!(w.slot_flags & abi::kResponseMore)) peers_[host].open.fetch_sub(1, std::memory_order_relaxed);
   App::Flow& f = a.flow(host, li);
   const std::size_t body = std::size_t(w.primary_len) + w.overflow_len;
   f.size.add(std::uint32_t(body));

@@ -166,6 +166,8 @@ std::string Dataplane::make_peers() {
                                                      cfg_.connections.credits, boot_, tsc_hz_));
       p.conns.back()->set_coalescing(cfg_.connections.coalescing);
       p.conns.back()->set_mtu(cfg_.dataplane.mtu);
+      p.conns.back()->set_batching(tsc_hz_ / 1'000'000 * cfg_.connections.tx_hold_us,
+                                   tsc_hz_ / 1'000'000 * cfg_.connections.ack_delay_us);
     }
     p.usable = std::make_unique<std::atomic<bool>[]>(conns_per_host_);
     for (std::uint32_t c = 0; c < conns_per_host_; ++c) p.usable[c].store(p.conns[c]->usable());

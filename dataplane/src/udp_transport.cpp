@@ -214,15 +214,31 @@ bool UdpTransport::pump() {
     if (h == dp_.self_) continue;
     Dataplane::Peer& p = dp_.peers_[h];
     auto emit = [this, h](const std::uint8_t* b, std::size_t n) { transmit(h, b, n); };
+    // Exchanges with the peer open beyond the requests we still queue:
+    // more slots will come, and a short frame may wait for them.
+    std::int64_t queued = 0;
+    for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_)
+      queued += std::int64_t(p.conns[j]->pending_requests());
+    const bool more = p.open.load(std::memory_order_relaxed) > queued;
     for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_) {
       Connection& c = *p.conns[j];
+      c.set_more_coming(more);
       worked |= c.pump(now, emit) != 0;
       c.timers(now, emit);
-      c.flush_ack(emit);
+      c.flush_ack(now, emit);
       if (const bool u = c.usable(); u != p.usable[j].load(std::memory_order_relaxed))
         p.usable[j].store(u, std::memory_order_relaxed);
     }
   }
+  // Frames leave in this burst anyway (one sendto on af_packet): the acks
+  // still delayed go with them rather than alone in a later burst.
+  if (!k_.tx_batch.empty())
+    for (std::uint32_t h = 0; h < dp_.hosts_; ++h) {
+      if (h == dp_.self_) continue;
+      auto emit = [this, h](const std::uint8_t* b, std::size_t n) { transmit(h, b, n); };
+      for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_)
+        dp_.peers_[h].conns[j]->flush_ack(emit);
+    }
   flush_tx();
   return worked;
 }

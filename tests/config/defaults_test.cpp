@@ -51,6 +51,8 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.connections.scheduler_interval_us, 1000u);
   EXPECT_TRUE(c.connections.thread_scheduler);
   EXPECT_TRUE(c.connections.coalescing);
+  EXPECT_EQ(c.connections.tx_hold_us, 50u);
+  EXPECT_EQ(c.connections.ack_delay_us, 50u);
 
   EXPECT_EQ(c.slots.primary_bytes, 128u);
   EXPECT_EQ(c.slots.overflow_bytes, 16384u);

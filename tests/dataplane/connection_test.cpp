@@ -237,8 +237,8 @@ struct Sim {
     b.conn->pump(now, eb);
     a.conn->timers(now, ea);
     b.conn->timers(now, eb);
-    a.conn->flush_ack(ea);
-    b.conn->flush_ack(eb);
+    a.conn->flush_ack(now, ea);
+    b.conn->flush_ack(now, eb);
   }
 
   bool quiet() const {
@@ -323,6 +323,97 @@ TEST(Connection, TrickleIsDeliveredPromptly) {
   }
   expect_sequence(sim.b.delivered, iota(1, 50));
   EXPECT_EQ(sim.a.conn->stats().frames_sent, 50u);
+}
+
+// ---- coalescing under load (set_batching, issue 19) -------------------------------
+
+// Slots that become ready one loop iteration after another (one per step,
+// as a busy client's do) while more are coming: with a hold they share
+// frames; without one (today's dataplane before issue 19) each took a frame.
+TEST(ConnectionBatching, SlotsReadyOneAfterAnotherShareFrames) {
+  constexpr std::uint32_t kN = 64;
+  std::uint64_t frames[2], acks[2];
+  for (int on = 0; on < 2; ++on) {
+    Sim sim(32, 1, {});
+    if (on) {
+      sim.a.conn->set_batching(4 * kStep, 4 * kStep);
+      sim.b.conn->set_batching(4 * kStep, 4 * kStep);
+    }
+    sim.a.conn->set_more_coming(true);
+    for (std::uint32_t s = 1; s <= kN; ++s) {
+      enqueue_record(*sim.a.conn, s);
+      sim.step();
+    }
+    sim.a.conn->set_more_coming(false);  // the last one: nothing else is coming
+    sim.run([&] { return sim.b.delivered.size() >= kN && sim.quiet() && sim.ab.empty(); }, 1000);
+    expect_sequence(sim.b.delivered, iota(1, kN));
+    const auto& sa = sim.a.conn->stats();
+    EXPECT_EQ(sa.requests_sent + sa.responses_sent, kN);
+    frames[on] = sa.frames_sent;
+    acks[on] = sim.b.conn->stats().acks_sent;
+  }
+  EXPECT_EQ(frames[0], kN) << "without a hold, one frame per step";
+  // Four steps of hold: up to five slots a frame, as many as fit (the test
+  // records are up to 1000 bytes: often two to a 1500-byte frame).
+  EXPECT_LE(frames[1], kN * 6 / 10) << "slots ready one after another did not share frames";
+  // b sends no data, so its acks go alone: one per frame at once, but at
+  // most one per delay when delayed.
+  EXPECT_EQ(acks[0], frames[0]);
+  EXPECT_LT(acks[1], frames[1]);
+}
+
+// Nothing else coming (one request outstanding): no hold, whatever is set.
+TEST(ConnectionBatching, LoneSlotGoesAtOnce) {
+  Sim sim(8, 1, {});
+  sim.a.conn->set_batching(1'000'000, 0);
+  for (std::uint32_t s = 1; s <= 20; ++s) {
+    enqueue_record(*sim.a.conn, s);
+    sim.run([] { return false; }, 2);
+    ASSERT_EQ(sim.b.delivered.size(), s) << "record " << s << " waited";
+  }
+  EXPECT_EQ(sim.a.conn->stats().frames_sent, 20u);
+}
+
+// A held frame or a delayed ack is a deadline: a sleeping loop wakes for it.
+TEST(ConnectionBatching, HoldAndAckDelayAreDeadlines) {
+  Sim sim(8, 1, {});
+  sim.a.conn->set_batching(500, 300);
+  sim.b.conn->set_batching(500, 300);
+  enqueue_record(*sim.a.conn, 1);
+  sim.step();  // nothing in flight and nothing more coming: goes
+  sim.a.conn->set_more_coming(true);
+  enqueue_record(*sim.a.conn, 2);
+  const std::uint64_t t = sim.now + kStep;
+  sim.step();
+  EXPECT_TRUE(sim.a.conn->has_pending());
+  EXPECT_LE(sim.a.conn->next_deadline(), t + 500);
+  EXPECT_EQ(sim.b.delivered.size(), 1u);
+  EXPECT_LE(sim.b.conn->next_deadline(), sim.now + 300);  // the ack it owes for frame 1
+  sim.run([&] { return sim.b.delivered.size() >= 2 && sim.quiet(); }, 40);
+  expect_sequence(sim.b.delivered, iota(1, 2));
+}
+
+// Exactness with both on, under loss, duplication and reordering.
+TEST(ConnectionBatching, ExactlyOnceInOrderUnderFaults) {
+  constexpr std::uint32_t kN = 5'000;
+  for (std::uint32_t seed = 1; seed <= 3; ++seed) {
+    Sim sim(32, seed, Faults{0.05, 0.05, 0.20});
+    sim.a.conn->set_batching(3 * kStep, 2 * kStep);
+    sim.b.conn->set_batching(3 * kStep, 2 * kStep);
+    std::uint32_t next = 1;
+    std::mt19937 load(seed * 7919u);
+    std::uint64_t steps = sim.run(
+        [&] {
+          sim.a.conn->set_more_coming(next <= kN);
+          if (next <= kN && load() % 2 == 0) enqueue_record(*sim.a.conn, next++);
+          return next > kN && sim.b.delivered.size() >= kN && sim.quiet();
+        },
+        400'000);
+    EXPECT_LT(steps, 400'000u) << "seed " << seed << " did not finish";
+    expect_sequence(sim.b.delivered, iota(1, kN));
+    EXPECT_EQ(sim.b.payload_errors, 0u);
+    EXPECT_LT(sim.a.conn->stats().frames_sent, kN) << "seed " << seed;
+  }
 }
 
 // ---- faults ----------------------------------------------------------------------

@@ -185,6 +185,11 @@ struct ConnectionsConfig {
   std::uint32_t scheduler_interval_us = 1000;
   bool thread_scheduler = true;              // false: each thread keeps a fixed connection
   bool coalescing = true;                    // false: one slot per frame (for comparisons)
+  // Coalescing under load (dataplane/README.md "Coalescing"): records that
+  // do not fill a frame wait up to tx_hold_us while a frame is in flight;
+  // an in-order frame's ack waits up to ack_delay_us for a data frame.
+  std::uint32_t tx_hold_us = 50;
+  std::uint32_t ack_delay_us = 50;
   bool operator==(const ConnectionsConfig&) const = default;
 };
 
