@@ -38,6 +38,10 @@ constexpr CommandSpec kCommands[] = {
     {"scard", 2, 1, 1, 1, false}, {"sscan", -3, 1, 1, 1, false}, {"sinter", -2, 1, -1, 1, false},
     {"sunion", -2, 1, -1, 1, false}, {"sdiff", -2, 1, -1, 1, false}, {"sinterstore", -3, 1, -1, 1, false},
     {"sunionstore", -3, 1, -1, 1, false}, {"sdiffstore", -3, 1, -1, 1, false},
+    // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
+    {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
+    {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
+    {"client", -2, 0, 0, 0, false},
 };
 
 }  // namespace
