@@ -520,6 +520,12 @@ def rack(build, root, hydra, port):
         check(p.returncode == 0, "the core checks on the rack (write via host 1, read via host 0 and host 1)",
               f"exit {p.returncode}")
 
+        # Pub/sub across the hosts: subscribers on both, publishers on both.
+        p = in_h0(sys.executable, os.path.join(os.path.dirname(me), "hydra_pubsub_test.py"), "rack",
+                  f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=60)
+        print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
+        check(p.returncode == 0, "pub/sub on the rack (subscribers and publishers on both hosts)", f"exit {p.returncode}")
+
         # Stop: Ctrl-C on gossamerctl; gossamerd stops every host's instance
         # (SIGTERM), which must exit 0 on its own (SIGKILL follows 1 s later).
         pids = {}

@@ -88,6 +88,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-output", g_config.max_output,
                  "reply bytes per connection, unsent or waiting in order, before it stops reading")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
+  app.add_option("--pubsub-output-limit", g_config.pubsub_hard_limit,
+                 "unsent pub/sub messages owed to one subscriber, bytes, before it is disconnected (0: no limit)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(4) << 30));
   app.add_option("--max-query-buffer", g_config.max_query, "unparsed request bytes buffered per connection")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   app.add_option("--max-shard-request", g_config.max_shard_request,

@@ -19,6 +19,7 @@
 // shards have counted it: a PUBLISH issued after the reply, from anywhere,
 // reaches the new subscriber.
 #include <fnmatch.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -135,12 +136,24 @@ bool Loop::execute_pubsub(std::uint32_t slot, Connection& c, const std::string& 
   } else if (name == "publish") {
     if (arity(args.size() == 3)) publish(slot, c, p, seq, std::string(args[1]), std::string(args[2]));
   } else if (name == "pubsub") {
-    if (!arity(args.size() >= 2)) return true;
+    pubsub_command(slot, c, p, seq, args);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// PUBSUB CHANNELS [pattern] (every shard's channels), NUMSUB (each
+// channel's home shard), NUMPAT (any shard: each has every pattern), HELP.
+void Loop::pubsub_command(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq,
+                          const std::vector<std::string_view>& args) {
+  {
+    if (args.size() < 2) return resp::error(p.reply, "ERR wrong number of arguments for 'pubsub' command");
     const std::string sub = lower(args[1]);
     const std::uint32_t gen = c.gen;
     if ((sub == "channels" || sub == "shardchannels") && args.size() <= 3) {
       p.kind = Pending::Kind::kList;
-      if (sub == "shardchannels") return true;  // no sharded channels (SSUBSCRIBE): none
+      if (sub == "shardchannels") return finish(p);  // no sharded channels (SSUBSCRIBE): none
       const std::string pat = args.size() == 3 ? std::string(args[2]) : std::string();
       p.waiting = std::uint32_t(nshards_);
       inflight_ += nshards_;
@@ -167,7 +180,7 @@ bool Loop::execute_pubsub(std::uint32_t slot, Connection& c, const std::string& 
         p.values.push_back(Value{Value::kString, std::string(args[i])});
         p.values.push_back(Value{Value::kString, "0"});
       }
-      if (sub == "shardnumsub") return true;
+      if (sub == "shardnumsub" || args.size() == 2) return finish(p);
       p.waiting = std::uint32_t(args.size() - 2);
       inflight_ += args.size() - 2;
       for (std::size_t i = 2; i < args.size(); ++i)
@@ -210,13 +223,13 @@ bool Loop::execute_pubsub(std::uint32_t slot, Connection& c, const std::string& 
       resp::array(p.reply, std::size(kHelp));
       for (const char* line : kHelp) resp::simple(p.reply, line);
     } else {
-      resp::error(p.reply, "ERR unknown subcommand or wrong number of arguments for '" +
-                               std::string(args[1].substr(0, 128)) + "'. Try PUBSUB HELP.");
+      const bool known = sub == "channels" || sub == "shardchannels" || sub == "numpat" || sub == "help";
+      if (known)  // a known subcommand with too many arguments
+        resp::error(p.reply, "ERR wrong number of arguments for 'pubsub|" + sub + "' command");
+      else
+        resp::error(p.reply, "ERR unknown subcommand '" + std::string(args[1].substr(0, 128)) + "'. Try PUBSUB HELP.");
     }
-  } else {
-    return false;
   }
-  return true;
 }
 
 // SUBSCRIBE / PSUBSCRIBE: one notice per name, the count after it; the
@@ -408,6 +421,10 @@ void Loop::queue_push(std::uint32_t slot, Connection& c, std::string&& bytes) {
     g_stats.client_output_kills.fetch_add(1, std::memory_order_relaxed);
     std::fprintf(stderr, "hydra: client id=%llu closed: owed %zu bytes of pub/sub messages, over --pubsub-output-limit\n",
                  static_cast<unsigned long long>(c.id), owed);
+    // An abortive close (RST): the messages already in the kernel's send
+    // buffer go too, instead of waiting there for a reader that never comes.
+    linger abort{1, 0};
+    ::setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
     return close_connection(slot);
   }
   if (c.pending.empty()) {

@@ -282,6 +282,8 @@ class Loop {
  private:
   bool execute_pubsub(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
                       const std::vector<std::string_view>& args);
+  void pubsub_command(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq,
+                      const std::vector<std::string_view>& args);
   bool pubsub_refused(Connection& c, const std::string& name, const std::vector<std::string_view>& args);
   void subscribe(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, bool pattern,
                  const std::vector<std::string_view>& args);
