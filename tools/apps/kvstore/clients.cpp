@@ -83,7 +83,7 @@ std::string Loop::client_info(std::uint32_t slot, const Connection& c, std::size
        std::to_string(std::max<std::size_t>(c.out.capacity(), 1024)) + " rbp=" + std::to_string(c.out.capacity()) +
        " obl=" + std::to_string(obl) + " oll=" + std::to_string(c.pending.size() - (current_request && !c.pending.empty() ? 1 : 0)) +
        " omem=" + std::to_string(c.reply_bytes) + " tot-mem=" + std::to_string(total) + " events=" + events +
-       " cmd=" + (c.last_cmd.empty() ? std::string("NULL") : c.last_cmd) + " user=default redir=-1 resp=" +
+       " cmd=" + (c.last_cmd_len ? std::string(c.last_cmd()) : std::string("NULL")) + " user=default redir=-1 resp=" +
        (c.resp3 ? "3" : "2");
   return s;
 }
@@ -158,7 +158,7 @@ bool Loop::execute_client(std::uint32_t slot, Connection& c, const std::string& 
     return true;
   }
   const std::string sub = lower(args[1]);
-  c.last_cmd = "client|" + sub;
+  c.set_last_cmd("client|" + sub);
   const std::size_t n = args.size();
   auto wrong = [&](std::size_t want, bool at_least = false) {
     if (at_least ? n >= want : n == want) return false;

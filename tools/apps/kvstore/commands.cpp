@@ -86,7 +86,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     return;
   }
   if (c.subscribed && !c.resp3 && pubsub_refused(c, name, args)) return;  // RESP2 in subscribed mode
-  c.last_cmd = name;
+  c.set_last_cmd(name);
   if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;

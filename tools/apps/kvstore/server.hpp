@@ -5,12 +5,14 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <tuple>
@@ -188,7 +190,20 @@ struct Connection {
   bool reply_off = false, skip_next = false, skip_this = false;
   bool no_evict = false;           // CLIENT NO-EVICT (shown in CLIENT LIST's flags)
   std::string name;                // CLIENT SETNAME, HELLO SETNAME
-  std::string last_cmd;            // CLIENT LIST's cmd=
+  // CLIENT LIST's cmd=: the last command's name. Up to 16 bytes it is
+  // copied as 16 fixed bytes (a std::string's own buffer holds 16, so this
+  // reads no further): a few instructions per command, not a string assign.
+  char last_cmd16[16] = {};
+  std::uint8_t last_cmd_len = 0;
+  std::string last_cmd_long;
+  void set_last_cmd(const std::string& n) noexcept {
+    last_cmd_len = std::uint8_t(std::min<std::size_t>(n.size(), 255));
+    if (n.size() <= 16) std::memcpy(last_cmd16, n.data(), 16);
+    else last_cmd_long.assign(n, 0, 255);
+  }
+  std::string_view last_cmd() const noexcept {
+    return last_cmd_len <= 16 ? std::string_view(last_cmd16, last_cmd_len) : std::string_view(last_cmd_long);
+  }
   std::int64_t created_ms = 0;     // CLIENT LIST's age=
   std::int64_t active_ms = 0;      // idle=: the round of its last command (Loop::now_ms_)
 };
