@@ -521,7 +521,7 @@ def rack(build, root, hydra, port):
               f"exit {p.returncode}")
 
         # Pub/sub across the hosts: subscribers on both, publishers on both.
-        p = in_h0(sys.executable, os.path.join(os.path.dirname(me), "hydra_pubsub_test.py"), "rack",
+        p = in_h0(os.path.join(os.path.dirname(me), "hydra_pubsub_test.py"), "rack",  # its #! python has redis-py
                   f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=60)
         print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
         check(p.returncode == 0, "pub/sub on the rack (subscribers and publishers on both hosts)", f"exit {p.returncode}")
