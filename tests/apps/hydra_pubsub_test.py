@@ -316,6 +316,67 @@ def slow_subscriber(build):
         proc.wait(timeout=20)
 
 
+def slow_readers(build):
+    """--max-reply-memory 16 MiB, --max-output 4 MiB: 8 connections that
+    pipeline GETs of a 1 MiB value and never read are disconnected, those
+    owed the most first, until the host owes at most 16 MiB; a client that
+    reads meanwhile gets every reply."""
+    import subprocess
+    port = free_port()
+    hydra = os.path.join(build, "tools/apps/kvstore/hydra")
+    proc = subprocess.Popen([hydra, "--threads", "2", "--port", str(port), "--max-output", str(4 << 20),
+                             "--max-reply-memory", str(16 << 20), "--seconds", "100"], stdout=subprocess.DEVNULL)
+    try:
+        end = time.time() + 20
+        while time.time() < end:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        r = redis.Redis(port=port, socket_timeout=20)
+        big = os.urandom(1 << 20)
+        r.set("big", big)
+        slow = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(encode("GET", "big") * 64)
+            slow.append(s)
+        good = 0
+        for _ in range(50):
+            good += r.get("big") == big
+            time.sleep(0.01)
+        time.sleep(1)
+        check(good == 50, "the reading client got all 50 replies of 1 MiB while 8 others never read", f"{good} of 50")
+        owed = 0
+        listed = r.execute_command("CLIENT", "LIST").decode().splitlines()
+        for line in listed:
+            f = dict(kv.split("=", 1) for kv in line.split(" ") if "=" in kv)
+            owed += int(f["obl"]) + int(f["omem"])
+        gone = 0
+        for s in slow:
+            s.settimeout(0.5)
+            try:
+                while s.recv(1 << 20):
+                    pass
+                gone += 1
+            except ConnectionResetError:
+                gone += 1
+            except socket.timeout:
+                pass
+        check(gone >= 1 and len(listed) == 1 + 8 - gone,
+              f"--max-reply-memory: {gone} of the 8 non-reading connections were disconnected (CLIENT LIST agrees)",
+              f"{len(listed)} listed")
+        check(owed <= (16 << 20), f"the host then owes {owed >> 10} KiB of replies, within the 16 MiB bound")
+        check(proc.poll() is None, "hydra still running")
+        for s in slow:
+            s.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def rack(h0, h1):
     """Subscribers on both hosts, a publisher on each: every message everywhere."""
     subs = []
@@ -364,6 +425,7 @@ def main():
         compare(ports, "CLIENT", client_script)
         cross_shard(ports[0], 4)
     slow_subscriber(build)
+    slow_readers(build)
     return finish()
 
 

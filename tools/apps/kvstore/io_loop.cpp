@@ -154,6 +154,7 @@ void Loop::run() {
       const auto now = std::chrono::steady_clock::now();
       if (g_config.seconds > 0 && now >= deadline) request_stop();
       now_ms_ = hydra::now_ms();                // CLIENT LIST's idle=
+      bound_replies();                          // --max-reply-memory (pubsub.cpp)
       if (now >= next_sweep_) sweep(now);
     }
     gossamer::yield();                          // the trustee serves, answers arrive

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "server.hpp"
 
@@ -417,16 +418,8 @@ void Loop::deliver_messages() {
 // client-output-buffer-limit pubsub.
 void Loop::queue_push(std::uint32_t slot, Connection& c, std::string&& bytes) {
   const std::size_t owed = c.out.size() - c.written + c.reply_bytes + bytes.size();
-  if (g_config.pubsub_hard_limit && owed > g_config.pubsub_hard_limit) {
-    g_stats.client_output_kills.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "hydra: client id=%llu closed: owed %zu bytes of pub/sub messages, over --pubsub-output-limit\n",
-                 static_cast<unsigned long long>(c.id), owed);
-    // An abortive close (RST): the messages already in the kernel's send
-    // buffer go too, instead of waiting there for a reader that never comes.
-    linger abort{1, 0};
-    ::setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
-    return close_connection(slot);
-  }
+  if (g_config.pubsub_hard_limit && owed > g_config.pubsub_hard_limit)
+    return evict(slot, c, owed, "pub/sub messages, over --pubsub-output-limit");
   if (c.pending.empty()) {
     c.out += bytes;
   } else {
@@ -437,6 +430,48 @@ void Loop::queue_push(std::uint32_t slot, Connection& c, std::string&& bytes) {
     p.reply = std::move(bytes);
   }
   mark_dirty(slot);
+}
+
+// Closes a connection owed too much: an abortive close (RST), so that what
+// is already in the kernel's send buffer goes too, instead of waiting there
+// for a reader that never comes.
+void Loop::evict(std::uint32_t slot, Connection& c, std::size_t owed, const char* why) {
+  g_stats.client_output_kills.fetch_add(1, std::memory_order_relaxed);
+  std::fprintf(stderr, "hydra: client id=%llu closed: owed %zu bytes of %s\n", static_cast<unsigned long long>(c.id),
+               owed, why);
+  linger abort{1, 0};
+  ::setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  close_connection(slot);
+}
+
+// --max-reply-memory: this loop's connections' owed replies, published for
+// the host; when the host's total is over the bound, this loop disconnects
+// its connections owed the most (at least 64 KiB each, not CLIENT NO-EVICT)
+// until the total fits. Clients that read their replies owe little and are
+// never chosen while slower ones hold more. Run every 1024 rounds.
+void Loop::bound_replies() {
+  if (!g_config.max_reply_memory) return;
+  std::size_t mine = 0;
+  std::vector<std::pair<std::size_t, std::uint32_t>> big;
+  for (std::uint32_t slot = 0; slot < conns_.size(); ++slot) {
+    const Connection* c = conns_[slot].get();
+    if (!c || c->fd < 0) continue;
+    const std::size_t owed = c->out.size() - c->written + c->reply_bytes;
+    mine += owed;
+    if (owed >= (64u << 10) && !c->no_evict) big.emplace_back(owed, slot);
+  }
+  g_owed[local_index_].value.store(mine, std::memory_order_relaxed);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < local_count_ && i < kMaxThreads; ++i) total += g_owed[i].value.load(std::memory_order_relaxed);
+  if (total <= g_config.max_reply_memory) return;
+  std::sort(big.begin(), big.end(), std::greater<>());
+  for (auto [owed, slot] : big) {
+    if (total <= g_config.max_reply_memory) break;
+    total -= owed;
+    mine -= owed;
+    evict(slot, *conns_[slot], owed, "replies, the host over --max-reply-memory");
+  }
+  g_owed[local_index_].value.store(mine, std::memory_order_relaxed);
 }
 
 }  // namespace hydra

@@ -45,6 +45,11 @@ struct Config {
   // client-output-buffer-limit pubsub: a subscriber owed more than this
   // (messages it does not read) is disconnected (pubsub.cpp). 0: no limit.
   std::size_t pubsub_hard_limit = 32u << 20;
+  // Replies owed to all the connections of this host (unsent, or complete
+  // and waiting for earlier ones): above this, the connections owed the
+  // most are disconnected (Loop::bound_replies), as Redis's
+  // maxmemory-clients. 0: no bound.
+  std::size_t max_reply_memory = std::size_t(512) << 20;
   // Keys and values of one command for one shard (a request to another
   // host carries at most 1 GiB, serialization included).
   std::size_t max_shard_request = (std::size_t(1) << 30) - (std::size_t(1) << 16);
@@ -96,7 +101,7 @@ struct HostStats {
   std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> protocol_errors{0};
   std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
-  std::atomic<std::uint64_t> client_output_kills{0};  // subscribers closed over --pubsub-output-limit
+  std::atomic<std::uint64_t> client_output_kills{0};  // closed over --pubsub-output-limit or --max-reply-memory
 };
 extern HostStats g_stats;
 extern const std::chrono::steady_clock::time_point g_started;
@@ -107,6 +112,8 @@ struct alignas(64) ThreadCounter {
   std::atomic<std::uint64_t> value{0};
 };
 extern std::array<ThreadCounter, kMaxThreads> g_commands;
+// Reply bytes owed to each of this host's threads' connections (Loop::bound_replies).
+extern std::array<ThreadCounter, kMaxThreads> g_owed;
 
 // Every shard of the rack, by thread. Captured by value in the spawn_on
 // closure that starts each loop, hence a fixed array.
@@ -315,6 +322,8 @@ class Loop {
                       const std::vector<std::string_view>& args);
   std::string client_info(std::uint32_t slot, const Connection& c, std::size_t current_request) const;
   void silence(Connection& c, std::size_t first);
+  void bound_replies();
+  void evict(std::uint32_t slot, Connection& c, std::size_t owed, const char* why);
   void do_kills();
 
   // transactions.cpp
