@@ -241,22 +241,27 @@ def cross_shard(port, threads):
         ps.close()
 
 
+def start_hydra(build, *flags):
+    """A Hydra of 2 threads with `flags`, answering PING: (port, process)."""
+    import subprocess
+    port = free_port()
+    proc = subprocess.Popen([os.path.join(build, "tools/apps/kvstore/hydra"), "--threads", "2", "--port", str(port),
+                             "--seconds", "100", *flags], stdout=subprocess.DEVNULL)
+    end = time.time() + 20
+    while time.time() < end:
+        try:
+            redis.Redis(port=port).ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    return port, proc
+
+
 def slow_subscriber(build):
     """--pubsub-output-limit 1 MiB: a subscriber that never reads is closed,
     a reading one gets all 12 MiB."""
-    port = free_port()
-    import subprocess
-    hydra = os.path.join(build, "tools/apps/kvstore/hydra")
-    proc = subprocess.Popen([hydra, "--threads", "2", "--port", str(port), "--pubsub-output-limit", "1048576",
-                             "--maxclients", "6", "--seconds", "100"], stdout=subprocess.DEVNULL)
+    port, proc = start_hydra(build, "--pubsub-output-limit", "1048576", "--maxclients", "6")
     try:
-        end = time.time() + 20
-        while time.time() < end:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
         slow = socket.create_connection(("127.0.0.1", port))
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         slow.sendall(encode("SUBSCRIBE", "firehose"))
@@ -321,19 +326,8 @@ def slow_readers(build):
     pipeline GETs of a 1 MiB value and never read are disconnected, those
     owed the most first, until the host owes at most 16 MiB; a client that
     reads meanwhile gets every reply."""
-    import subprocess
-    port = free_port()
-    hydra = os.path.join(build, "tools/apps/kvstore/hydra")
-    proc = subprocess.Popen([hydra, "--threads", "2", "--port", str(port), "--max-output", str(4 << 20),
-                             "--max-reply-memory", str(16 << 20), "--seconds", "100"], stdout=subprocess.DEVNULL)
+    port, proc = start_hydra(build, "--max-output", str(4 << 20), "--max-reply-memory", str(16 << 20))
     try:
-        end = time.time() + 20
-        while time.time() < end:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
         r = redis.Redis(port=port, socket_timeout=20)
         big = os.urandom(1 << 20)
         r.set("big", big)
