@@ -86,6 +86,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     return;
   }
   if (c.subscribed && !c.resp3 && pubsub_refused(c, name, args)) return;  // RESP2 in subscribed mode
+  if (g_oom.load(std::memory_order_relaxed) && oom_refused(c, name)) return;  // --maxmemory (memory.cpp)
   c.set_last_cmd(name);
   if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   const std::uint64_t seq = c.base + c.pending.size();
@@ -389,17 +390,23 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
 // CONFIG GET pattern...: the few settings clients ask about, so that
 // redis-benchmark's start-up queries (save, appendonly) get real answers.
 void Loop::config_get(Pending& p, const std::vector<std::string_view>& args) const {
-  const std::pair<std::string, std::string> table[] = {
+  std::pair<std::string, std::string> table[] = {
       {"appendonly", "no"},
       {"bind", g_config.bind},
       {"client-query-buffer-limit", std::to_string(g_config.max_query)},
       {"databases", "1"},
+      {"maxmemory", ""},
+      {"maxmemory-clients", ""},
+      {"maxmemory-policy", ""},
+      {"client-output-buffer-limit", ""},
       {"maxclients", std::to_string(g_config.maxclients)},
       {"port", std::to_string(g_config.port)},
       {"proto-max-bulk-len", std::to_string(g_config.limits.max_bulk)},
       {"requirepass", g_config.requirepass},
       {"save", ""},
   };
+  for (auto& e : table)
+    if (e.second.empty()) connection_config(e.first, e.second);  // memory.cpp
   std::vector<const std::pair<std::string, std::string>*> hits;
   for (const auto& e : table)
     for (std::size_t i = 2; i < args.size(); ++i)

@@ -155,6 +155,7 @@ void Loop::run() {
       if (g_config.seconds > 0 && now >= deadline) request_stop();
       now_ms_ = hydra::now_ms();                // CLIENT LIST's idle=
       bound_replies();                          // --max-reply-memory (pubsub.cpp)
+      check_memory(now);                        // --maxmemory (memory.cpp)
       if (now >= next_sweep_) sweep(now);
     }
     gossamer::yield();                          // the trustee serves, answers arrive

@@ -92,6 +92,10 @@ int main(int argc, char** argv) {
   app.add_option("--pubsub-output-limit", g_config.pubsub_hard_limit,
                  "unsent pub/sub messages owed to one subscriber, bytes, before it is disconnected (0: no limit)")
       ->check(CLI::Range(std::size_t(0), std::size_t(4) << 30));
+  std::string policy = "noeviction";
+  app.add_option("--maxmemory", g_config.maxmemory,
+                 "heap bytes of this host's process above which writes are refused with -OOM (0: no bound)");
+  app.add_option("--maxmemory-policy", policy, "noeviction (the only policy so far)")->check(CLI::IsMember({"noeviction"}));
   app.add_option("--max-reply-memory", g_config.max_reply_memory,
                  "reply bytes owed to all of this host's connections before those owed the most are disconnected (0: no bound)")
       ->check(CLI::Range(std::size_t(0), std::size_t(1) << 40));

@@ -50,6 +50,7 @@ struct Config {
   // most are disconnected (Loop::bound_replies), as Redis's
   // maxmemory-clients. 0: no bound.
   std::size_t max_reply_memory = std::size_t(512) << 20;
+  std::size_t maxmemory = 0;        // heap bytes of this host before writes are refused (memory.cpp); 0: none
   // Keys and values of one command for one shard (a request to another
   // host carries at most 1 GiB, serialization included).
   std::size_t max_shard_request = (std::size_t(1) << 30) - (std::size_t(1) << 16);
@@ -104,6 +105,11 @@ struct HostStats {
   std::atomic<std::uint64_t> client_output_kills{0};  // closed over --pubsub-output-limit or --max-reply-memory
 };
 extern HostStats g_stats;
+// memory.cpp: this host over --maxmemory (tested before each command), the
+// heap in use, and CONFIG GET's values of the connection-side settings.
+extern std::atomic<bool> g_oom;
+std::uint64_t used_memory();
+bool connection_config(std::string_view key, std::string& value);
 extern const std::chrono::steady_clock::time_point g_started;
 
 // Commands executed by each of this host's threads: written by that
@@ -323,6 +329,9 @@ class Loop {
   std::string client_info(std::uint32_t slot, const Connection& c, std::size_t current_request) const;
   void silence(Connection& c, std::size_t first);
   void bound_replies();
+  // memory.cpp
+  void check_memory(std::chrono::steady_clock::time_point now);
+  bool oom_refused(Connection& c, const std::string& name);
   void evict(std::uint32_t slot, Connection& c, std::size_t owed, const char* why);
   void do_kills();
 
@@ -450,6 +459,7 @@ class Loop {
   };
   std::vector<Message> messages_;
   std::vector<std::tuple<std::uint32_t, std::uint32_t, bool>> kills_;  // CLIENT KILL: slot, gen, is the killer
+  std::chrono::steady_clock::time_point next_memory_check_{};  // memory.cpp
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   // Idle policy (Loop::idle).
   bool quiet_ = false;
