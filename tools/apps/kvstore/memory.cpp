@@ -14,6 +14,11 @@
 
 namespace hydra {
 
+// Under AddressSanitizer the allocator is ASan's, and mallinfo2 counts
+// nothing: its own count of bytes allocated is used then (a weak symbol,
+// null in a normal build).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
+
 std::atomic<bool> g_oom{false};
 
 namespace {
@@ -42,8 +47,13 @@ std::uint64_t used_memory() { return g_used.load(std::memory_order_relaxed); }
 void Loop::check_memory(std::chrono::steady_clock::time_point now) {
   if (local_index_ != 0 || now < next_memory_check_) return;
   next_memory_check_ = now + std::chrono::milliseconds(100);
-  const struct mallinfo2 m = ::mallinfo2();
-  const std::uint64_t used = m.uordblks + m.hblkhd;
+  std::uint64_t used;
+  if (__sanitizer_get_current_allocated_bytes) {
+    used = __sanitizer_get_current_allocated_bytes();
+  } else {
+    const struct mallinfo2 m = ::mallinfo2();
+    used = m.uordblks + m.hblkhd;
+  }
   g_used.store(used, std::memory_order_relaxed);
   g_oom.store(g_config.maxmemory != 0 && used > g_config.maxmemory, std::memory_order_relaxed);
 }
