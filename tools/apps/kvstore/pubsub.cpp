@@ -287,7 +287,9 @@ void Loop::unsubscribe_all(std::uint32_t slot, Connection& c) {
     std::vector<std::string> names(mine.begin(), mine.end());
     for (const auto& n : names) remove_subscriber(local, n, slot);
     mine.clear();
-    register_names(slot, c, 0, nullptr, pattern != 0, std::move(names), -1);
+    // Stopping: the registries go with the process, and another host may
+    // have stopped already (its answer would never come).
+    if (!g_stop.load(std::memory_order_relaxed)) register_names(slot, c, 0, nullptr, pattern != 0, std::move(names), -1);
   }
   c.subscribed = false;
 }
