@@ -152,6 +152,19 @@ void Loop::silence(Connection& c, std::size_t first) {
 
 bool Loop::execute_client(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
                           const std::vector<std::string_view>& args) {
+  if (name == "reset") {  // Redis 6.2's RESET: the connection as new (its id and authentication stay)
+    if (args.size() != 1) return resp::error(p.reply, "ERR wrong number of arguments for 'reset' command"), true;
+    c.in_multi = c.multi_error = false;
+    c.queued.clear();
+    unwatch_all(c);
+    if (c.subscribed) unsubscribe_all(slot, c);
+    c.resp3 = p.resp3 = false;
+    c.name.clear();
+    c.reply_off = c.skip_next = c.skip_this = c.quiet = false;
+    c.no_evict = false;
+    resp::simple(p.reply, "RESET");
+    return true;
+  }
   if (name != "client") return false;
   if (args.size() < 2) {
     resp::error(p.reply, "ERR wrong number of arguments for 'client' command");

@@ -41,7 +41,7 @@ constexpr CommandSpec kCommands[] = {
     // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
     {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
     {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
-    {"client", -2, 0, 0, 0, false},
+    {"client", -2, 0, 0, 0, false}, {"reset", 1, 0, 0, 0, false},
 };
 
 }  // namespace
