@@ -526,6 +526,12 @@ def rack(build, root, hydra, port):
         check(p.returncode == 0, "SCAN on the rack: every key through either host, the cursor over both hosts' shards",
               f"exit {p.returncode}")
 
+        # Pub/sub across the hosts: subscribers on both, publishers on both.
+        p = in_h0(os.path.join(os.path.dirname(me), "hydra_pubsub_test.py"), "rack",  # its #! python has redis-py
+                  f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=60)
+        print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
+        check(p.returncode == 0, "pub/sub on the rack (subscribers and publishers on both hosts)", f"exit {p.returncode}")
+
         # Stop: Ctrl-C on gossamerctl; gossamerd stops every host's instance
         # (SIGTERM), which must exit 0 on its own (SIGKILL follows 1 s later).
         pids = {}

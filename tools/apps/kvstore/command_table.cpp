@@ -52,6 +52,10 @@ constexpr CommandSpec kCommands[] = {
     {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
     {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
     {"smove", 4, 1, 2, 1, false}, {"command", -1, 0, 0, 0, false},
+    // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
+    {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
+    {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
+    {"client", -2, 0, 0, 0, false}, {"reset", 1, 0, 0, 0, false},
 };
 
 }  // namespace

@@ -87,6 +87,9 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     resp::error(c.pending.emplace_back().reply, "NOAUTH Authentication required.");
     return;
   }
+  if (c.subscribed && !c.resp3 && pubsub_refused(c, name, args)) return;  // RESP2 in subscribed mode
+  if (g_oom.load(std::memory_order_relaxed) && oom_refused(c, name)) return;  // --maxmemory (memory.cpp)
+  c.set_last_cmd(name);
   if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;
@@ -170,8 +173,15 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     every_shard(Pending::Kind::kInfo, [](Shard& s) { return shard_size(s); });  // keys for # Keyspace
   } else if (name == "ping") {
     if (!arity(args.size() <= 2)) return;
-    if (args.size() == 1) resp::simple(p.reply, "PONG");
-    else resp::bulk(p.reply, args[1]);
+    if (c.subscribed && !c.resp3) {  // subscribed (RESP2): an array, as Redis
+      resp::array(p.reply, 2);
+      resp::bulk(p.reply, "pong");
+      resp::bulk(p.reply, args.size() == 2 ? args[1] : std::string_view());
+    } else if (args.size() == 1) {
+      resp::simple(p.reply, "PONG");
+    } else {
+      resp::bulk(p.reply, args[1]);
+    }
   } else if (name == "echo") {
     if (arity(args.size() == 2)) resp::bulk(p.reply, args[1]);
   } else if (name == "quit") {
@@ -216,7 +226,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   } else if (name == "shutdown") {
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
   } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args) &&
-             !execute_keys(slot, name, p, seq, gen, args)) {
+             !execute_keys(slot, name, p, seq, gen, args) && !execute_pubsub(slot, c, name, p, seq, args) &&
+             !execute_client(slot, c, name, p, seq, args)) {
     resp::error(p.reply, unknown_command(args));
   }
 }
@@ -268,6 +279,28 @@ void Loop::finish(Pending& p) const {
     case Pending::Kind::kInfo:
       resp::verbatim(p.reply, info_text(p.info_sections, p.sum, p.expiring), p.resp3);
       break;
+    case Pending::Kind::kLines: {
+      std::string text;
+      for (const Value& v : p.values) text.append(v.data).append("\n");
+      resp::verbatim(p.reply, text, p.resp3);
+      std::vector<Value>().swap(p.values);
+      break;
+    }
+    case Pending::Kind::kList:
+      resp::array(p.reply, p.values.size());
+      for (const Value& v : p.values) resp::bulk(p.reply, v.data);
+      std::vector<Value>().swap(p.values);
+      break;
+    case Pending::Kind::kPairs:
+      resp::array(p.reply, p.values.size());
+      for (std::size_t i = 0; i + 1 < p.values.size(); i += 2) {
+        resp::bulk(p.reply, p.values[i].data);
+        long long n = 0;
+        resp::parse_int64(p.values[i + 1].data, n);
+        resp::integer(p.reply, n);
+      }
+      std::vector<Value>().swap(p.values);
+      break;
   }
 }
 
@@ -313,8 +346,8 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
     if (ver < 2 || ver > 3) return resp::error(p.reply, "NOPROTO unsupported protocol version");
     resp3 = ver == 3;
   }
-  std::string_view user, pass;
-  bool with_auth = false;
+  std::string_view user, pass, setname;
+  bool with_auth = false, with_name = false;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string opt = lower(args[i]);
     const std::size_t left = args.size() - i - 1;
@@ -324,17 +357,21 @@ void Loop::hello(Pending& p, Connection& c, const std::vector<std::string_view>&
       with_auth = true;
       i += 2;
     } else if (opt == "setname" && left >= 1) {
-      ++i;
+      setname = args[++i];
+      with_name = true;
     } else {
       return resp::error(p.reply, "ERR Syntax error in HELLO option '" + std::string(args[i]) + "'");
     }
   }
+  if (with_name && std::any_of(setname.begin(), setname.end(), [](char ch) { return ch < '!' || ch > '~'; }))
+    return resp::error(p.reply, "ERR Client names cannot contain spaces, newlines or special characters.");
   if (with_auth && !password_ok(user, pass)) return resp::error(p.reply, kWrongPass);
   if (with_auth) c.authed = true;
   if (!c.authed)
     return resp::error(p.reply, "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                                 "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
                                 "select the RESP protocol version at the same time");
+  if (with_name) c.name = std::string(setname);
   c.resp3 = p.resp3 = resp3;
   resp::map(p.reply, 7, resp3);
   resp::bulk(p.reply, "server");

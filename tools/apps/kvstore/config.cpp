@@ -2,7 +2,7 @@
 //
 // Three kinds of parameters:
 // - Hydra's own, set on its command line (port, bind, maxclients,
-//   proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
+//   maxmemory, proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
 //   answers Redis's error for an immutable parameter.
 // - The encoding thresholds OBJECT ENCODING reports against
 //   (hash-max-listpack-entries and -value, set-max-intset-entries, with
@@ -50,6 +50,10 @@ const Param kParams[] = {
     {"client-query-buffer-limit", Kind::kImmutable, nullptr},
     {"requirepass", Kind::kImmutable, nullptr},
     {"daemonize", Kind::kImmutable, nullptr},
+    {"maxmemory", Kind::kImmutable, nullptr},  // these four: memory.cpp (connection_config)
+    {"maxmemory-policy", Kind::kImmutable, nullptr},
+    {"maxmemory-clients", Kind::kImmutable, nullptr},
+    {"client-output-buffer-limit", Kind::kImmutable, nullptr},
     {"hash-max-listpack-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
     {"hash-max-ziplist-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
     {"hash-max-listpack-value", Kind::kEncoding, nullptr, &g_encodings.hash_value},
@@ -104,6 +108,7 @@ std::string current(const Param& p) {
     }
     case Kind::kImmutable: break;
   }
+  if (std::string v; connection_config(n, v)) return v;
   if (n == "port") return std::to_string(g_config.port);
   if (n == "bind") return g_config.bind;
   if (n == "databases") return "1";

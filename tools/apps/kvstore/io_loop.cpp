@@ -131,6 +131,11 @@ void Loop::run() {
       ::epoll_ctl(epoll_, EPOLL_CTL_ADD, listen_fd_, &ev);
     }
     if (!advance_.empty() || fence_work_) fence_rounds();  // transactions (transactions.cpp)
+    if (!messages_.empty()) {                   // pub/sub messages for this loop's subscribers (pubsub.cpp)
+      deliver_messages();
+      worked = true;
+    }
+    if (!kills_.empty()) do_kills();            // CLIENT KILL (clients.cpp)
     worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
@@ -148,6 +153,9 @@ void Loop::run() {
     if ((++round & 1023) == 0 || quiet_) {
       const auto now = std::chrono::steady_clock::now();
       if (g_config.seconds > 0 && now >= deadline) request_stop();
+      now_ms_ = hydra::now_ms();                // CLIENT LIST's idle=
+      bound_replies();                          // --max-reply-memory (pubsub.cpp)
+      check_memory(now);                        // --maxmemory (memory.cpp)
       if (now >= next_sweep_) sweep(now);
     }
     gossamer::yield();                          // the trustee serves, answers arrive
@@ -274,6 +282,7 @@ void Loop::adopt(int fd) {
   c->fd = fd;
   c->gen = gens_[slot];
   c->id = g_stats.next_client_id.fetch_add(1, std::memory_order_relaxed);
+  c->created_ms = c->active_ms = now_ms_ = hydra::now_ms();
   c->events = EPOLLIN | EPOLLRDHUP;
   epoll_event ev{};
   ev.events = c->events;
@@ -306,6 +315,7 @@ void Loop::close_connection(std::uint32_t slot, bool force) {
   if (!c) return;
   if (c->fd >= 0) drop_socket(c->fd);  // close() also leaves the epoll set
   c->fd = -1;
+  if (c->subscribed) unsubscribe_all(slot, *c);
   if (c->txn && !force) {
     c->dead = true;
     c->out.clear();
@@ -357,6 +367,7 @@ bool Loop::read_input(std::uint32_t slot, Connection& c) {
     ssize_t n = ::read(c.fd, c.in.data() + old, chunk);
     c.in.resize(old + std::size_t(std::max<ssize_t>(n, 0)));
     if (n > 0) {
+      c.active_ms = now_ms_;
       budget -= std::min(budget, std::size_t(n));
       if (std::size_t(n) < chunk) break;  // drained
       continue;
@@ -392,7 +403,14 @@ void Loop::process_input(std::uint32_t slot, Connection& c) {
     c.consumed += used;
     // The arguments are views into c.in, which nothing changes until the
     // next parse; execute copies what it keeps.
-    if (!c.parser.args().empty()) execute(slot, c, c.parser.args());
+    if (c.parser.args().empty()) continue;
+    if (!c.quiet) {
+      execute(slot, c, c.parser.args());
+    } else {  // CLIENT REPLY OFF / SKIP (clients.cpp)
+      const std::size_t first = c.pending.size();
+      execute(slot, c, c.parser.args());
+      silence(c, first);
+    }
   }
   // Drop consumed bytes: at once when all are, else when they are most.
   if (c.consumed == c.in.size()) {
@@ -431,7 +449,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
           end_txn(c.txn);
           c.pending.front().waiting = 0;
         }
-        c.out += c.pending.front().reply;
+        if (!c.pending.front().silent) c.out += c.pending.front().reply;
         c.reply_bytes -= c.pending.front().counted;
         c.pending.pop_front();
         ++c.base;

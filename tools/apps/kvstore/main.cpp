@@ -27,6 +27,7 @@ std::atomic<bool> g_stop{false};
 std::atomic<int> g_exit_code{0};
 HostStats g_stats;
 std::array<ThreadCounter, kMaxThreads> g_commands;
+std::array<ThreadCounter, kMaxThreads> g_owed;
 const std::chrono::steady_clock::time_point g_started = std::chrono::steady_clock::now();
 
 void request_stop() noexcept { g_stop.store(true, std::memory_order_relaxed); }
@@ -88,6 +89,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-output", g_config.max_output,
                  "reply bytes per connection, unsent or waiting in order, before it stops reading")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
+  app.add_option("--pubsub-output-limit", g_config.pubsub_hard_limit,
+                 "unsent pub/sub messages owed to one subscriber, bytes, before it is disconnected (0: no limit)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(4) << 30));
+  std::string policy = "noeviction";
+  app.add_option("--maxmemory", g_config.maxmemory,
+                 "heap bytes of this host's process above which writes are refused with -OOM (0: no bound)");
+  app.add_option("--maxmemory-policy", policy, "noeviction (the only policy so far)")->check(CLI::IsMember({"noeviction"}));
+  app.add_option("--max-reply-memory", g_config.max_reply_memory,
+                 "reply bytes owed to all of this host's connections before those owed the most are disconnected (0: no bound)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(1) << 40));
   app.add_option("--max-query-buffer", g_config.max_query, "unparsed request bytes buffered per connection")
       ->check(CLI::Range(std::size_t(1) << 16, std::size_t(4) << 30));
   app.add_option("--max-shard-request", g_config.max_shard_request,

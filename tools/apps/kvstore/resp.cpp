@@ -286,4 +286,10 @@ void set(std::string& out, std::size_t n, bool resp3) {
   out += "\r\n";
 }
 
+void push(std::string& out, std::size_t n, bool resp3) {
+  out += resp3 ? '>' : '*';
+  out += std::to_string(n);
+  out += "\r\n";
+}
+
 }  // namespace hydra::resp

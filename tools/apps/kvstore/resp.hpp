@@ -86,5 +86,6 @@ void map(std::string& out, std::size_t n, bool resp3);  // %n or *2n, then n key
 void verbatim(std::string& out, std::string_view s, bool resp3);  // =len txt:s, or a bulk
 void null_array(std::string& out, bool resp3);       // _ or *-1 (EXEC after a WATCHed key changed)
 void set(std::string& out, std::size_t n, bool resp3);  // ~n or *n, then n values (SMEMBERS, SINTER...)
+void push(std::string& out, std::size_t n, bool resp3);  // >n or *n, then n values (pub/sub messages)
 
 }  // namespace hydra::resp

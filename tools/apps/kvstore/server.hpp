@@ -5,19 +5,23 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <gossamer/gossamer.hpp>
@@ -42,6 +46,15 @@ struct Config {
   std::size_t max_pending = 1024;   // requests in flight per connection
   std::size_t max_output = 64u << 20;   // unsent reply bytes before a connection stops reading
   std::size_t max_query = 1u << 30;     // buffered request bytes per connection (client-query-buffer-limit)
+  // client-output-buffer-limit pubsub: a subscriber owed more than this
+  // (messages it does not read) is disconnected (pubsub.cpp). 0: no limit.
+  std::size_t pubsub_hard_limit = 32u << 20;
+  // Replies owed to all the connections of this host (unsent, or complete
+  // and waiting for earlier ones): above this, the connections owed the
+  // most are disconnected (Loop::bound_replies), as Redis's
+  // maxmemory-clients. 0: no bound.
+  std::size_t max_reply_memory = std::size_t(512) << 20;
+  std::size_t maxmemory = 0;        // heap bytes of this host before writes are refused (memory.cpp); 0: none
   // Keys and values of one command for one shard (a request to another
   // host carries at most 1 GiB, serialization included).
   std::size_t max_shard_request = (std::size_t(1) << 30) - (std::size_t(1) << 16);
@@ -93,8 +106,14 @@ struct HostStats {
   std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> protocol_errors{0};
   std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
+  std::atomic<std::uint64_t> client_output_kills{0};  // closed over --pubsub-output-limit or --max-reply-memory
 };
 extern HostStats g_stats;
+// memory.cpp: this host over --maxmemory (tested before each command), the
+// heap in use, and CONFIG GET's values of the connection-side settings.
+extern std::atomic<bool> g_oom;
+std::uint64_t used_memory();
+bool connection_config(std::string_view key, std::string& value);
 extern const std::chrono::steady_clock::time_point g_started;
 
 // Commands executed by each of this host's threads: written by that
@@ -103,6 +122,8 @@ struct alignas(64) ThreadCounter {
   std::atomic<std::uint64_t> value{0};
 };
 extern std::array<ThreadCounter, kMaxThreads> g_commands;
+// Reply bytes owed to each of this host's threads' connections (Loop::bound_replies).
+extern std::array<ThreadCounter, kMaxThreads> g_owed;
 
 // Every shard of the rack, by thread. Captured by value in the spawn_on
 // closure that starts each loop, hence a fixed array.
@@ -122,9 +143,14 @@ struct Pending {
   // kKeys: `values` in any order (KEYS); kRandom: `values` empty or the
   // key chosen (RANDOMKEY, keys.cpp).
   // kStatuses: `values` as simple strings in order (DEBUG DIGEST-VALUE).
-  enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo, kKeys, kRandom, kStatuses };
+  // kLines: `values` joined, each line ending in \n, as one verbatim
+  // string (CLIENT LIST); kList: `values` as an array of bulk strings
+  // (PUBSUB CHANNELS); kPairs: `values` as name, integer pairs (PUBSUB NUMSUB).
+  enum class Kind : std::uint8_t { kDone, kSum, kOk, kMget, kInfo, kKeys, kRandom, kStatuses, kLines, kList, kPairs };
   Kind kind = Kind::kDone;
   bool resp3 = false;              // the connection's protocol when the command came
+  bool push = false;               // a pub/sub message or (un)subscribe notice: CLIENT REPLY OFF keeps it
+  bool silent = false;             // CLIENT REPLY OFF / SKIP: dropped instead of sent
   std::uint32_t waiting = 0;       // shard answers still to come
   std::int64_t sum = 0;            // kSum, kInfo (keys)
   std::string reply;               // the encoded reply once waiting == 0
@@ -175,6 +201,31 @@ struct Connection {
   };
   std::vector<Watched> watches;    // WATCH's keys and the versions it saw
   std::vector<std::string> held;   // a command waiting for a fence to lift, or EXEC for earlier replies
+  // Pub/sub (pubsub.cpp): its channels and patterns; `subscribed` while
+  // either is not empty (RESP2 then refuses most commands).
+  bool subscribed = false;
+  std::unordered_set<std::string> channels, patterns;
+  // CLIENT (clients.cpp).
+  bool quiet = false;              // CLIENT REPLY OFF or SKIP in force: process_input silences replies
+  bool reply_off = false, skip_next = false, skip_this = false;
+  bool no_evict = false;           // CLIENT NO-EVICT (shown in CLIENT LIST's flags)
+  std::string name;                // CLIENT SETNAME, HELLO SETNAME
+  // CLIENT LIST's cmd=: the last command's name. Up to 16 bytes it is
+  // copied as 16 fixed bytes (a std::string's own buffer holds 16, so this
+  // reads no further): a few instructions per command, not a string assign.
+  char last_cmd16[16] = {};
+  std::uint8_t last_cmd_len = 0;
+  std::string last_cmd_long;
+  void set_last_cmd(const std::string& n) noexcept {
+    last_cmd_len = std::uint8_t(std::min<std::size_t>(n.size(), 255));
+    if (n.size() <= 16) std::memcpy(last_cmd16, n.data(), 16);
+    else last_cmd_long.assign(n, 0, 255);
+  }
+  std::string_view last_cmd() const noexcept {
+    return last_cmd_len <= 16 ? std::string_view(last_cmd16, last_cmd_len) : std::string_view(last_cmd_long);
+  }
+  std::int64_t created_ms = 0;     // CLIENT LIST's age=
+  std::int64_t active_ms = 0;      // idle=: the round of its last command (Loop::now_ms_)
 };
 
 // A command's arity and keys, as Redis's command table (transactions.cpp):
@@ -206,6 +257,19 @@ void lcs_reply(std::string& out, bool resp3, const std::string& a, const std::st
 void config_command(Pending& p, const std::vector<std::string_view>& args);
 // Redis 7's unknown-command error, arguments quoted up to 128 bytes in all.
 std::string unknown_command(const std::vector<std::string_view>& args);
+
+// CLIENT KILL's filters (clients.cpp), sent to every thread of the host.
+struct KillFilter {
+  std::string addr, laddr;
+  std::int32_t type = -1;          // -1: any; 0 normal, 1 pubsub
+  std::uint64_t id = 0;            // 0: any
+  bool skipme = true;
+  std::uint32_t thread = 0, slot = 0, gen = 0;  // the connection asking
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(addr, laddr, type, id, skipme, thread, slot, gen);
+  }
+};
 
 class Loop {
  public:
@@ -257,6 +321,40 @@ class Loop {
   std::string info_text(std::uint16_t sections, std::int64_t keys, std::int64_t expiring) const;
   void hello(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
   void auth(Pending& p, Connection& c, const std::vector<std::string_view>& args) const;
+  // pubsub.cpp
+ public:
+  std::int64_t on_message(std::string channel, std::string message);  // a PUBLISH reaching this thread
+  std::int64_t on_kill(const KillFilter& f);  // CLIENT KILL reaching this thread (clients.cpp)
+  std::vector<std::string> client_lines(std::int32_t type, const std::vector<std::uint64_t>& ids);  // CLIENT LIST
+
+ private:
+  bool execute_pubsub(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
+                      const std::vector<std::string_view>& args);
+  void pubsub_command(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq,
+                      const std::vector<std::string_view>& args);
+  bool pubsub_refused(Connection& c, const std::string& name, const std::vector<std::string_view>& args);
+  void subscribe(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, bool pattern,
+                 const std::vector<std::string_view>& args);
+  void unsubscribe(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, bool pattern, const std::vector<std::string_view>& args);
+  void unsubscribe_all(std::uint32_t slot, Connection& c);
+  void register_names(std::uint32_t slot, Connection& c, std::uint64_t seq, Pending* p, bool pattern,
+                      std::vector<std::string> names, std::int32_t delta);
+  void publish(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, std::string channel, std::string message);
+  void dispatch_publishes();
+  void deliver_messages();
+  void queue_push(std::uint32_t slot, Connection& c, std::string&& bytes);
+  // clients.cpp
+  bool execute_client(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
+                      const std::vector<std::string_view>& args);
+  std::string client_info(std::uint32_t slot, const Connection& c, std::size_t current_request) const;
+  void silence(Connection& c, std::size_t first);
+  void bound_replies();
+  // memory.cpp
+  void check_memory(std::chrono::steady_clock::time_point now);
+  bool oom_refused(Connection& c, const std::string& name);
+  void evict(std::uint32_t slot, Connection& c, std::size_t owed, const char* why);
+  void do_kills();
+
   // transactions.cpp
  public:
   static Loop* current();  // this thread's loop (from closures run by this thread's trustee), or null
@@ -370,6 +468,27 @@ class Loop {
   std::array<std::uint16_t, kMaxThreads> fenced_{};  // per shard: fences naming it
   std::vector<std::uint32_t> held_;     // connections with a held command
   bool fence_work_ = false;             // fences_ to start, held_ to retry
+  // Pub/sub (pubsub.cpp): this loop's subscribers by channel and pattern,
+  // PUBLISHes in request order, messages to hand to local subscribers.
+  using Subscribers = std::vector<std::pair<std::uint32_t, std::uint32_t>>;  // (slot, gen)
+  std::unordered_map<std::string, Subscribers> local_channels_, local_patterns_;
+  struct Publish {
+    std::uint32_t slot = 0, gen = 0;
+    std::uint64_t seq = 0;
+    std::string channel, message;
+    std::vector<std::uint32_t> threads;  // with subscribers (the channel's home shard said)
+    bool ready = false;
+  };
+  std::deque<Publish> publishes_;
+  std::uint64_t publish_base_ = 0;     // id of publishes_.front()
+  struct Message {
+    std::string channel, message;
+    std::vector<std::tuple<std::uint32_t, std::uint32_t, std::string>> to;  // slot, gen, pattern ("" for the channel)
+  };
+  std::vector<Message> messages_;
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, bool>> kills_;  // CLIENT KILL: slot, gen, is the killer
+  std::chrono::steady_clock::time_point next_memory_check_{};  // memory.cpp
+  std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   // Idle policy (Loop::idle).
   bool quiet_ = false;
   std::uint64_t last_activity_ = 0;

@@ -52,6 +52,11 @@ struct Shard {
   // The transaction that holds this shard (transactions.cpp), 0: none.
   std::uint64_t owner = 0;
   std::deque<std::pair<std::uint64_t, std::uint32_t>> waiting;  // claims queued: (transaction, its coordinator's thread)
+  // Pub/sub's registry (pubsub.cpp): per channel whose home this shard is
+  // (shard_of(channel)), and per pattern (every pattern, on every shard),
+  // the threads with subscribers and how many each has.
+  using ThreadCounts = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+  std::unordered_map<std::string, ThreadCounts> channels, patterns;
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
   // it carries; `objs`, `watched` and `owner` start empty there.
