@@ -11,7 +11,8 @@
 // - Parameters of Redis's that mean nothing to Hydra but that clients and
 //   Redis's test suite set (save, appendonly, list-compress-depth,
 //   lua-time-limit, ...): accepted, kept, shown by CONFIG GET, and without
-//   effect.
+//   effect. Except notify-keyspace-events, which only takes "" (none): a
+//   client waiting for notifications would wait forever.
 // CONFIG SET changes this host's process only: on a rack each host keeps its
 // own values.
 #include <fnmatch.h>
@@ -160,6 +161,11 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
     if (!found) return resp::error(p.reply, "ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'");
     if (found->kind == Kind::kImmutable)
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config");
+    // Accepting these would tell a client that waits for the events that
+    // they will come: Hydra has no keyspace notifications.
+    if (name == "notify-keyspace-events" && !args[i + 1].empty())
+      return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
+                                      "') - keyspace notifications are not supported by hydra");
     long long v;
     if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], v) || v < 0))
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
