@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <string>
 
+#include "shm_access.hpp"
+
 namespace gossamer::dataplane {
 
 class MemifWake {
@@ -64,7 +66,7 @@ class MemifWake {
   // After frames went on queue q's ring: rings the peer's doorbell if its
   // core for q sleeps (or is about to).
   void sent(std::uint16_t q) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the ring's write before the word's load
+    fence(std::memory_order_seq_cst);  // the ring's write before the word's load
     std::atomic_ref<std::uint32_t> w(peer_[q]);
     if (w.load(std::memory_order_relaxed) && w.exchange(0, std::memory_order_acq_rel)) ring(q);
   }
