@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "rx_wake.hpp"  // discard_datagrams
+
 namespace gossamer::dataplane {
 
 namespace {
@@ -127,25 +129,15 @@ std::string MemifWake::open(const std::string& socket_path, bool client, std::ui
   return "";
 }
 
-std::string MemifWake::drain(std::uint16_t q) {
-  char buf[64];
-  for (;;) {
-    const ssize_t n = ::recv(fds_[q], buf, sizeof buf, MSG_DONTWAIT);
-    if (n >= 0) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
-    if (errno != EINTR) return errno_text("recv", errno);
-  }
-}
-
 std::string MemifWake::stay_awake(std::uint16_t q) {
   if (q >= queues_) return "queue " + std::to_string(q) + " of " + std::to_string(queues_);
   std::atomic_ref<std::uint32_t>(own_[q]).store(0, std::memory_order_relaxed);
-  return drain(q);
+  return discard_datagrams(fds_[q]);
 }
 
 std::string MemifWake::arm(std::uint16_t q) {
   if (q >= queues_) return "queue " + std::to_string(q) + " of " + std::to_string(queues_);
-  if (std::string e = drain(q); !e.empty()) return e;
+  if (std::string e = discard_datagrams(fds_[q]); !e.empty()) return e;
   // Before the caller's last look at the queue (Dekker with sent()).
   std::atomic_ref<std::uint32_t>(own_[q]).store(1, std::memory_order_seq_cst);
   return "";

@@ -76,7 +76,6 @@ class MemifWake {
 
  private:
   void ring(std::uint16_t q);
-  std::string drain(std::uint16_t q);
   void reset();
   int fds_[kMaxQueues];
   void* map_ = nullptr;

@@ -96,14 +96,6 @@ RxWakeSocket::~RxWakeSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string RxWakeSocket::drain() {
-  char byte;
-  for (int i = 0; i < 64; ++i) {  // the buffer holds a few frames at most
-    if (::recv(fd_, &byte, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
-    if (errno != EINTR) return errno_text("recv");
-  }
-  return "";
-}
+std::string RxWakeSocket::drain() { return discard_datagrams(fd_); }  // it holds a few frames at most
 
 }  // namespace gossamer::dataplane

@@ -19,11 +19,29 @@
 // allocator (every later BPF program load, XDP included, then blocks).
 #pragma once
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace gossamer::dataplane {
+
+// Discards what non-blocking datagram or packet socket `fd` holds (at most
+// 64 messages a call: a flood cannot keep a core here; what is left only
+// wakes it once more). Returns "" or the error. The wake sockets' arm step
+// (RxWakeSocket::drain, and memif's doorbell, memif_wake.hpp).
+inline std::string discard_datagrams(int fd) {
+  char byte;
+  for (int i = 0; i < 64; ++i) {
+    if (::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_TRUNC) >= 0) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
+    if (errno != EINTR) return std::string("recv: ") + std::strerror(errno);
+  }
+  return "";
+}
 
 // Attaches, once, a classic BPF filter to packet socket `fd` that passes
 // only IPv4 UDP frames to `udp_port` that are not later IP fragments (the
