@@ -17,14 +17,12 @@ Redis 7.0's texts.
 """
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp_client import Conn, parse_addr  # noqa: E402
+from hydra_test import free_port, local_hydra  # noqa: E402 (the standalone server, stopped after)
 
 failures = 0
 
@@ -125,13 +123,8 @@ def main():
             scan_checks(parse_addr(a), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
         return 1 if failures else 0
     hydra = os.path.join(sys.argv[1], "tools", "apps", "kvstore", "hydra")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    p = subprocess.Popen([hydra, "--threads", "4", "--port", str(port), "--seconds", "100"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    port = free_port()
+    with local_hydra(hydra, port, threads=4, seconds=100):
         for _ in range(100):
             try:
                 if Conn(("127.0.0.1", port), timeout=2).call("PING") == ("+", "PONG"):
@@ -139,12 +132,6 @@ def main():
             except OSError:
                 time.sleep(0.1)
         scan_checks(("127.0.0.1", port), 4)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
     print("hydra_scan_test: " + ("all checks passed" if not failures else f"{failures} checks FAILED"))
     return 1 if failures else 0
 

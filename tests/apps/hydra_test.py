@@ -362,11 +362,12 @@ def standalone(hydra, port):
 
 
 @contextlib.contextmanager
-def local_hydra(hydra, port, *flags):
-    """A 1-thread hydra on 127.0.0.1:port with extra flags, stopped (SIGTERM,
-    then SIGKILL) when the block ends; yields the process."""
-    p = subprocess.Popen([hydra, "--threads", "1", "--port", str(port), "--bind", "127.0.0.1", "--seconds", "60",
-                          *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def local_hydra(hydra, port, *flags, threads=1, seconds=60):
+    """A hydra of `threads` threads on 127.0.0.1:port with extra flags, that
+    stops by itself after `seconds`, or on SIGTERM (then SIGKILL) when the
+    block ends; yields the process."""
+    p = subprocess.Popen([hydra, "--threads", str(threads), "--port", str(port), "--bind", "127.0.0.1",
+                          "--seconds", str(seconds), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield p
     finally:
