@@ -10,7 +10,9 @@
 // contiguous buffer, which no stage accepts). A received frame is released
 // exactly once, by whoever holds it last; an allocated frame is either sent
 // or released. Queue q is used by one core at a time; alloc and release may
-// be called from any core.
+// be called from any core. A frame to send names the rack host it goes to
+// (`peer`): a dataplane with several ports (port_multi.hpp) sends it on the
+// port that reaches that host.
 #pragma once
 
 #include <array>
@@ -24,6 +26,7 @@ struct Frame {
   void* handle = nullptr;
   std::uint8_t* data = nullptr;
   std::uint32_t len = 0;
+  std::uint32_t peer = UINT32_MAX;  // tx: the host it goes to (UINT32_MAX: not said)
 };
 
 class Port {
