@@ -13,6 +13,9 @@
 #     received, frame for frame: each frame went out on its peer's port;
 #   - the data path bypassed the kernel: veth0 carried far fewer frames than
 #     the dataplanes exchanged;
+#   - after a kill -9 of host 1's dataplane (the client of host 0's memif,
+#     the server of host 2's; gossamerd starts a new one), host 2's client
+#     port connects again by itself: exact totals again;
 #   - again with two polling cores per host (a queue pair per core on each
 #     port), under faults too.
 #   rack_memif_mesh.sh BUILD_DIR
@@ -84,6 +87,15 @@ for h in 0 1 2; do
   [ "$inj" -gt 0 ] || fail "host $h injected no loss"
 done
 "$rib" netem off >/dev/null || fail "netem off"
+if "$rib" dataplane 1 restart >/dev/null 2>&1; then
+  run_everywhere 3 6 300 memif-mesh-after-restart-1
+  # Its core looks at the link once a second.
+  for _ in $(seq 30); do grep -q "memif link up again" "$GOSSAMER_RACK_DIR/h2/gossamerd.log" && break; sleep 0.1; done
+  grep -q "memif link up again" "$GOSSAMER_RACK_DIR/h2/gossamerd.log" ||
+    fail "host 2's client port did not say it connected again to host 1's new server: $(grep -i memif "$GOSSAMER_RACK_DIR/h2/gossamerd.log" | tail -3)"
+else
+  fail "host 1's dataplane did not come back after a restart"
+fi
 "$rib" down >/dev/null 2>&1
 
 # ---- two polling cores per host: each core owns a queue pair on each port.
