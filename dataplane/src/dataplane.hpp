@@ -98,6 +98,11 @@ void fill_conn(abi::ConnCounters& out, const Connection& c);
 // polling core): one, or one per entry of dataplane.ports, in its order.
 // Returns "" or an error.
 using PortOpener = std::function<std::string(std::uint16_t queues, std::vector<std::unique_ptr<Port>>* out)>;
+// For each host of the rack, the port (index in dataplane.ports) it is
+// reached through: 0 for every peer without dataplane.ports, and
+// MultiPort::kNoLink for this host (MultiPort::make's table).
+std::vector<std::uint16_t> port_of_peers(const config::Config& cfg);
+
 // The verbs calls for dataplane.transport: verbs (verbs_ibv.cpp's make_ibv,
 // or a test's fake); null: this build has none.
 using VerbsFactory = std::function<std::unique_ptr<verbs::Verbs>()>;

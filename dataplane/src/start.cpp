@@ -135,6 +135,15 @@ std::string Dataplane::load_keys() {
   return auth_.set_secret(secret);
 }
 
+std::vector<std::uint16_t> port_of_peers(const config::Config& cfg) {
+  std::vector<std::uint16_t> link_of(cfg.rack.hosts.size(), 0);
+  for (std::size_t i = 0; i < cfg.dataplane.ports.size(); ++i)
+    for (std::uint32_t h : cfg.dataplane.ports[i].peer_index)
+      if (h < link_of.size()) link_of[h] = std::uint16_t(i);
+  if (cfg.host.index < link_of.size()) link_of[cfg.host.index] = MultiPort::kNoLink;
+  return link_of;
+}
+
 // The ports, each behind its fault injector (`<socket>.faults`, read by
 // core 0), as one port that sends each frame on its peer's
 // (dataplane.ports; port_multi.hpp).
@@ -150,10 +159,9 @@ std::string Dataplane::open_port(const PortOpener& open) {
       return "port " + std::to_string(i) + " has " + std::to_string(links[i]->queues()) +
              " queues; dataplane.cores is " + std::to_string(ncores_);
   tsc_hz_ = links[0]->tsc_hz() ? links[0]->tsc_hz() : measure_tsc_hz();
-  std::vector<std::uint16_t> link_of(hosts_, 0);
-  link_of[self_] = MultiPort::kNoLink;
-  for (std::size_t i = 0; i < cfg_ports.size() && !verbs_mode_; ++i)
-    for (std::uint32_t h : cfg_ports[i].peer_index) link_of[h] = std::uint16_t(i);
+  std::vector<std::uint16_t> link_of = port_of_peers(cfg_);
+  if (verbs_mode_)
+    for (std::uint16_t& l : link_of) l = l == MultiPort::kNoLink ? l : 0;
   for (auto& l : links) {
     auto f = std::make_unique<FaultPort>(std::move(l), tsc_hz_ / 1000);  // a reordered frame waits up to 1 ms
     faults_.push_back(f.get());

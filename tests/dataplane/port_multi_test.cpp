@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <gossamer/config.hpp>
+
+#include "dataplane.hpp"
 #include "port_loopback.hpp"
 
 namespace gossamer::dataplane {
@@ -202,6 +205,48 @@ TEST(MultiPort, SleepsOnlyWhenEveryPortIsArmedAndWakesOnAny) {
   EXPECT_TRUE(t.m->rx_wake_fds(0).empty());
   t.l1->due = 1234;          // a frame link 1 holds back comes out then
   EXPECT_EQ(t.m->rx_due(0), 1234u);
+}
+
+// The dataplane's table from dataplane.ports: host c of four, its frames
+// to a and d on port 1, to b on port 0.
+TEST(MultiPort, RoutesAsDataplanePortsSays) {
+  const auto r = config::load_string(
+      "host: {name: c}\n"
+      "rack:\n  hosts:\n"
+      "    - {name: a, control: 10.0.0.1:7700, data: 10.0.0.1:7800}\n"
+      "    - {name: b, control: 10.0.0.2:7700, data: 10.0.0.2:7800}\n"
+      "    - {name: c, control: 10.0.0.3:7700, data: 10.0.0.3:7800}\n"
+      "    - {name: d, control: 10.0.0.4:7700, data: 10.0.0.4:7800}\n"
+      "dataplane:\n  ports:\n"
+      "    - {vdev: net_memif0, peers: [b]}\n"
+      "    - {vdev: net_memif1, peers: [d, a]}\n",
+      "c.yaml");
+  ASSERT_TRUE(r.ok());
+  const std::vector<std::uint16_t> table = port_of_peers(r.config());
+  EXPECT_EQ(table, (std::vector<std::uint16_t>{1, 0, MultiPort::kNoLink, 1}));
+  std::vector<std::unique_ptr<Port>> links;
+  auto p0 = std::make_unique<RecordingPort>(1), p1 = std::make_unique<RecordingPort>(1);
+  RecordingPort *l0 = p0.get(), *l1 = p1.get();
+  links.push_back(std::move(p0));
+  links.push_back(std::move(p1));
+  std::unique_ptr<MultiPort> m;
+  ASSERT_EQ(MultiPort::make(std::move(links), table, &m), "");
+  Frame f[3] = {frame_to(*m, 0, 0), frame_to(*m, 1, 1), frame_to(*m, 3, 3)};
+  ASSERT_EQ(m->tx_burst(0, f, 3), 3);
+  ASSERT_EQ(l0->sent.size(), 1u);
+  EXPECT_EQ(l0->sent[0].data[20], 1);  // b
+  ASSERT_EQ(l1->sent.size(), 2u);
+  EXPECT_EQ(l1->sent[0].data[20], 0);  // a
+  EXPECT_EQ(l1->sent[1].data[20], 3);  // d
+  EXPECT_EQ(m->describe(), "2 ports (0 to host 1: recording port; 1 to hosts 0, 3: recording port)");
+  // Without dataplane.ports, every peer through the one port.
+  const auto one = config::load_string(
+      "host: {index: 0}\nrack:\n  hosts:\n"
+      "    - {name: a, control: 10.0.0.1:7700, data: 10.0.0.1:7800}\n"
+      "    - {name: b, control: 10.0.0.2:7700, data: 10.0.0.2:7800}\n",
+      "a.yaml");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(port_of_peers(one.config()), (std::vector<std::uint16_t>{MultiPort::kNoLink, 0}));
 }
 
 TEST(MultiPort, RefusesLinksThatDoNotFit) {
