@@ -156,9 +156,15 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   }
   for (const auto& p : ports)
     if (std::string err = p->check_mtu(room); !err.empty()) return err;
-  env->pool = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096u * queues * unsigned(ports.size()) - 1),
-                                      256, 0, std::uint16_t(room), int(rte_socket_id()));
-  if (!env->pool) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
+  // 4096 mbufs per queue, and 2048 more per queue of each further port
+  // (its rx ring's descriptors and frames in flight).
+  const unsigned mbufs = std::max<unsigned>(8191, 4096u * queues + 2048u * queues * unsigned(ports.size() - 1) - 1);
+  env->pool = rte_pktmbuf_pool_create("gsm_pool", mbufs, 256, 0, std::uint16_t(room), int(rte_socket_id()));
+  if (!env->pool)
+    return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno) + " (" + std::to_string(mbufs) +
+           " mbufs of " + std::to_string(room) + " bytes for " + std::to_string(ports.size()) + " port" +
+           (ports.size() == 1 ? "" : "s") + " x " + std::to_string(queues) + " queue" + (queues == 1 ? "" : "s") +
+           "; give the EAL more memory: -m in dataplane.eal_args)";
   for (auto& p : ports) {
     p->pool_ = env->pool;
     if (std::string err = p->start(udp_port); !err.empty()) return p->label_ + ": " + err;
