@@ -38,7 +38,9 @@ class Port {
   virtual std::uint16_t rx_burst(std::uint16_t q, Frame* out, std::uint16_t n) = 0;
   // A frame of `len` bytes to fill and send; false when none is left.
   virtual bool alloc(std::uint32_t len, Frame* out) = 0;
-  // Sends frames on queue `q`; returns how many the port took. The rest
+  // Sends frames on queue `q`; returns how many the port took, k: the first
+  // k of the array (a port may reorder the array to put them first, as
+  // MultiPort does when the frames go out on different links). The rest
   // stay the caller's.
   virtual std::uint16_t tx_burst(std::uint16_t q, Frame* frames, std::uint16_t n) = 0;
   virtual void release(const Frame& f) = 0;
