@@ -13,7 +13,12 @@
 #                        carries gossamerd's TCP. A path socket (not DPDK's
 #                        default abstract one, which lives in a network
 #                        namespace) lets the two namespaces meet. One memif
-#                        joins exactly two hosts: 2 hosts only.
+#                        joins exactly two hosts: with N > 2 hosts, one memif
+#                        per pair of hosts (N(N-1)/2), socket
+#                        STATE/memif-I-J.sock for hosts I < J (I the server),
+#                        and each dataplane serves N-1 ports
+#                        (dataplane.ports, one per peer); 2 hosts keep the
+#                        one vdev of dataplane.eal_args.
 #
 # --mtu N sets dataplane.mtu on every host and the MTU of every veth and of
 # the bridge; af_packet gets ring frames large enough (framesz), memif ring
@@ -32,16 +37,54 @@ link_check() {
   # combined channels, which a veth does not report.
   [ "$cores" -eq 1 ] || [ "$link" != af_xdp ] ||
     die "up: --cores $cores needs --link af_packet: the af_xdp driver cannot open $cores queues on a veth"
-  [ "$link" != memif ] || [ "$n" -eq 2 ] ||
-    die "up: --link memif joins exactly 2 hosts (one memif connects one server and one client); $n hosts need --link af_packet or af_xdp"
+  [ "$link" != memif ] || [ "$n" -ge 2 ] ||
+    die "up: --link memif joins hosts in pairs (one memif per pair of hosts): it needs at least 2 hosts"
   # The doorbell's sockets beside it (memif.sock.ws<q>, .wc<q>, q < 8 here)
-  # are 4 bytes longer.
+  # are 4 bytes longer; the longest socket is the last pair's.
   local sock=$STATE/memif.sock
+  [ "$n" -le 2 ] || sock=$(memif_sock "$((n - 2))" "$((n - 1))")
   [ "$link" != memif ] || [ "${#sock}" -le "$((MAX_SOCKET_PATH - 4))" ] ||
     die "up: the memif socket path $sock is ${#sock} bytes, at most $((MAX_SOCKET_PATH - 4)) (its doorbell's sockets add 4); use a shorter GOSSAMER_RACK_DIR"
 }
 
-# The --vdev EAL argument of host I (link, cores and MTU of the rack).
+# The memif socket of the link between hosts I < J of a rack of more than 2.
+memif_sock() { echo "$STATE/memif-$1-$2.sock"; }
+
+# True when host I's dataplane serves several ports (dataplane.ports):
+# memif between more than 2 hosts.
+link_ports() {  # LINK HOSTS
+  [ "$1" = memif ] && [ "$2" -gt 2 ]
+}
+
+# The net_memif devargs of a memif whose SOCKET host I serves (server) or
+# connects to (client), for its vdev NAME.
+memif_devargs() {  # NAME I ROLE SOCKET MTU
+  local a="$1,id=0,role=$3,socket=$4"
+  # One ring buffer per frame (bsize): a jumbo frame that spans several
+  # default 2048-byte buffers sometimes reached the peer merged with
+  # the next one (counted as too_long) when the ring was full.
+  a+=",socket-abstract=no,mac=$(host_mac "$2")"
+  [ "$5" -le 2034 ] || a+=",bsize=$(( ($5 + 14 + 1023) / 1024 * 1024 ))"
+  echo "$a"
+}
+
+# dataplane.ports of host I in a rack of N (link_ports): one memif per
+# other host J, host min(I, J) the server. Every vdev of the host carries
+# its MAC, so frames leave every port with the source MAC of rack.hosts.
+link_ports_yaml() {  # I N MTU
+  local i=$1 n=$2 mtu=$3 j k=0 lo hi
+  echo "  ports:"
+  for ((j = 0; j < n; j++)); do
+    [ "$j" -ne "$i" ] || continue
+    lo=$((i < j ? i : j)) hi=$((i < j ? j : i))
+    echo "    - vdev: \"$(memif_devargs "net_memif$k" "$i" "$([ "$i" -eq "$lo" ] && echo server || echo client)" "$(memif_sock "$lo" "$hi")" "$mtu")\""
+    echo "      peers: [h$j]"
+    k=$((k + 1))
+  done
+}
+
+# The --vdev EAL argument of host I (link, cores and MTU of the rack); none
+# when the host serves several ports (link_ports_yaml).
 link_vdev_arg() {
   local i=$1 link=$2 cores=$3 mtu=$4 a framesz
   case "$link" in
@@ -61,12 +104,7 @@ link_vdev_arg() {
     # (DPDK's default one would take the control plane's TCP too).
     af_xdp) a="--vdev=net_af_xdp0,iface=veth0,start_queue=0,queue_count=$cores,xdp_prog=$BUILD/dataplane/gossamer_xdp.o" ;;
     memif)
-      a="--vdev=net_memif0,id=0,role=$([ "$i" -eq 0 ] && echo server || echo client),socket=$STATE/memif.sock"
-      # One ring buffer per frame (bsize): a jumbo frame that spans several
-      # default 2048-byte buffers sometimes reached the peer merged with
-      # the next one (counted as too_long) when the ring was full.
-      a+=",socket-abstract=no,mac=$(host_mac "$i")"
-      [ "$mtu" -le 2034 ] || a+=",bsize=$(( (mtu + 14 + 1023) / 1024 * 1024 ))" ;;
+      a="--vdev=$(memif_devargs net_memif0 "$i" "$([ "$i" -eq 0 ] && echo server || echo client)" "$STATE/memif.sock" "$mtu")" ;;
   esac
   echo "$a"
 }

@@ -83,8 +83,11 @@ void read_config(Diagnostics& d, const YAML::Node& root, Config& cfg) {
   keys.has_name = read_host_name(host, "name", cfg.host.name);
 
   const bool has_rack = r.has("rack");
+  const std::size_t before_rack = d.error_count();
   read_rack(r.child("rack"), cfg.rack);
-  read_dataplane(r.child("dataplane"), cfg.dataplane);
+  const bool rack_ok = d.error_count() == before_rack;
+  PortMarks port_marks;
+  read_dataplane(r.child("dataplane"), cfg.dataplane, &port_marks);
   read_connections(r.child("connections"), cfg.connections, cfg.rack.hosts.empty() ? 0 : cfg.rack.hosts.size() - 1);
   read_slots(r.child("slots"), cfg.slots);
   read_controlplane(r.child("controlplane"), cfg.controlplane);
@@ -100,7 +103,11 @@ void read_config(Diagnostics& d, const YAML::Node& root, Config& cfg) {
     self.data = SocketAddress{"127.0.0.1", kDefaultDataPort, false};
     cfg.rack.hosts.push_back(std::move(self));
   }
+  const std::size_t before_host = d.error_count();
   resolve_host(host, keys, cfg);
+  // Peers are rack hosts other than this one: checked once both are known.
+  const bool host_ok = d.error_count() == before_host && (keys.has_name || !host.has("name"));
+  if (rack_ok && host_ok) resolve_ports(d, port_marks, cfg.rack.hosts, cfg.host.index, cfg.dataplane.ports);
 
   auto& socket = cfg.dataplane.socket;
   for (auto at = socket.find(kHostPlaceholder); at != std::string::npos;

@@ -27,6 +27,7 @@ class Diagnostics {
   // `mark` is yaml-cpp's 0-based position; a null mark becomes 1:1.
   void error(const YAML::Mark& mark, std::string path, std::string message);
   bool has_errors() const noexcept { return !errors_.empty(); }
+  std::size_t error_count() const noexcept { return errors_.size(); }
   // Errors sorted by position (stable), i.e. in document order.
   std::vector<Error> take_errors();
 

@@ -172,7 +172,7 @@ void read_rack(MapReader r, RackConfig& out) {
   }
 }
 
-void read_dataplane(MapReader r, DataplaneConfig& out) {
+void read_dataplane(MapReader r, DataplaneConfig& out, PortMarks* ports) {
   r.choice("transport", out.transport, {{"udp", Transport::udp}, {"verbs", Transport::verbs}});
   if (r.has("driver")) {
     std::string old;
@@ -182,6 +182,7 @@ void read_dataplane(MapReader r, DataplaneConfig& out) {
   }
   r.string_list("eal_args", out.eal_args);
   r.integer("port", out.port, {0, kMaxU16});
+  read_ports(r, out.ports, ports);
   read_verbs(r.child("verbs"), out.verbs);
   // 576: IPv4's minimum; 9216: the usual jumbo limit (wire::kMaxMtu).
   r.integer("mtu", out.mtu, {576, 9216});

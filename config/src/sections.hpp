@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gossamer/config.hpp"
+#include "ports.hpp"
 #include "reader.hpp"
 
 namespace gossamer::config::detail {
@@ -13,7 +14,8 @@ namespace gossamer::config::detail {
 inline constexpr std::string_view kHostPlaceholder = "{host}";
 
 void read_rack(MapReader r, RackConfig& out);
-void read_dataplane(MapReader r, DataplaneConfig& out);
+// `ports`: where dataplane.ports' peers were written (resolve_ports).
+void read_dataplane(MapReader r, DataplaneConfig& out, PortMarks* ports);
 void read_connections(MapReader r, ConnectionsConfig& out, std::size_t other_hosts);
 void read_slots(MapReader r, SlotsConfig& out);
 void read_controlplane(MapReader r, ControlplaneConfig& out);

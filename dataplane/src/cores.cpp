@@ -62,12 +62,16 @@ std::string Dataplane::make_cores() {
     ev.events = EPOLLIN;
     ev.data.u64 = kTagWake;
     ::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, k->wake_fd, &ev);
-    if (const int fd = port_->rx_wake_fd(std::uint16_t(i)); fd >= 0) {  // frames wake the core's sleep
-      // Edge-triggered: a frame queued on it wakes a sleep; a full buffer
-      // (it is read only when armed) does not keep every sleep short.
+    // Frames on any port wake the core's sleep: each port's descriptor
+    // (none if a port has none: then the core wakes on timers to look).
+    // Edge-triggered: a frame queued on one wakes a sleep; a full buffer
+    // (it is read only when armed) does not keep every sleep short.
+    const std::vector<int> fds = port_->rx_wake_fds(std::uint16_t(i));
+    k->rx_wakeable = !fds.empty();
+    for (int fd : fds) {
       ev.events = EPOLLIN | EPOLLET;
       ev.data.u64 = kTagRxWake;
-      if (::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) k->rx_wakeable = true;
+      if (::epoll_ctl(k->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) k->rx_wakeable = false;
     }
     k->backlog.resize(ncores_);
     for (const Peer& p : peers_) {
@@ -222,10 +226,13 @@ void Dataplane::free_retired(bool all) {
 // ---- counters ------------------------------------------------------------------------
 
 void Dataplane::publish(Core& k) {
-  const FaultPort::Counters& f = port_->counters(std::uint16_t(k.index));
-  k.stats.injected_loss = f.loss;
-  k.stats.injected_duplicates = f.duplicates;
-  k.stats.injected_reorders = f.reorders;
+  k.stats.injected_loss = k.stats.injected_duplicates = k.stats.injected_reorders = 0;
+  for (const FaultPort* fp : faults_) {
+    const FaultPort::Counters& f = fp->counters(std::uint16_t(k.index));
+    k.stats.injected_loss += f.loss;
+    k.stats.injected_duplicates += f.duplicates;
+    k.stats.injected_reorders += f.reorders;
+  }
   publish_verbs_totals(k);
   std::uint64_t s0 = k.pub_seq.load(std::memory_order_relaxed);
   k.pub_seq.store(s0 + 1, std::memory_order_relaxed);

@@ -41,6 +41,7 @@
 #include "incarnation.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
+#include "port_multi.hpp"
 #include "ring.hpp"
 #include "transport.hpp"
 #include "verbs_exchange.hpp"
@@ -93,9 +94,15 @@ struct CoreMsg {
 // A connection's counters as the metrics contract has them (metrics.cpp).
 void fill_conn(abi::ConnCounters& out, const Connection& c);
 
-// Opens the port the dataplane runs on, with `queues` queues (one per
-// polling core). Returns "" or an error.
-using PortOpener = std::function<std::string(std::uint16_t queues, std::unique_ptr<Port>* out)>;
+// Opens the ports the dataplane runs on, with `queues` queues each (one per
+// polling core): one, or one per entry of dataplane.ports, in its order.
+// Returns "" or an error.
+using PortOpener = std::function<std::string(std::uint16_t queues, std::vector<std::unique_ptr<Port>>* out)>;
+// For each host of the rack, the port (index in dataplane.ports) it is
+// reached through: 0 for every peer without dataplane.ports, and
+// MultiPort::kNoLink for this host (MultiPort::make's table).
+std::vector<std::uint16_t> port_of_peers(const config::Config& cfg);
+
 // The verbs calls for dataplane.transport: verbs (verbs_ibv.cpp's make_ibv,
 // or a test's fake); null: this build has none.
 using VerbsFactory = std::function<std::unique_ptr<verbs::Verbs>()>;
@@ -162,7 +169,7 @@ class Dataplane {
     std::vector<std::vector<std::uint64_t>> resets_seen;  // [peer][conn], own connections
     Stats stats;
     std::uint64_t last_work = 0;
-    bool rx_wakeable = false;         // frames wake its sleep (the port's rx_wake_fd is in epoll_fd)
+    bool rx_wakeable = false;         // frames wake its sleep (every port's rx_wake_fd is in epoll_fd)
     bool rx_armed = false;            // ... and it is armed: a frame ends the next sleep (long once the host is quiet)
     std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
@@ -341,7 +348,9 @@ class Dataplane {
   wire::Endpoint self_ep_{};
   std::vector<wire::Endpoint> endpoints_;
   std::array<std::uint8_t, 6> mac_{};
-  std::unique_ptr<FaultPort> port_;  // the opened port, behind the fault injector
+  // The opened ports, each behind its fault injector (faults_), as one.
+  std::unique_ptr<MultiPort> port_;
+  std::vector<FaultPort*> faults_;   // [port]: owned by port_
   FrameAuth auth_;                   // frame keys (dataplane.authenticate)
   RunTokens tokens_;                 // checks gossamerd's run tokens (app.hpp claim_run)
   int icmp_guard_fd_ = -1;

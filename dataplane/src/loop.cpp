@@ -176,7 +176,7 @@ void Dataplane::job_faults(Core&) {
   faults_text_ = text;
   FaultSpec f;
   if (std::string err = parse_faults(text, &f); !err.empty()) spdlog::warn("faults file: {}", err);
-  port_->set(f);
+  for (FaultPort* fp : faults_) fp->set(f);
   spdlog::info("fault injection on received frames: loss {}%, duplicate {}%, reorder {}%", f.loss * 100,
                f.duplicate * 100, f.reorder * 100);
 }

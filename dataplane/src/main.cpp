@@ -88,15 +88,21 @@ int main(int argc, char** argv) {
   // transport: verbs opens its device at start (a missing one is an error
   // that lists the host's devices) and needs no DPDK port.
   dp.set_verbs([] { return gossamer::dataplane::verbs::make_ibv(); });
-  auto open_port = [&](std::uint16_t queues, std::unique_ptr<gossamer::dataplane::Port>* out) {
+  auto open_port = [&](std::uint16_t queues, std::vector<std::unique_ptr<gossamer::dataplane::Port>>* out) {
     if (verbs) {
-      *out = std::make_unique<gossamer::dataplane::NullPort>(queues, "transport: verbs");
+      out->push_back(std::make_unique<gossamer::dataplane::NullPort>(queues, "transport: verbs"));
       return std::string();
     }
-    std::vector<std::string> eal_args = cfg.dataplane.eal_args;
+    // dataplane.ports: each port's vdev goes to the EAL; the ports are
+    // found by name, in the config's order.
+    std::vector<std::string> eal_args = cfg.dataplane.eal_args, names;
+    for (const auto& p : cfg.dataplane.ports) {
+      if (!p.vdev.empty()) eal_args.push_back("--vdev=" + p.vdev);
+      names.push_back(p.device_name());
+    }
     for (std::string& a : dp.cpu_plan().extra_eal_args()) eal_args.push_back(std::move(a));
-    return gossamer::dataplane::DpdkPort::open(argv[0], eal_args, cfg.dataplane.port, queues, cfg.dataplane.mtu,
-                                               cfg.self().data.port, out);
+    return gossamer::dataplane::DpdkPort::open(argv[0], eal_args, names, cfg.dataplane.port, queues,
+                                               cfg.dataplane.mtu, cfg.self().data.port, out);
   };
   if (std::string err = dp.start(open_port); !err.empty()) {
     spdlog::error("{}", err);

@@ -211,6 +211,11 @@ void Dataplane::write_stats() {
   {
     std::ofstream o(tmp);
     write_stats_text(o, sample);
+    // Frames per port (dataplane.ports; one port: port 0).
+    for (std::size_t i = 0; i < port_->links(); ++i) {
+      const MultiPort::Frames f = port_->frames(i);
+      o << "port_rx_frames{port=\"" << i << "\"} " << f.rx << "\nport_tx_frames{port=\"" << i << "\"} " << f.tx << "\n";
+    }
     for (const auto& a : apps_)
       for (std::uint32_t h = 0; h < hosts_; ++h) {
         if (h == self_) continue;

@@ -10,7 +10,9 @@
 // contiguous buffer, which no stage accepts). A received frame is released
 // exactly once, by whoever holds it last; an allocated frame is either sent
 // or released. Queue q is used by one core at a time; alloc and release may
-// be called from any core.
+// be called from any core. A frame to send names the rack host it goes to
+// (`peer`): a dataplane with several ports (port_multi.hpp) sends it on the
+// port that reaches that host.
 #pragma once
 
 #include <array>
@@ -24,6 +26,7 @@ struct Frame {
   void* handle = nullptr;
   std::uint8_t* data = nullptr;
   std::uint32_t len = 0;
+  std::uint32_t peer = UINT32_MAX;  // tx: the host it goes to (UINT32_MAX: not said)
 };
 
 class Port {
@@ -35,7 +38,9 @@ class Port {
   virtual std::uint16_t rx_burst(std::uint16_t q, Frame* out, std::uint16_t n) = 0;
   // A frame of `len` bytes to fill and send; false when none is left.
   virtual bool alloc(std::uint32_t len, Frame* out) = 0;
-  // Sends frames on queue `q`; returns how many the port took. The rest
+  // Sends frames on queue `q`; returns how many the port took, k: the first
+  // k of the array (a port may reorder the array to put them first, as
+  // MultiPort does when the frames go out on different links). The rest
   // stay the caller's.
   virtual std::uint16_t tx_burst(std::uint16_t q, Frame* frames, std::uint16_t n) = 0;
   virtual void release(const Frame& f) = 0;

@@ -124,10 +124,14 @@ std::string prepare_memif(const std::vector<std::string>& eal_args) {
 }
 }  // namespace
 
-std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port_id,
-                           std::uint16_t queues, std::uint32_t mtu, std::uint16_t udp_port,
-                           std::unique_ptr<Port>* out) {
-  std::unique_ptr<DpdkPort> p(new DpdkPort);
+struct DpdkPort::Env {
+  rte_mempool* pool = nullptr;
+  ~Env() { rte_eal_cleanup(); }
+};
+
+std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& eal_args,
+                           const std::vector<std::string>& names, std::uint16_t port_id, std::uint16_t queues,
+                           std::uint32_t mtu, std::uint16_t udp_port, std::vector<std::unique_ptr<Port>>* out) {
   if (std::string err = prepare_memif(eal_args); !err.empty()) return err;
   std::vector<std::string> args{argv0};
   for (const auto& a : eal_args) args.push_back(a);
@@ -136,9 +140,60 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   if (rte_eal_init(int(argv.size()), argv.data()) < 0)
     return std::string("DPDK EAL initialisation failed: ") + rte_strerror(rte_errno) +
            " (check dataplane.eal_args)";
-  p->eal_ready_ = true;
-  p->port_ = port_id;
-  p->queues_ = queues;
+  auto env = std::make_shared<Env>();
+  // Every port checked before any starts; one mbuf pool, with room for the
+  // largest frame any of them needs.
+  std::vector<std::unique_ptr<DpdkPort>> ports;
+  std::uint32_t room = 0;
+  for (std::size_t i = 0; i < std::max<std::size_t>(names.size(), 1); ++i) {
+    std::unique_ptr<DpdkPort> p(new DpdkPort);
+    p->env_ = env;
+    std::uint32_t r = 0;
+    if (std::string err = p->probe(names.empty() ? "" : names[i], port_id, queues, mtu, udp_port, &r); !err.empty())
+      return err;
+    room = std::max(room, r);
+    ports.push_back(std::move(p));
+  }
+  for (const auto& p : ports)
+    if (std::string err = p->check_mtu(room); !err.empty()) return err;
+  // 4096 mbufs per queue, and 2048 more per queue of each further port
+  // (its rx ring's descriptors and frames in flight).
+  const unsigned mbufs = std::max<unsigned>(8191, 4096u * queues + 2048u * queues * unsigned(ports.size() - 1) - 1);
+  env->pool = rte_pktmbuf_pool_create("gsm_pool", mbufs, 256, 0, std::uint16_t(room), int(rte_socket_id()));
+  if (!env->pool)
+    return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno) + " (" + std::to_string(mbufs) +
+           " mbufs of " + std::to_string(room) + " bytes for " + std::to_string(ports.size()) + " port" +
+           (ports.size() == 1 ? "" : "s") + " x " + std::to_string(queues) + " queue" + (queues == 1 ? "" : "s") +
+           "; give the EAL more memory: -m in dataplane.eal_args)";
+  for (auto& p : ports) {
+    p->pool_ = env->pool;
+    if (std::string err = p->start(udp_port); !err.empty()) return p->label_ + ": " + err;
+    out->push_back(std::move(p));
+  }
+  return "";
+}
+
+std::string DpdkPort::probe(const std::string& name, std::uint16_t port_id, std::uint16_t queues, std::uint32_t mtu,
+                            std::uint16_t udp_port, std::uint32_t* room_out) {
+  if (!name.empty()) {
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+      std::string have;
+      std::uint16_t id;
+      RTE_ETH_FOREACH_DEV(id) {
+        char n[RTE_ETH_NAME_MAX_LEN] = "";
+        rte_eth_dev_get_name_by_port(id, n);
+        have += (have.empty() ? "" : ", ") + std::string(n);
+      }
+      return "DPDK port '" + name + "' does not exist (the EAL has " + (have.empty() ? "none" : have) +
+             "; check dataplane.ports and dataplane.eal_args)";
+    }
+    label_ = "port " + std::to_string(port_id) + " (" + name + ")";
+  } else {
+    label_ = "port " + std::to_string(port_id);
+  }
+  port_ = port_id;
+  queues_ = queues;
+  mtu_ = mtu;
   if (!rte_eth_dev_is_valid_port(port_id))
     return "DPDK port " + std::to_string(port_id) + " does not exist (" + std::to_string(rte_eth_dev_count_avail()) +
            " ports; give a --vdev such as net_af_packet0,iface=veth0 in dataplane.eal_args)";
@@ -146,8 +201,8 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   rte_eth_dev_info info{};
   if (int r = rte_eth_dev_info_get(port_id, &info); r < 0)
     return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
-  p->driver_ = info.driver_name ? info.driver_name : "?";
-  if (p->driver_ == "net_af_packet" && info.if_index && udp_port) {
+  driver_ = info.driver_name ? info.driver_name : "?";
+  if (driver_ == "net_af_packet" && info.if_index && udp_port) {
     // The driver's packet sockets take every frame of the interface (the
     // kernel's TCP too: a benchmark's, gossamerd's), which a core would wake
     // for, read and drop. A filter, attached once, leaves them only ours.
@@ -158,33 +213,43 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
     for (int fd : packet_sockets_on(int(info.if_index)))
       if (err = gossamer_filter(fd, udp_port, 0x40000); err.empty()) ++filtered;
     if (filtered)
-      spdlog::info("{}: {} driver socket{} take only UDP port {}", p->driver_, filtered, filtered == 1 ? "" : "s",
+      spdlog::info("{}: {} driver socket{} take only UDP port {}", driver_, filtered, filtered == 1 ? "" : "s",
                    udp_port);
     else
       spdlog::warn("{}: could not filter the driver's sockets ({}): every frame of the interface reaches the cores",
-                   p->driver_, err.empty() ? "none found in /proc/self/fd" : err);
+                   driver_, err.empty() ? "none found in /proc/self/fd" : err);
   }
   if (info.max_rx_queues < queues || info.max_tx_queues < queues)
-    return "dataplane.cores is " + std::to_string(queues) + ", but port " + std::to_string(port_id) + " (" +
-           p->driver_ + ") has " + std::to_string(info.max_rx_queues) + " rx and " +
-           std::to_string(info.max_tx_queues) + " tx queues; every core needs one of each " +
-           "(net_af_packet: qpairs=" + std::to_string(queues) + ", net_af_xdp: queue_count=" +
-           std::to_string(queues) + " in the --vdev argument)";
+    return "dataplane.cores is " + std::to_string(queues) + ", but " + label_ + " (" + driver_ + ") has " +
+           std::to_string(info.max_rx_queues) + " rx and " + std::to_string(info.max_tx_queues) +
+           " tx queues; every core needs one of each " + "(net_af_packet: qpairs=" + std::to_string(queues) +
+           ", net_af_xdp: queue_count=" + std::to_string(queues) + " in the --vdev argument)";
   // One mbuf holds a whole frame of the MTU (a chained one is dropped).
   // af_packet also wants every ring frame to fit one.
   std::uint32_t room =
       std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + mtu);
-  if (const std::string fs = devarg(info, "framesz"); p->driver_ == "net_af_packet" && !fs.empty())
+  if (const std::string fs = devarg(info, "framesz"); driver_ == "net_af_packet" && !fs.empty())
     room = std::max<std::uint32_t>(room, RTE_PKTMBUF_HEADROOM + std::uint32_t(std::strtoul(fs.c_str(), nullptr, 10)));
-  room = (room + 63) & ~63u;
+  *room_out = (room + 63) & ~63u;
+  return "";
+}
+
+std::string DpdkPort::check_mtu(std::uint32_t room) const {
+  rte_eth_dev_info info{};
+  if (int r = rte_eth_dev_info_get(port_, &info); r < 0)
+    return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
   std::string why;
-  if (const std::uint32_t limit = mtu_limit(info, p->driver_, room - RTE_PKTMBUF_HEADROOM, &why); mtu > limit)
-    return "dataplane.mtu is " + std::to_string(mtu) + ", but port " + std::to_string(port_id) + " carries at most " +
+  if (const std::uint32_t limit = mtu_limit(info, driver_, room - RTE_PKTMBUF_HEADROOM, &why); mtu_ > limit)
+    return "dataplane.mtu is " + std::to_string(mtu_) + ", but " + label_ + " carries at most " +
            std::to_string(limit) + " (" + why + ")";
-  p->mtu_ = mtu;
-  p->pool_ = rte_pktmbuf_pool_create("gsm_pool", std::max<unsigned>(8191, 4096u * queues - 1), 256, 0,
-                                     std::uint16_t(room), int(rte_socket_id()));
-  if (!p->pool_) return std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno);
+  return "";
+}
+
+std::string DpdkPort::start(std::uint16_t udp_port) {
+  const std::uint16_t port_id = port_, queues = queues_;
+  rte_eth_dev_info info{};
+  if (int r = rte_eth_dev_info_get(port_id, &info); r < 0)
+    return "rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
   rte_eth_conf conf{};
   if (queues > 1 && (info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP))) {
     // A NIC spreads flows over the queues; the vdevs spread by their own
@@ -199,64 +264,64 @@ std::string DpdkPort::open(const char* argv0, const std::vector<std::string>& ea
   rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &nrx, &ntx);
   const int sock = rte_eth_dev_socket_id(port_id);
   for (std::uint16_t q = 0; q < queues; ++q) {
-    if (int r = rte_eth_rx_queue_setup(port_id, q, nrx, sock < 0 ? 0 : unsigned(sock), nullptr, p->pool_); r < 0)
+    if (int r = rte_eth_rx_queue_setup(port_id, q, nrx, sock < 0 ? 0 : unsigned(sock), nullptr, pool_); r < 0)
       return "rx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
     if (int r = rte_eth_tx_queue_setup(port_id, q, ntx, sock < 0 ? 0 : unsigned(sock), nullptr); r < 0)
       return "tx queue " + std::to_string(q) + " setup: " + std::string(rte_strerror(-r));
   }
   if (int r = rte_eth_dev_start(port_id); r < 0) return "port start: " + std::string(rte_strerror(-r));
-  p->started_ = true;
-  if (p->driver_ == "net_memif" && devarg(info, "role") == "client") {
-    p->memif_socket_ = devarg(info, "socket");
-    p->memif_inode_ = socket_inode(p->memif_socket_);
+  started_ = true;
+  if (driver_ == "net_memif" && devarg(info, "role") == "client") {
+    memif_socket_ = devarg(info, "socket");
+    memif_inode_ = socket_inode(memif_socket_);
   }
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
-  std::memcpy(p->mac_.data(), mac.addr_bytes, 6);
+  std::memcpy(mac_.data(), mac.addr_bytes, 6);
   // af_packet has no receive interrupts: a wake socket per queue lets a
   // sleeping core hear frames (rx_wake.hpp). Without one, it wakes on a timer.
-  if (p->driver_ == "net_af_packet") {
+  if (driver_ == "net_af_packet") {
     std::string err = info.if_index ? "" : "the driver names no interface";
     for (std::uint16_t q = 0; q < queues && err.empty(); ++q) {
       RxWakeSocket s;
-      if (err = RxWakeSocket::open(int(info.if_index), udp_port, &s); err.empty()) p->wake_.push_back(std::move(s));
+      if (err = RxWakeSocket::open(int(info.if_index), udp_port, &s); err.empty()) wake_.push_back(std::move(s));
     }
-    p->wake_warned_.assign(p->wake_.size(), 0);
+    wake_warned_.assign(wake_.size(), 0);
     if (!err.empty()) {
-      p->wake_.clear();
+      wake_.clear();
       spdlog::warn("no wake socket for {} ({}): sleeping cores wake every millisecond to look for frames",
-                   p->driver_, err);
+                   driver_, err);
     }
   }
   // af_xdp: Gossamer's XDP program signals a sleeping queue (xdp_wake.hpp).
-  if (p->driver_ == "net_af_xdp") {
-    std::string err = info.if_index ? XdpWake::open(int(info.if_index), queues, &p->xdp_wake_)
+  if (driver_ == "net_af_xdp") {
+    std::string err = info.if_index ? XdpWake::open(int(info.if_index), queues, &xdp_wake_)
                                     : "the driver names no interface";
     if (!err.empty())
       spdlog::warn("no XDP wake-up for {} ({}): sleeping cores wake every millisecond to look for frames",
-                   p->driver_, err);
-    p->wake_warned_.assign(queues, 0);
+                   driver_, err);
+    wake_warned_.assign(queues, 0);
   }
   // memif: a doorbell beside the socket (memif_wake.hpp), for a path socket.
-  if (p->driver_ == "net_memif") {
+  if (driver_ == "net_memif") {
     std::string err = devarg(info, "socket-abstract") != "no"
                           ? "an abstract socket (the doorbell needs socket-abstract=no)"
                           : MemifWake::open(devarg(info, "socket"), devarg(info, "role") == "client", queues,
-                                            &p->memif_wake_);
+                                            &memif_wake_);
     if (!err.empty())
       spdlog::warn("no memif wake-up ({}): sleeping cores wake every millisecond to look for frames", err);
-    p->wake_warned_.assign(queues, 0);
+    wake_warned_.assign(queues, 0);
   }
-  *out = std::move(p);
   return "";
 }
+
 
 DpdkPort::~DpdkPort() {
   if (started_) {
     rte_eth_dev_stop(port_);
     rte_eth_dev_close(port_);
   }
-  if (eal_ready_) rte_eal_cleanup();
+  // The EAL goes with the last port (env_).
 }
 
 std::uint16_t DpdkPort::rx_burst(std::uint16_t q, Frame* out, std::uint16_t n) {

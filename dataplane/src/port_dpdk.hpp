@@ -1,6 +1,6 @@
-// A DPDK ethdev as the dataplane's port (port.hpp): the EAL, the mbuf pool,
-// one rx and one tx queue per polling core. The only file that calls
-// rte_eth_* and rte_pktmbuf_*.
+// DPDK ethdevs as the dataplane's ports (port.hpp): the EAL and one mbuf
+// pool, shared by every port, and on each port one rx and one tx queue per
+// polling core. The only file that calls rte_eth_* and rte_pktmbuf_*.
 #pragma once
 
 #include <memory>
@@ -13,20 +13,23 @@
 #include "xdp_wake.hpp"
 
 struct rte_mempool;
+struct rte_eth_dev_info;
 
 namespace gossamer::dataplane {
 
 class DpdkPort final : public Port {
  public:
-  // Initialises the EAL with `eal_args` and starts port `port` with
+  // Initialises the EAL with `eal_args` and starts the ports named in
+  // `names` (ethdev names: a vdev's, "net_memif1", or a PCI address; in
+  // that order in `out`), or, with no names, port id `port`; each with
   // `queues` rx and tx queues, for frames of `mtu` IP bytes (mbufs hold one
-  // whole; the port must carry it). `udp_port`: the dataplane's own UDP
+  // whole; every port must carry it). `udp_port`: the dataplane's own UDP
   // port; on af_packet only frames to it reach the driver's sockets and wake
   // a core (the interface's other traffic stays the kernel's). Returns "" or
-  // an error naming what to check.
-  static std::string open(const char* argv0, const std::vector<std::string>& eal_args, std::uint16_t port,
-                          std::uint16_t queues, std::uint32_t mtu, std::uint16_t udp_port,
-                          std::unique_ptr<Port>* out);
+  // an error naming the port and what to check.
+  static std::string open(const char* argv0, const std::vector<std::string>& eal_args,
+                          const std::vector<std::string>& names, std::uint16_t port, std::uint16_t queues,
+                          std::uint32_t mtu, std::uint16_t udp_port, std::vector<std::unique_ptr<Port>>* out);
   ~DpdkPort() override;
   // True once a port asked for its process to be started again (maintain:
   // a memif client with several queues whose server came back). The
@@ -54,11 +57,20 @@ class DpdkPort final : public Port {
   std::string describe() const override;
 
  private:
+  struct Env;  // the EAL and the mbuf pool, shared by the ports
   DpdkPort() = default;
+  // Finds the port and checks it (queues, MTU); sets *room to the mbuf
+  // room it needs. Then start() on the pool made for every port.
+  std::string probe(const std::string& name, std::uint16_t id, std::uint16_t queues, std::uint32_t mtu,
+                    std::uint16_t udp_port, std::uint32_t* room);
+  std::string check_mtu(std::uint32_t room) const;
+  std::string start(std::uint16_t udp_port);
+  std::shared_ptr<Env> env_;
   std::uint16_t port_ = 0, queues_ = 0;
+  std::string label_;  // "port 0", or "port 1 (net_memif1)"
   std::array<std::uint8_t, 6> mac_{};
   rte_mempool* pool_ = nullptr;
-  bool eal_ready_ = false, started_ = false;
+  bool started_ = false;
   std::string driver_;
   std::vector<RxWakeSocket> wake_;  // per queue, for drivers without rx interrupts (af_packet)
   XdpWake xdp_wake_;                // af_xdp with Gossamer's XDP program: its wake ring buffer

@@ -135,17 +135,42 @@ std::string Dataplane::load_keys() {
   return auth_.set_secret(secret);
 }
 
-// The port, behind the fault injector (`<socket>.faults`, read by core 0).
+std::vector<std::uint16_t> port_of_peers(const config::Config& cfg) {
+  std::vector<std::uint16_t> link_of(cfg.rack.hosts.size(), 0);
+  for (std::size_t i = 0; i < cfg.dataplane.ports.size(); ++i)
+    for (std::uint32_t h : cfg.dataplane.ports[i].peer_index)
+      if (h < link_of.size()) link_of[h] = std::uint16_t(i);
+  if (cfg.host.index < link_of.size()) link_of[cfg.host.index] = MultiPort::kNoLink;
+  return link_of;
+}
+
+// The ports, each behind its fault injector (`<socket>.faults`, read by
+// core 0), as one port that sends each frame on its peer's
+// (dataplane.ports; port_multi.hpp).
 std::string Dataplane::open_port(const PortOpener& open) {
-  std::unique_ptr<Port> p;
-  if (std::string err = open(std::uint16_t(ncores_), &p); !err.empty()) return err;
-  if (p->queues() < ncores_)
-    return "the port has " + std::to_string(p->queues()) + " queues; dataplane.cores is " + std::to_string(ncores_);
-  tsc_hz_ = p->tsc_hz() ? p->tsc_hz() : measure_tsc_hz();
-  mac_ = p->mac();
+  std::vector<std::unique_ptr<Port>> links;
+  if (std::string err = open(std::uint16_t(ncores_), &links); !err.empty()) return err;
+  const auto& cfg_ports = cfg_.dataplane.ports;
+  const std::size_t want = verbs_mode_ || cfg_ports.empty() ? 1 : cfg_ports.size();
+  if (links.size() != want)
+    return "opened " + std::to_string(links.size()) + " ports for " + std::to_string(want) + " (dataplane.ports)";
+  for (std::size_t i = 0; i < links.size(); ++i)
+    if (links[i]->queues() < ncores_)
+      return "port " + std::to_string(i) + " has " + std::to_string(links[i]->queues()) +
+             " queues; dataplane.cores is " + std::to_string(ncores_);
+  tsc_hz_ = links[0]->tsc_hz() ? links[0]->tsc_hz() : measure_tsc_hz();
+  std::vector<std::uint16_t> link_of = port_of_peers(cfg_);
+  if (verbs_mode_)
+    for (std::uint16_t& l : link_of) l = l == MultiPort::kNoLink ? l : 0;
+  for (auto& l : links) {
+    auto f = std::make_unique<FaultPort>(std::move(l), tsc_hz_ / 1000);  // a reordered frame waits up to 1 ms
+    faults_.push_back(f.get());
+    l = std::move(f);
+  }
+  if (std::string err = MultiPort::make(std::move(links), std::move(link_of), &port_); !err.empty()) return err;
+  mac_ = port_->mac();
   if (cfg_.self().mac && std::memcmp(cfg_.self().mac->data(), mac_.data(), 6) != 0)
     spdlog::warn("the port's MAC differs from rack.hosts[{}].mac; peers will not reach us", self_);
-  port_ = std::make_unique<FaultPort>(std::move(p), tsc_hz_ / 1000);  // a reordered frame waits up to 1 ms
   return "";
 }
 

@@ -179,6 +179,7 @@ void UdpTransport::transmit(std::uint32_t peer, const std::uint8_t* payload, std
     ++k_.stats.tx_failed;  // the retransmission timer covers it
     return;
   }
+  fr.peer = peer;
   std::memcpy(fr.data + wire::kL2L4Bytes, payload, len);
   if (sign) FrameAuth::sign(send_keys_[peer], payload, len, fr.data + wire::kL2L4Bytes + len);
   if (!k_.mac_known[peer]) [[unlikely]] {

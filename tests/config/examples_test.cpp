@@ -44,7 +44,8 @@ TEST(Examples, AllLoadWithoutErrors) {
 }
 
 // defaults.yaml documents the schema: it must mention every key (only the
-// optional MAC and runtime.max_outstanding, whose absence means "the
+// optional MAC, dataplane.ports, whose absence means "the one port
+// dataplane.port", and runtime.max_outstanding, whose absence means "the
 // program's own value", are left commented out), and with every value at
 // its default.
 TEST(Examples, DefaultsYamlSpellsOutEveryKeyWithItsDefault) {
@@ -52,7 +53,8 @@ TEST(Examples, DefaultsYamlSpellsOutEveryKeyWithItsDefault) {
   const auto r = detail::load_string_traced(read(kExamples / "defaults.yaml"), "defaults.yaml",
                                             defaulted);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(defaulted, (std::vector<std::string>{"rack.hosts[0].mac", "runtime.max_outstanding"}));
+  EXPECT_EQ(defaulted,
+            (std::vector<std::string>{"rack.hosts[0].mac", "dataplane.ports", "runtime.max_outstanding"}));
   const auto empty = load_string("", "empty.yaml");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(r.config(), empty.config());

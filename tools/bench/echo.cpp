@@ -1,10 +1,12 @@
 // echo: small closures echoed between the two hosts of a rack. A rack
 // application: start it on every host with the same GOSSAMER_RUN_ID (see
-// tools/bench/echo-rack, which also runs the kernel-TCP baseline).
+// tools/bench/echo-rack, which also runs the kernel-TCP baseline). On a rack
+// of more hosts, host 0's fibers address the trustees of all the others
+// (started by hand, e.g. over a memif mesh: one peer per port).
 //
 // Host 0's threads each run F fibers; every fiber repeatedly applies, with a
 // blocking apply, a closure that captures a B-byte payload to a counter on
-// one of host 1's trustees (round robin over them); the closure bumps the
+// one of the other hosts' trustees (round robin over them); the closure bumps the
 // counter and returns the payload, which the fiber checks. Each request's
 // latency is measured with steady_clock around the apply. After S seconds
 // the fibers stop issuing (requests in flight still complete and count) and
@@ -34,7 +36,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kFixed = 32;       // the captured-array payload size
-constexpr std::size_t kMaxTargets = 64;  // host-1 trustees addressed
+constexpr std::size_t kMaxTargets = 64;  // trustees addressed (on hosts 1..)
 
 struct Params {
   std::size_t threads = 4, fibers = 32, size = 32;
@@ -58,26 +60,27 @@ void fill(char* p, std::size_t n, std::uint64_t id, std::uint64_t seq) {
   for (std::size_t i = 0; i < n; ++i) p[i] = char((x >> ((i % 8) * 8)) + i);
 }
 
-// The host-0 share of the rack's threads (abi::host_threads with 2 hosts).
+// The host-0 share of the rack's threads (abi::host_threads).
 std::size_t host0_threads(std::size_t total, std::size_t hosts) {
   return total / hosts + (total % hosts ? 1 : 0);
 }
 
 int bench(const Params& p) {
   const std::size_t n = gossamer::thread_count();
-  if (gossamer::host_count() != 2) {
-    std::fprintf(stderr, "echo: needs a rack of exactly 2 hosts (this one has %zu); run it with tools/bench/echo-rack\n",
-                 gossamer::host_count());
+  const std::size_t hosts = gossamer::host_count();
+  if (hosts < 2) {
+    std::fprintf(stderr, "echo: needs a rack of at least 2 hosts (this one has %zu); run it with tools/bench/echo-rack\n",
+                 hosts);
     return 2;
   }
-  const std::size_t c0 = host0_threads(n, 2);  // threads [0, c0) are on host 0, [c0, n) on host 1
+  const std::size_t c0 = host0_threads(n, hosts);  // threads [0, c0) are on host 0, [c0, n) on the others
   const std::size_t targets = std::min(n - c0, kMaxTargets);
   if (c0 == 0 || targets == 0) {
     std::fprintf(stderr, "echo: --threads %zu leaves a host without threads\n", n);
     return 2;
   }
 
-  // One counter on each host-1 trustee.
+  // One counter on each trustee of hosts 1...
   std::vector<gossamer::Trust<long>> counters;
   std::array<gossamer::TrustRef<long>, kMaxTargets> refs{};
   for (std::size_t i = 0; i < targets; ++i) {

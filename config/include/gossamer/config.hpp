@@ -54,6 +54,11 @@
 //   renamed key         'driver' was renamed: transport: udp | verbs (udp is what driver dpdk or auto was)
 //   socket path         path is N bytes, a unix socket path holds at most 107
 //                         (N counts each {host} as 63 bytes, the longest name)
+//   port peers          no host named 'N' in rack.hosts | 'N' is this host, not a peer
+//                       | duplicate peer 'N' (also dataplane.ports[I])
+//                       | host 'N' is reached through no port (list it in the peers of one of dataplane.ports)
+//   port device         give vdev or name, not both | duplicate device 'D' (also dataplane.ports[I])
+//                       | dataplane.port and dataplane.ports exclude each other (ports[i] names each port)
 //   YAML syntax         YAML syntax error: <yaml-cpp's message>
 //   several documents   expected one YAML document, found another
 //   unreadable file     cannot read file: <strerror>
@@ -138,6 +143,18 @@ struct VerbsConfig {
   bool operator==(const VerbsConfig&) const = default;
 };
 
+// One entry of `dataplane.ports`: a DPDK port and the peers reached through
+// it (dataplane/README.md "Several ports"). Exactly one of `vdev` and `name`.
+struct PortConfig {
+  std::string vdev;                  // a virtual device: the EAL gets --vdev=VDEV; its name is before the first ','
+  std::string name;                  // or an ethdev the EAL probes anyway (a PCI address allowed in eal_args)
+  std::vector<std::string> peers;    // rack.hosts names, not this host's
+  std::vector<std::uint32_t> peer_index;  // the same as rack.hosts indices (set by the loader)
+  // The ethdev name DPDK gives the port: `name`, or `vdev` up to its first ','.
+  std::string device_name() const { return name.empty() ? vdev.substr(0, vdev.find(',')) : name; }
+  bool operator==(const PortConfig&) const = default;
+};
+
 // `dataplane`: the per-host gossamer-dataplane process.
 struct DataplaneConfig {
   Transport transport = Transport::udp;
@@ -146,6 +163,10 @@ struct DataplaneConfig {
   // small machine; production hosts should drop --no-huge and -m.
   std::vector<std::string> eal_args = {"--no-huge", "-m", "256", "--no-shconf"};
   std::uint16_t port = 0;         // DPDK port id
+  // Several DPDK ports, one per peer link (a memif mesh, a dual-port NIC):
+  // every peer is reached through exactly one; each polling core owns a
+  // queue pair on each. Empty: the one port `port`, for every peer.
+  std::vector<PortConfig> ports;
   VerbsConfig verbs;
   std::uint32_t cores = 1;        // polling cores
   // The data network's MTU (IPv4 packet bytes of a frame). Frames are cut
