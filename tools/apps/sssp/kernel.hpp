@@ -45,11 +45,12 @@ inline void for_each_concurrently(std::size_t n, F&& fn) {
 struct Deliver {
   std::uint32_t round, piece, pieces;
   Reports report;
+  std::uint64_t stamp;  // the sender's critical path when it sent this (Summary::path)
   void operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
     const double t0 = thread_cpu_s();
     auto p = l.lock();
     const std::uint64_t r0 = p->relaxations();
-    p->receive(round, piece, pieces, report, batch);
+    p->receive(round, piece, pieces, report, stamp, batch);
     p->add_round_work(round, thread_cpu_s() - t0, p->relaxations() - r0);
   }
 };
@@ -75,6 +76,7 @@ struct Solve {
     for (std::uint32_t round = 0;; ++round) {
       std::vector<std::vector<std::uint64_t>> batches;
       Reports all;
+      std::uint64_t stamp;
       {
         // Held only while computing: no blocking call under it, so a batch
         // from another partition always finds it free.
@@ -86,6 +88,7 @@ struct Solve {
         batches = p->take_updates();
         all = p->end_round();
         p->add_round_work(round, thread_cpu_s() - t0, p->relaxations() - r0);
+        stamp = p->clock();
       }
       const Reports mine = all;
       std::uint64_t sent = 0;
@@ -98,7 +101,7 @@ struct Solve {
           std::vector<std::uint64_t> piece =
               pieces == 1 ? std::move(b)
                           : std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(lo), b.begin() + std::ptrdiff_t(hi));
-          refs[to].apply_with_then(Deliver{round, i, pieces, mine}, [] {}, std::move(piece));
+          refs[to].apply_with_then(Deliver{round, i, pieces, mine, stamp}, [] {}, std::move(piece));
           ++sent;
         }
       }
@@ -161,6 +164,7 @@ inline Run run_kernel(Parts& parts, std::uint32_t root, std::uint32_t window) {
     run.summary.light_relaxations += s.light_relaxations;
     run.summary.updates_sent += s.updates_sent;
     run.summary.batches_sent += s.batches_sent;
+    run.summary.path = std::max(run.summary.path, s.path);
   });
   for (std::size_t r = 0; r < run.rounds; ++r) {
     RoundWork busiest;

@@ -104,7 +104,17 @@ struct Summary {
   std::uint64_t light_relaxations = 0;  // of which light (w < delta)
   std::uint64_t updates_sent = 0;   // (vertex, distance, parent) updates sent to other partitions
   std::uint64_t batches_sent = 0;   // apply_with requests that carried them
+  // The longest chain of work to the end of the run on this partition, in
+  // relaxations: its relaxations and applied updates, and for each batch
+  // it applied, the sender's chain when it sent it plus kMessageCost. The
+  // largest over the partitions is the run's critical path: how long it
+  // would take with a free CPU per partition, whatever the machine's load.
+  std::uint64_t path = 0;
 };
+// What a message between partitions costs on the critical path, in
+// relaxations: about 100 µs at 10 ns a relaxation (scale 20, 1 thread, on
+// this VM when quiet), the cost of a round measured at scale 10.
+inline constexpr std::uint64_t kMessageCost = 10000;
 
 class Partition {
  public:
@@ -190,6 +200,7 @@ class Partition {
     waiter_ = nullptr;
     stats_ = {};
     round_work_.clear();
+    clock_ = 0;
     if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f, root);
   }
 
@@ -299,7 +310,8 @@ class Partition {
   // Round r+1's batches can arrive before we have all of round r's (a
   // partition is at most one round ahead of another), hence two inboxes.
   void receive(std::uint32_t round, std::uint32_t piece, std::uint32_t pieces, Reports report,
-               const std::vector<std::uint64_t>& batch) {
+               std::uint64_t stamp, const std::vector<std::uint64_t>& batch) {
+    clock_ = std::max(clock_, stamp + kMessageCost) + batch.size() / kUpdateWords;
     apply_updates(batch);
     Inbox& in = inbox_[round & 1];
     if (piece == 0) {
@@ -344,12 +356,15 @@ class Partition {
     if (r >= round_work_.size()) round_work_.resize(std::size_t(r) + 1);
     round_work_[r].cpu_s += cpu_s;
     round_work_[r].relaxations += relaxations;
+    clock_ += relaxations;
   }
+  std::uint64_t clock() const { return clock_; }
   const std::vector<RoundWork>& round_work() const { return round_work_; }
   std::uint64_t relaxations() const { return stats_.relaxations; }
 
   Summary summary() const {
     Summary s = stats_;
+    s.path = clock_;
     for (std::uint32_t v = 0; v < n_local_; ++v)
       if (key_[v] != kInf) {
         ++s.reached;
@@ -499,6 +514,7 @@ class Partition {
   std::vector<std::vector<std::uint32_t>> touched_;        // per destination: slots queued this round
   Summary stats_{};
   std::vector<RoundWork> round_work_;  // by round
+  std::uint64_t clock_ = 0;            // the run's critical path to here (Summary::path)
 };
 
 // A Latch<Partition> is what host 0 entrusts. cereal finds this by

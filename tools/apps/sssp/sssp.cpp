@@ -173,6 +173,7 @@ int drive(const Params& prm) {
     total.summary.light_relaxations += run.summary.light_relaxations;
     total.summary.updates_sent += run.summary.updates_sent;
     total.summary.batches_sent += run.summary.batches_sent;
+    total.summary.path += run.summary.path;
     if (!prm.validate) {
       res.validate_times.push_back(-1);
       continue;
@@ -198,14 +199,14 @@ int drive(const Params& prm) {
   const double hmean_teps = double(res.times.size()) / secs_per_edge;
   std::printf("sssp scale=%u edgefactor=%u hosts=%zu threads=%zu roots=%zu time_s=%.6f teps=%.4g validated=%s "
               "root=%u delta=%g rounds=%llu reached=%llu edges=%llu relaxations=%llu light=%llu updates=%llu "
-              "batches=%llu cpu_s=%.4f critical_s=%.4f critical_relaxations=%llu build_s=%.3f arcs=%llu\n",
+              "batches=%llu cpu_s=%.4f critical_s=%.4f critical_relaxations=%llu path=%llu build_s=%.3f arcs=%llu\n",
               spec.scale, spec.edgefactor, gossamer::host_count(), nparts, res.times.size(), time_stats.median,
               hmean_teps, !prm.validate ? "skipped" : valid ? "yes" : "no", roots[0], double(prm.delta),
               (unsigned long long)total.rounds, (unsigned long long)first.summary.reached,
               (unsigned long long)first.edges(), (unsigned long long)total.summary.relaxations,
               (unsigned long long)total.summary.light_relaxations,
               (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent, total.cpu_s, total.critical_s,
-              (unsigned long long)total.critical_relaxations,
+              (unsigned long long)total.critical_relaxations, (unsigned long long)total.summary.path,
               res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
   if (valid)
     print_results(stdout, res);
