@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--threads 4] [--skip-validation]
+//        [--delta 0.05] [--window 0] [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
 //   sssp scale=14 edgefactor=16 hosts=2 threads=4 roots=64 time_s=... teps=... validated=yes ...
@@ -44,7 +44,9 @@ struct Params {
   std::size_t roots = 64;             // the reference's NBFS
   bool validate = true;
   Corrupt corrupt = Corrupt::none;
-  float delta = 0.05f;  // ~1.6 / average degree (32): near-minimal relaxations, ~90 rounds at scale 16
+  // ~1.6 / average degree (32): near-minimal relaxations, ~47 rounds a root
+  // at scale 16 on 2 partitions
+  float delta = 0.05f;
   std::size_t threads = 4;
   std::uint32_t window = 0;  // light buckets per round; 0: 1 on one partition, 2 on more
   gossamer::Polling polling = gossamer::Polling::adaptive;
@@ -205,7 +207,8 @@ int drive(const Params& prm) {
               (unsigned long long)total.rounds, (unsigned long long)first.summary.reached,
               (unsigned long long)first.edges(), (unsigned long long)total.summary.relaxations,
               (unsigned long long)total.summary.light_relaxations,
-              (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent, total.cpu_s, total.critical_s,
+              (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent,
+              total.cpu_s, total.critical_s,
               (unsigned long long)total.critical_relaxations, (unsigned long long)total.summary.path,
               res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
   if (valid)
