@@ -13,6 +13,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <ctime>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -36,6 +37,24 @@ struct Arc {
   float w;
 };
 inline constexpr std::uint32_t kNoBucket = ~std::uint32_t(0);
+
+// This thread's CPU time in seconds: what a partition's work costs, apart
+// from the time its thread waits for a CPU on a loaded machine.
+inline double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// One round's work on one partition.
+struct RoundWork {
+  double cpu_s = 0;
+  std::uint64_t relaxations = 0;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(cpu_s, relaxations);
+  }
+};
 
 class Partition;
 using PartitionRef = gossamer::TrustRef<gossamer::Latch<Partition>>;
@@ -65,16 +84,6 @@ inline constexpr std::uint32_t kNone = ~std::uint32_t(0);  // no parent: unreach
 // the owner, other end, weight bits).
 inline constexpr std::size_t kHalfWords = 3;
 
-// What one round produced on one partition: a batch per destination
-// partition (empty for itself), the lowest bucket it may have filled (its
-// own lowest live bucket, or the lowest bucket of a distance it sends) and
-// whether vertices await their heavy phase.
-struct Outgoing {
-  std::vector<std::vector<std::uint64_t>> batches;
-  std::uint32_t low = kNoBucket;
-  bool settled = false;
-};
-
 // What every partition reported for one round, combined (min of the lows,
 // or of the settled flags): all partitions see the same and so decide the
 // same next step (kernel.hpp).
@@ -92,9 +101,20 @@ struct Summary {
   std::uint64_t reached = 0;
   std::uint64_t half_edges = 0;     // adjacency entries of reached vertices (self-loops are not stored)
   std::uint64_t relaxations = 0;    // edges relaxed
+  std::uint64_t light_relaxations = 0;  // of which light (w < delta)
   std::uint64_t updates_sent = 0;   // (vertex, distance, parent) updates sent to other partitions
   std::uint64_t batches_sent = 0;   // apply_with requests that carried them
+  // The longest chain of work to the end of the run on this partition, in
+  // relaxations: its relaxations and applied updates, and for each batch
+  // it applied, the sender's chain when it sent it plus kMessageCost. The
+  // largest over the partitions is the run's critical path: how long it
+  // would take with a free CPU per partition, whatever the machine's load.
+  std::uint64_t path = 0;
 };
+// What a message between partitions costs on the critical path, in
+// relaxations: about 100 µs at 10 ns a relaxation (scale 20, 1 thread, on
+// this VM when quiet), the cost of a round measured at scale 10.
+inline constexpr std::uint64_t kMessageCost = 10000;
 
 class Partition {
  public:
@@ -174,65 +194,113 @@ class Partition {
     settled_.clear();
     buckets_.clear();
     scan_from_ = 0;
+    active_ = kNoBucket;
     inbox_[0] = inbox_[1] = {};
+    sent_min_ = kInf;
     waiter_ = nullptr;
     stats_ = {};
+    round_work_.clear();
+    clock_ = 0;
     if (root % setup_.parts == setup_.index) improve(root / setup_.parts, 0.0f, root);
   }
 
-  // One round's work on this partition: first, when `heavy`, the heavy arcs
-  // of every vertex processed since the last heavy phase (at its current
-  // distance); then, unless g is kNoBucket, the light arcs of bucket g's
-  // vertices until bucket g stays empty here. Improvements of our own
-  // vertices are applied at once (and processed in this same round when
-  // they fall in bucket g); relaxations of other partitions' vertices are
-  // combined per target (minimum distance) into one batch per destination.
-  Outgoing step(bool heavy, std::uint32_t g) {
-    if (heavy) {
-      for (std::uint32_t v : settled_) {
-        in_settled_[v] = 0;
-        const float d = key_[v];
-        const std::uint32_t gv = global(v);
-        for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
+  // ---- a round's work (kernel.hpp drives it) ---------------------------------
+  // g is the lowest bucket that any partition reported live after the last
+  // round (kNoBucket: none).
+  //
+  // The heavy phase, first in a round: the heavy arcs of every vertex whose
+  // light arcs were relaxed at its current distance, in a bucket below g
+  // (no light work is left below g anywhere, so that distance is final
+  // unless another heavy arc lowers it).
+  void heavy(std::uint32_t g) {
+    std::size_t keep = 0;
+    for (std::uint32_t v : settled_) {
+      const float d = key_[v];
+      if (bucket_of(d) >= g || relaxed_at_[v] != d) {  // not final yet: wait
+        settled_[keep++] = v;
+        continue;
       }
-      settled_.clear();
+      in_settled_[v] = 0;
+      const std::uint32_t gv = global(v);
+      for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
     }
-    std::vector<std::uint32_t> current;
-    while (g < buckets_.size() && !buckets_[g].empty()) {
-      current.swap(buckets_[g]);  // new members of g land in the emptied vector
-      for (std::uint32_t v : current) {
-        const float d = key_[v];
-        if (bucket_of(d) != g || relaxed_at_[v] == d) continue;  // stale or done at this distance
-        relaxed_at_[v] = d;
-        if (!in_settled_[v]) {
-          in_settled_[v] = 1;
-          settled_.push_back(v);
+    settled_.resize(keep);
+  }
+
+  // The light phase: the light arcs of buckets g .. g + window - 1, in
+  // order, each until it stays empty here. Within a bucket the vertices go
+  // in order of distance, by sub-buckets of delta / kSub (a vertex relaxed
+  // before a lower distance reaches it relaxes its light arcs again).
+  // Improvements of our own vertices are applied at once (and processed in
+  // this same call when they fall in the window); relaxations of other
+  // partitions' vertices are combined per target (minimum distance) until
+  // take_updates().
+  void light(std::uint32_t g, std::uint32_t window) {
+    const std::uint64_t before = stats_.relaxations;
+    const std::uint64_t end = std::uint64_t(g) + window;  // buckets_ may grow meanwhile
+    for (std::uint64_t b = g; b < end && b < buckets_.size(); ++b) {
+      if (buckets_[b].empty()) continue;
+      active_ = std::uint32_t(b);
+      for (std::uint32_t v : buckets_[b])
+        if (live(v, active_)) sub_[sub_of(key_[v])].push_back(v);
+      buckets_[b].clear();
+      // A light arc lands in this sub-bucket or a later one, so one pass
+      // over them empties the bucket (the check after it only guards
+      // against a rounding surprise).
+      for (bool again = true; again;) {
+        for (auto& q : sub_) {
+          while (!q.empty()) {
+            const std::uint32_t v = q.back();
+            q.pop_back();
+            const float d = key_[v];
+            if (bucket_of(d) != b || relaxed_at_[v] == d) continue;  // stale or done at this distance
+            relaxed_at_[v] = d;
+            if (!in_settled_[v]) {
+              in_settled_[v] = 1;
+              settled_.push_back(v);
+            }
+            const std::uint32_t gv = global(v);
+            for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, gv, arcs_[a]);
+          }
         }
-        const std::uint32_t gv = global(v);
-        for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, gv, arcs_[a]);
+        again = std::any_of(sub_.begin(), sub_.end(), [](const auto& q) { return !q.empty(); });
       }
-      current.clear();
+      active_ = kNoBucket;
     }
-    Outgoing out;
-    out.batches.resize(setup_.parts);
-    float sent_min = kInf;
+    stats_.light_relaxations += stats_.relaxations - before;
+  }
+
+  // The relaxations of other partitions' vertices queued since the last
+  // call, one batch per destination (empty for ourselves); the lowest
+  // distance sent counts toward this round's report.
+  std::vector<std::vector<std::uint64_t>> take_updates() {
+    std::vector<std::vector<std::uint64_t>> out(setup_.parts);
     for (std::uint32_t p = 0; p < setup_.parts; ++p) {
-      auto& b = out.batches[p];
+      auto& b = out[p];
       b.reserve(kUpdateWords * touched_[p].size());
       for (std::uint32_t slot : touched_[p]) {
         if (!(sent_parent_[slot] & kQueued)) continue;  // listed again by a later improvement
         sent_parent_[slot] &= ~kQueued;
         const float d = key_[n_local_ + slot];
-        sent_min = std::min(sent_min, d);
+        sent_min_ = std::min(sent_min_, d);
         b.push_back(pack_update(local_of_slot(slot), d));
         b.push_back(sent_parent_[slot]);
       }
       stats_.updates_sent += b.size() / kUpdateWords;
       touched_[p].clear();
     }
-    out.low = std::min(lowest_live_bucket(), sent_min == kInf ? kNoBucket : bucket_of(sent_min));
-    out.settled = !settled_.empty();
     return out;
+  }
+
+  // This partition's report for the round it is ending: the lowest bucket
+  // it may have filled (its own lowest live bucket, or the lowest bucket of
+  // a distance it sent during the round) and whether vertices await their
+  // heavy phase. The next round's sends count from zero.
+  Reports end_round() {
+    Reports r;
+    r.add(std::min(lowest_live_bucket(), sent_min_ == kInf ? kNoBucket : bucket_of(sent_min_)), !settled_.empty());
+    sent_min_ = kInf;
+    return r;
   }
 
   // ---- the exchange at the end of a round ------------------------------------
@@ -241,8 +309,9 @@ class Partition {
   // applied at once, whichever round we are in: taking minima commutes.
   // Round r+1's batches can arrive before we have all of round r's (a
   // partition is at most one round ahead of another), hence two inboxes.
-  void receive(std::uint32_t round, std::uint32_t piece, std::uint32_t pieces, std::uint32_t low, bool settled,
-               const std::vector<std::uint64_t>& batch) {
+  void receive(std::uint32_t round, std::uint32_t piece, std::uint32_t pieces, Reports report,
+               std::uint64_t stamp, const std::vector<std::uint64_t>& batch) {
+    clock_ = std::max(clock_, stamp + kMessageCost) + batch.size() / kUpdateWords;
     apply_updates(batch);
     Inbox& in = inbox_[round & 1];
     if (piece == 0) {
@@ -250,7 +319,7 @@ class Partition {
       in.expected += pieces;
     }
     ++in.received;
-    in.reports.add(low, settled);
+    in.reports.add(report.low, report.settled);
     if (waiter_ && waiting_for_ == round && complete(in)) gossamer::detail::make_ready(std::exchange(waiter_, nullptr));
   }
   // The round fiber: true, with every other partition's report of `round`
@@ -281,9 +350,21 @@ class Partition {
   }
 
   void count_batches(std::uint64_t n) { stats_.batches_sent += n; }
+  // The work of round r here: its step and the batches of round r it
+  // applied, in CPU seconds and in relaxations.
+  void add_round_work(std::uint32_t r, double cpu_s, std::uint64_t relaxations) {
+    if (r >= round_work_.size()) round_work_.resize(std::size_t(r) + 1);
+    round_work_[r].cpu_s += cpu_s;
+    round_work_[r].relaxations += relaxations;
+    clock_ += relaxations;
+  }
+  std::uint64_t clock() const { return clock_; }
+  const std::vector<RoundWork>& round_work() const { return round_work_; }
+  std::uint64_t relaxations() const { return stats_.relaxations; }
 
   Summary summary() const {
     Summary s = stats_;
+    s.path = clock_;
     for (std::uint32_t v = 0; v < n_local_; ++v)
       if (key_[v] != kInf) {
         ++s.reached;
@@ -310,6 +391,11 @@ class Partition {
 
  private:
   std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
+  // d's sub-bucket within its bucket, for the light phase's order.
+  std::uint32_t sub_of(float d) const {
+    const float f = d / setup_.delta;
+    return std::min(kSub - 1, std::uint32_t((f - float(std::uint32_t(f))) * float(kSub)));
+  }
   std::uint32_t global(std::uint32_t local) const { return local * setup_.parts + setup_.index; }
 
   // An arc's other end, global vertex v, as the CSR stores it: our local
@@ -333,6 +419,10 @@ class Partition {
     key_[v] = d;
     parent_[v] = p;
     const std::uint32_t b = bucket_of(d);
+    if (b == active_) {  // the light phase is in b: in its order
+      sub_[sub_of(d)].push_back(v);
+      return;
+    }
     if (b >= buckets_.size()) buckets_.resize(std::size_t(b) + 1);
     buckets_[b].push_back(v);
     scan_from_ = std::min(scan_from_, b);
@@ -410,6 +500,10 @@ class Partition {
   Inbox inbox_[2];                         // round r's batches and reports, by r % 2
   gossamer::detail::Fiber* waiter_ = nullptr;  // the round fiber, suspended until round waiting_for_ is in
   std::uint32_t waiting_for_ = 0;
+  float sent_min_ = kInf;                  // lowest distance sent in the current round
+  static constexpr std::uint32_t kSub = 32;  // scale 18, 1 partition: light relaxations 7.0 M with 1, 3.5 M with 32
+  std::uint32_t active_ = kNoBucket;       // the bucket the light phase is in, if any
+  std::array<std::vector<std::uint32_t>, kSub> sub_;  // its vertices, by sub-bucket
 
   // Per vertex of another partition (by slot): the (global) vertex its
   // distance in key_ came through, with kQueued set while it is queued.
@@ -419,6 +513,8 @@ class Partition {
   std::vector<std::uint32_t> sent_parent_;
   std::vector<std::vector<std::uint32_t>> touched_;        // per destination: slots queued this round
   Summary stats_{};
+  std::vector<RoundWork> round_work_;  // by round
+  std::uint64_t clock_ = 0;            // the run's critical path to here (Summary::path)
 };
 
 // A Latch<Partition> is what host 0 entrusts. cereal finds this by

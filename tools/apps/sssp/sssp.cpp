@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--threads 4] [--skip-validation]
+//        [--delta 0.05] [--window 0] [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
 //   sssp scale=14 edgefactor=16 hosts=2 threads=4 roots=64 time_s=... teps=... validated=yes ...
@@ -44,8 +44,11 @@ struct Params {
   std::size_t roots = 64;             // the reference's NBFS
   bool validate = true;
   Corrupt corrupt = Corrupt::none;
-  float delta = 0.05f;  // ~1.6 / average degree (32): near-minimal relaxations, ~90 rounds at scale 16
+  // ~1.6 / average degree (32): near-minimal relaxations, ~47 rounds a root
+  // at scale 16 on 2 partitions
+  float delta = 0.05f;
   std::size_t threads = 4;
+  std::uint32_t window = 0;  // light buckets per round; 0: 1 on one partition, 2 on more
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
 
@@ -123,6 +126,7 @@ int drive(const Params& prm) {
     return 2;
   }
 
+  const std::uint32_t window = prm.window ? prm.window : nparts > 1 ? 2 : 1;
   Parts parts(nparts);
   const Built built = construct(parts, spec, prm.delta);
   Results res;
@@ -155,18 +159,23 @@ int drive(const Params& prm) {
     for (std::uint64_t e = 0; e < edges.size(); ++e) edges[e] = gen.edge(e);
   }
 
-  run_kernel(parts, roots[0]);  // warm-up, untimed, as in the reference
+  run_kernel(parts, roots[0], window);  // warm-up, untimed, as in the reference
   Run first, total;  // the first root's run; counters summed over all roots
   bool valid = true;
   for (std::size_t i = 0; i < roots.size() && valid; ++i) {
-    const Run run = run_kernel(parts, roots[i]);
+    const Run run = run_kernel(parts, roots[i], window);
     res.times.push_back(run.time_s);
     res.edges.push_back(double(run.edges()));
     if (i == 0) first = run;
     total.rounds += run.rounds;
+    total.cpu_s += run.cpu_s;
+    total.critical_s += run.critical_s;
+    total.critical_relaxations += run.critical_relaxations;
     total.summary.relaxations += run.summary.relaxations;
+    total.summary.light_relaxations += run.summary.light_relaxations;
     total.summary.updates_sent += run.summary.updates_sent;
     total.summary.batches_sent += run.summary.batches_sent;
+    total.summary.path += run.summary.path;
     if (!prm.validate) {
       res.validate_times.push_back(-1);
       continue;
@@ -191,13 +200,16 @@ int drive(const Params& prm) {
   for (std::size_t i = 0; i < res.times.size(); ++i) secs_per_edge += res.times[i] / res.edges[i];
   const double hmean_teps = double(res.times.size()) / secs_per_edge;
   std::printf("sssp scale=%u edgefactor=%u hosts=%zu threads=%zu roots=%zu time_s=%.6f teps=%.4g validated=%s "
-              "root=%u delta=%g rounds=%llu reached=%llu edges=%llu relaxations=%llu updates=%llu "
-              "batches=%llu build_s=%.3f arcs=%llu\n",
+              "root=%u delta=%g rounds=%llu reached=%llu edges=%llu relaxations=%llu light=%llu updates=%llu "
+              "batches=%llu cpu_s=%.4f critical_s=%.4f critical_relaxations=%llu path=%llu build_s=%.3f arcs=%llu\n",
               spec.scale, spec.edgefactor, gossamer::host_count(), nparts, res.times.size(), time_stats.median,
               hmean_teps, !prm.validate ? "skipped" : valid ? "yes" : "no", roots[0], double(prm.delta),
               (unsigned long long)total.rounds, (unsigned long long)first.summary.reached,
               (unsigned long long)first.edges(), (unsigned long long)total.summary.relaxations,
+              (unsigned long long)total.summary.light_relaxations,
               (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent,
+              total.cpu_s, total.critical_s,
+              (unsigned long long)total.critical_relaxations, (unsigned long long)total.summary.path,
               res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
   if (valid)
     print_results(stdout, res);
@@ -222,6 +234,8 @@ int main(int argc, char** argv) {
   auto* root_opt = app.add_option("--root", root, "run this one source vertex instead of --roots sampled ones");
   app.add_option("--delta", p.delta, "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds)")
       ->check(CLI::Range(0.001, 1e9));
+  app.add_option("--window", p.window, "light buckets a round processes (0: 1 on one partition, 2 on more)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--threads", p.threads, "runtime threads in the whole rack, one partition each")
       ->check(CLI::Range(1, 4096));
   app.add_option("--roots", p.roots, "search keys, as the reference's NBFS")->check(CLI::Range(1, 1 << 20));
