@@ -82,6 +82,11 @@ class Bulk {
                      std::vector<std::byte> payload);
   // This host's worker li: takes the payload (kind, from, id) if it has arrived.
   bool take(std::uint32_t li, Kind kind, std::uint32_t from, std::uint64_t id, std::vector<std::byte>* out);
+  // All or none: the payloads (kind, from, ids[i]) into out[0..n) once every
+  // one of them has arrived (true); false, and nothing taken, until then.
+  // `out` must hold n vectors.
+  bool take_all(std::uint32_t li, Kind kind, std::uint32_t from, const std::uint64_t* ids, std::size_t n,
+                std::vector<std::byte>* out);
 
   // Totals, for tests and the benchmark (any thread).
   std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
@@ -100,6 +105,7 @@ class Bulk {
     std::mutex mu;              // guards `queue`
     std::deque<Out> queue;      // handed over by workers
     // I/O thread only
+    std::deque<Out> taken;      // the queue as drain() took it
     std::deque<Out> sending;
     std::size_t sent = 0;       // bytes of sending.front() (header, tags, payload) written
     bool want_out = false;
@@ -110,6 +116,7 @@ class Bulk {
       abi::SessionTag tag;
     } in{};
     std::size_t in_got = 0;     // bytes of `in` read
+    decltype(in) ahead{};       // the next header and tag, read with a body's tag
     std::vector<std::byte> body;  // grows as the transfer's bytes arrive
     std::size_t body_got = 0;
     abi::SessionTag body_tag{};
@@ -129,7 +136,11 @@ class Bulk {
   Bulk() = default;
   void loop();
   void drain(Peer& p);        // writes what it can
-  bool receive(Peer& p);      // reads what it can; false: the peer is gone
+  // Reads what it can; false: the peer is gone. Marks the workers that got
+  // a payload in woken_; wake_marked() wakes them, once each, after the
+  // round's reads (and before a connection is closed).
+  bool receive(Peer& p);
+  void wake_marked();
   void close_peer(Peer& p, const std::string& why);
   void watch(Peer& p);        // epoll interest: in, plus out while something waits
 
@@ -142,10 +153,14 @@ class Bulk {
   std::vector<std::unique_ptr<Peer>> peers_;  // by host; null for this host
   std::vector<std::unique_ptr<Inbox>> inbox_;  // by local thread
   std::function<void(std::uint32_t)> wake_;
+  std::vector<bool> woken_;  // by local thread; I/O thread only
   std::function<bool()> finishing_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<bool> stop_{false};
+  // Set by the first send() after the I/O thread last looked at the queues:
+  // only that one writes the eventfd (one syscall per burst, not per body).
+  std::atomic<bool> kicked_{false};
   int epoll_ = -1, event_ = -1;
   std::thread thread_;
 };
