@@ -130,12 +130,12 @@ int main(int argc, char** argv) {
     // Many large requests at once from fibers of this thread to the last
     // trustee, so that several queue on one channel and ride in one batch
     // (over TCP, several references per batch), with sizes that straddle the
-    // default large_request_threshold_bytes (16384): bodies and responses
+    // default large_request_threshold_bytes (4096): bodies and responses
     // just under, at and just over it. Each must run exactly once (the
     // trustee counts) and come back byte for byte.
     if (!sizes.empty()) {
       std::vector<std::size_t> many;
-      for (std::size_t s = 16384 - 48; s <= 16384 + 48; s += 8) many.push_back(s);
+      for (std::size_t s = 4096 - 48; s <= 4096 + 48; s += 8) many.push_back(s);
       for (std::size_t s : sizes)
         if (s <= (std::size_t(1) << 20)) many.push_back(s);
       auto ran = gossamer::trustee(n - 1).entrust(0L);

@@ -60,7 +60,7 @@ for s in ${sizes//,/ }; do
 done
 grep -q "CHECK FAILED" "$out/big" "$out/big.err" && { ok=0; fail "a check failed: $(grep -h 'CHECK FAILED' "$out/big" "$out/big.err" | head -3)"; }
 [ $ok -eq 1 ] && pass "gossamerctl run on 3 hosts under injected loss: output from every host, apply_with of $sizes bytes byte-exact ($(grep -o '4194304-byte round trip.*' "$out/big"))"
-# 16 fibers at once, sizes around the threshold and up to 1 MiB: several
+# 16 fibers at once, sizes around the default threshold (4096) and up to 1 MiB: several
 # references per batch; each request ran exactly once (rack_app checks the
 # trustee's count and every byte), and the bodies above the threshold went
 # over TCP.
