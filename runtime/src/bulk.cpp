@@ -183,17 +183,40 @@ std::uint64_t Bulk::send(std::uint32_t host, Kind kind, std::uint32_t from, std:
                        payload.size()};
   o.payload = std::move(payload);
   const std::uint64_t id = o.h.id;
+  // Written here, by the sending worker, when nothing waits before it and
+  // no other thread is writing to this peer: no hand-over to the I/O thread
+  // and no wake-up of it on the way out. What the socket does not take (or
+  // an error) is left to the I/O thread, kicked below.
+  if (p.send_mu.try_lock()) {
+    std::unique_lock<std::mutex> s(p.send_mu, std::adopt_lock);
+    bool idle;
+    {
+      std::lock_guard<std::mutex> g(p.mu);
+      idle = p.queue.empty();
+    }
+    if (idle && p.sending.empty() && p.fd >= 0) {
+      push_tagged(p, std::move(o));
+      const bool left = write_some(p) != 0 || !p.sending.empty();
+      s.unlock();
+      if (left) kick();
+      return id;
+    }
+  }
   {
     std::lock_guard<std::mutex> g(p.mu);
     p.queue.push_back(std::move(o));
   }
+  kick();
+  return id;
+}
+
+void Bulk::kick() {
   // The I/O thread clears kicked_ before it takes the queues: a send that
   // finds it set is in a burst the I/O thread has yet to take.
   if (!kicked_.exchange(true, std::memory_order_seq_cst)) {
     std::uint64_t one = 1;
     (void)!::write(event_, &one, sizeof one);
   }
-  return id;
 }
 
 bool Bulk::take(std::uint32_t li, Kind kind, std::uint32_t from, std::uint64_t id, std::vector<std::byte>* out) {
@@ -278,23 +301,21 @@ void Bulk::watch(Peer& p) {
   ::epoll_ctl(epoll_, EPOLL_CTL_MOD, p.fd, &ev);
 }
 
-void Bulk::drain(Peer& p) {
-  {
-    std::lock_guard<std::mutex> g(p.mu);
-    p.taken.swap(p.queue);  // both keep their storage from burst to burst
-  }
-  // Tagged here, on the one thread that writes, so that the numbers follow
-  // the order on the wire (and outside the lock: a large body takes a while).
-  for (Out& o : p.taken) {
-    const auto header = bytes_of(&o.h, sizeof o.h);
-    o.header_tag = p.out_tags.header_tag(header);
-    o.body_tag = p.out_tags.body_tag(header, bytes_of(o.payload.data(), o.payload.size()));
-    p.out_tags.advance();
-    p.sending.push_back(std::move(o));
-  }
-  p.taken.clear();
-  // As many queued transfers as fit in one sendmsg (4 parts each: header,
-  // its tag, the payload, its tag), what is left of the first one first.
+// Tags a transfer and appends it to what is being written: under send_mu,
+// so that the numbers follow the order on the wire.
+void Bulk::push_tagged(Peer& p, Out&& o) {
+  const auto header = bytes_of(&o.h, sizeof o.h);
+  o.header_tag = p.out_tags.header_tag(header);
+  o.body_tag = p.out_tags.body_tag(header, bytes_of(o.payload.data(), o.payload.size()));
+  p.out_tags.advance();
+  p.sending.push_back(std::move(o));
+}
+
+// Writes what the socket takes of p.sending (under send_mu): as many
+// transfers as fit in one sendmsg (4 parts each: header, its tag, the
+// payload, its tag), what is left of the first one first. 0, or the errno
+// that ended the connection.
+int Bulk::write_some(Peer& p) {
   constexpr std::size_t kBatch = 64;
   iovec iov[4 * kBatch];
   while (!p.sending.empty()) {
@@ -318,12 +339,11 @@ void Bulk::drain(Peer& p) {
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = std::size_t(k);
-    ssize_t w = ::sendmsg(p.fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = ::sendmsg(p.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
       if (errno == EINTR) continue;
-      close_peer(p, std::strerror(errno));
-      return;
+      return errno;
     }
     // Whole transfers written leave the queue; the rest is counted in sent.
     std::size_t done = p.sent + std::size_t(w);
@@ -340,9 +360,26 @@ void Bulk::drain(Peer& p) {
       p.sending.pop_front();
     }
     p.sent = done;
-    if (partial) break;  // the socket's buffer is full: wait for EPOLLOUT
+    if (partial) return 0;  // the socket's buffer is full: EPOLLOUT says when there is room
   }
-  watch(p);
+  return 0;
+}
+
+void Bulk::drain(Peer& p) {
+  int err = 0;
+  {
+    std::lock_guard<std::mutex> s(p.send_mu);
+    if (p.fd < 0) return;
+    {
+      std::lock_guard<std::mutex> g(p.mu);
+      p.taken.swap(p.queue);  // both keep their storage from burst to burst
+    }
+    for (Out& o : p.taken) push_tagged(p, std::move(o));
+    p.taken.clear();
+    err = write_some(p);
+    if (!err) watch(p);
+  }
+  if (err) close_peer(p, std::strerror(err));
 }
 
 bool Bulk::receive(Peer& p) {
@@ -449,10 +486,13 @@ bool Bulk::receive(Peer& p) {
 void Bulk::close_peer(Peer& p, const std::string& why) {
   wake_marked();  // what arrived before stays delivered
   p.open.store(false, std::memory_order_release);
-  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
-  ::close(p.fd);
-  p.fd = -1;
-  p.sending.clear();
+  {
+    std::lock_guard<std::mutex> s(p.send_mu);  // no worker is writing to it
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
+    ::close(p.fd);
+    p.fd = -1;
+    p.sending.clear();
+  }
   {
     std::lock_guard<std::mutex> g(p.mu);
     p.queue.clear();

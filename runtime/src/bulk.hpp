@@ -104,12 +104,16 @@ class Bulk {
     std::atomic<bool> open{false};
     std::mutex mu;              // guards `queue`
     std::deque<Out> queue;      // handed over by workers
+    // Writing: the I/O thread, or a sending worker that finds nothing
+    // queued before it (send()). Guards fd's closing too.
+    std::mutex send_mu;
+    std::deque<Out> sending;    // tagged, in wire order
+    std::size_t sent = 0;       // bytes of sending.front() (header, tags, payload) written
+    abi::SessionDirection out_tags;
     // I/O thread only
     std::deque<Out> taken;      // the queue as drain() took it
-    std::deque<Out> sending;
-    std::size_t sent = 0;       // bytes of sending.front() (header, tags, payload) written
     bool want_out = false;
-    abi::SessionDirection out_tags, in_tags;
+    abi::SessionDirection in_tags;
     // What is being read: the header and its tag, the body, the body's tag.
     struct {
       BulkWireHeader h;
@@ -135,7 +139,10 @@ class Bulk {
 
   Bulk() = default;
   void loop();
-  void drain(Peer& p);        // writes what it can
+  void drain(Peer& p);        // takes the queue, writes what it can
+  void push_tagged(Peer& p, Out&& o);  // under send_mu
+  int write_some(Peer& p);    // under send_mu; 0 or the errno that ends the connection
+  void kick();                // wakes the I/O thread unless it is woken already
   // Reads what it can; false: the peer is gone. Marks the workers that got
   // a payload in woken_; wake_marked() wakes them, once each, after the
   // round's reads (and before a connection is closed).
