@@ -9,12 +9,15 @@
 // An instance started any other way has none, and large messages then go
 // through the dataplane in pieces, as before.
 //
-// One I/O thread per process moves every payload, both ways, so workers
-// never block on a socket. The stream on each connection is a sequence of
+// One I/O thread per process reads every payload and writes those the
+// workers leave to it; a sending worker writes its payload itself (never
+// blocking) when nothing is queued before it. Workers never block on a
+// socket. The stream on each connection is a sequence of
 // transfers: a BulkWireHeader then `length` bytes, each authenticated as
 // gossamer/abi/session.hpp says (header, its tag, the bytes, their tag; a
-// tag that fails closes the connection, as a malformed header does). A sender hands a payload
-// to send() and puts the reference in its slot; the receiving worker finds
+// tag that fails closes the connection, as a malformed header does). A
+// sender hands a payload to send() and puts the reference in its slot (a
+// batch may name several); the receiving worker finds
 // the slot, then take()s the payload once it has arrived (either may come
 // first). The worker waits without blocking anything: the slot stays
 // unserved (or the response unconsumed) until the payload is there, and the
