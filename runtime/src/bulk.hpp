@@ -10,8 +10,8 @@
 // through the dataplane in pieces, as before.
 //
 // One I/O thread per process reads every payload and writes those the
-// workers leave to it; a sending worker writes its payload itself (never
-// blocking) when nothing is queued before it. Workers never block on a
+// workers leave to it; a sending worker writes a payload of up to 16 KiB
+// itself (never blocking) when nothing is queued before it. Workers never block on a
 // socket. The stream on each connection is a sequence of
 // transfers: a BulkWireHeader then `length` bytes, each authenticated as
 // gossamer/abi/session.hpp says (header, its tag, the bytes, their tag; a
