@@ -9,12 +9,15 @@
 // An instance started any other way has none, and large messages then go
 // through the dataplane in pieces, as before.
 //
-// One I/O thread per process moves every payload, both ways, so workers
-// never block on a socket. The stream on each connection is a sequence of
+// One I/O thread per process reads every payload and writes those the
+// workers leave to it; a sending worker writes a payload of up to 16 KiB
+// itself (never blocking) when nothing is queued before it. Workers never block on a
+// socket. The stream on each connection is a sequence of
 // transfers: a BulkWireHeader then `length` bytes, each authenticated as
 // gossamer/abi/session.hpp says (header, its tag, the bytes, their tag; a
-// tag that fails closes the connection, as a malformed header does). A sender hands a payload
-// to send() and puts the reference in its slot; the receiving worker finds
+// tag that fails closes the connection, as a malformed header does). A
+// sender hands a payload to send() and puts the reference in its slot (a
+// batch may name several); the receiving worker finds
 // the slot, then take()s the payload once it has arrived (either may come
 // first). The worker waits without blocking anything: the slot stays
 // unserved (or the response unconsumed) until the payload is there, and the
@@ -82,6 +85,11 @@ class Bulk {
                      std::vector<std::byte> payload);
   // This host's worker li: takes the payload (kind, from, id) if it has arrived.
   bool take(std::uint32_t li, Kind kind, std::uint32_t from, std::uint64_t id, std::vector<std::byte>* out);
+  // All or none: the payloads (kind, from, ids[i]) into out[0..n) once every
+  // one of them has arrived (true); false, and nothing taken, until then.
+  // `out` must hold n vectors.
+  bool take_all(std::uint32_t li, Kind kind, std::uint32_t from, const std::uint64_t* ids, std::size_t n,
+                std::vector<std::byte>* out);
 
   // Totals, for tests and the benchmark (any thread).
   std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
@@ -99,17 +107,23 @@ class Bulk {
     std::atomic<bool> open{false};
     std::mutex mu;              // guards `queue`
     std::deque<Out> queue;      // handed over by workers
-    // I/O thread only
-    std::deque<Out> sending;
+    // Writing: the I/O thread, or a sending worker that finds nothing
+    // queued before it (send()). Guards fd's closing too.
+    std::mutex send_mu;
+    std::deque<Out> sending;    // tagged, in wire order
     std::size_t sent = 0;       // bytes of sending.front() (header, tags, payload) written
+    abi::SessionDirection out_tags;
+    // I/O thread only
+    std::deque<Out> taken;      // the queue as drain() took it
     bool want_out = false;
-    abi::SessionDirection out_tags, in_tags;
+    abi::SessionDirection in_tags;
     // What is being read: the header and its tag, the body, the body's tag.
     struct {
       BulkWireHeader h;
       abi::SessionTag tag;
     } in{};
     std::size_t in_got = 0;     // bytes of `in` read
+    decltype(in) ahead{};       // the next header and tag, read with a body's tag
     std::vector<std::byte> body;  // grows as the transfer's bytes arrive
     std::size_t body_got = 0;
     abi::SessionTag body_tag{};
@@ -128,8 +142,15 @@ class Bulk {
 
   Bulk() = default;
   void loop();
-  void drain(Peer& p);        // writes what it can
-  bool receive(Peer& p);      // reads what it can; false: the peer is gone
+  void drain(Peer& p);        // takes the queue, writes what it can
+  void push_tagged(Peer& p, Out&& o);  // under send_mu
+  int write_some(Peer& p);    // under send_mu; 0 or the errno that ends the connection
+  void kick();                // wakes the I/O thread unless it is woken already
+  // Reads what it can; false: the peer is gone. Marks the workers that got
+  // a payload in woken_; wake_marked() wakes them, once each, after the
+  // round's reads (and before a connection is closed).
+  bool receive(Peer& p);
+  void wake_marked();
   void close_peer(Peer& p, const std::string& why);
   void watch(Peer& p);        // epoll interest: in, plus out while something waits
 
@@ -142,10 +163,14 @@ class Bulk {
   std::vector<std::unique_ptr<Peer>> peers_;  // by host; null for this host
   std::vector<std::unique_ptr<Inbox>> inbox_;  // by local thread
   std::function<void(std::uint32_t)> wake_;
+  std::vector<bool> woken_;  // by local thread; I/O thread only
   std::function<bool()> finishing_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<bool> stop_{false};
+  // Set by the first send() after the I/O thread last looked at the queues:
+  // only that one writes the eventfd (one syscall per burst, not per body).
+  std::atomic<bool> kicked_{false};
   int epoll_ = -1, event_ = -1;
   std::thread thread_;
 };

@@ -312,8 +312,8 @@ bool Worker::flush(ThreadId to) {
     std::uint32_t size = kRecordHeader + abi::align_record(h.length);
     if (remote && h.length > bulk_threshold_ && h.length <= kMaxBulkBytes && bulk_->usable(host)) {
       // Larger than the threshold, to another host: the body goes over the
-      // run's TCP connection and the slot carries a reference to it, last
-      // in the batch (the trustee serves the batch once the body is in).
+      // run's TCP connection and the slot carries a reference to it (the
+      // trustee serves the batch once every body it names is in).
       // (close() already replaced bodies over 1 GiB by kBuiltinTooLarge.)
       constexpr std::uint32_t need = kRecordHeader + sizeof(abi::BulkRef);
       std::byte* at;
@@ -336,7 +336,7 @@ bool Worker::flush(ThreadId to) {
       ch.head += size;
       --ch.queued;
       ++n;
-      break;
+      continue;  // references anywhere in a batch: more large requests ride along
     }
     if (!in_overflow && pl + size <= abi::kRequestPrimaryData) {
       std::memcpy(pdata + pl, rec, size);
@@ -478,17 +478,17 @@ bool Worker::poll_remote_responses(ThreadId to) {
   std::memcpy(&h, primary, sizeof h);
   if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
     fatal("corrupt response slot header from another host");
-  // A batch that ends with a response sent over TCP is taken only once that
-  // response is here (the slot stays as it is until then).
-  std::vector<std::byte> bulk_body;
+  // A batch with responses sent over TCP is taken only once every one of
+  // them is here (the slot stays as it is until then).
   bool whole = false;
   const BlockView blocks[2] = {{primary + sizeof h, h.primary_len},
                                {square_.response_overflow(id_, to), h.overflow_len}};
-  const BulkBody bulk = take_bulk_body(blocks, h.count, &ResponseHeader::status, abi::kStatusBulk, Bulk::kResponse,
-                                       to, &bulk_body, &whole);
+  const BulkBody bulk = take_bulk_bodies(blocks, h.count, &ResponseHeader::status, abi::kStatusBulk,
+                                         Bulk::kResponse, to, &bulk_responses_, &whole);
   if (bulk == BulkBody::kWaiting) return false;
   if (bulk == BulkBody::kTaken && !whole) fatal("a response over TCP has another length than its reference");
-  const bool has_bulk = bulk == BulkBody::kTaken;
+  const std::size_t bulk_count = bulk == BulkBody::kTaken ? bulk_refs_.size() : 0;
+  std::size_t bulk_next = 0;
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
   std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
@@ -513,9 +513,11 @@ bool Worker::poll_remote_responses(ThreadId to) {
       off += sizeof rh + abi::align_record(rh.length);
       ++seen;
       if (rh.status & abi::kStatusBulk) {
-        if (!has_bulk || seen != h.count) fatal("a response reference to a TCP payload that is not the batch's last");
-        data = bulk_body.data();
-        rh.length = std::uint32_t(bulk_body.size());
+        if (rh.length != sizeof(abi::BulkRef) || bulk_next >= bulk_count)
+          fatal("a response reference to a TCP payload that is not here");
+        const std::vector<std::byte>& b = bulk_responses_[bulk_next++];
+        data = b.data();
+        rh.length = std::uint32_t(b.size());
         rh.status &= ~abi::kStatusBulk;
       }
       if (rh.status & abi::kStatusPiece) {

@@ -42,6 +42,8 @@ TrusteeStats read_stats(const abi::ThreadCounters& c) {
   s.responses_received = get(c.responses_received);
   s.local_applies = get(c.local_applies);
   s.fibers_ready = get(c.fibers_ready);
+  s.tcp_bytes_sent = get(c.tcp_bytes_sent);
+  s.tcp_bytes_received = get(c.tcp_bytes_received);
   return s;
 }
 

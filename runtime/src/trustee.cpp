@@ -268,18 +268,20 @@ class StreamResponseWriter final : public ResponseWriter {
 }  // namespace
 
 // Serves a batch from a client on another host; false (nothing done) while
-// the body of its last record, sent over TCP, has not arrived.
+// a body one of its records names, sent over TCP, has not arrived.
 bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h) {
   const BlockView regions[2] = {
       {square_.request_primary(id_, client) + sizeof(abi::RequestSlotHeader),
        std::min<std::uint32_t>(h.primary_len, abi::kRequestPrimaryData)},
       {square_.request_overflow(id_, client),
        std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
-  std::vector<std::byte> bulk_body;
-  bool has_bulk = false;  // a body of the reference's length; else malformed below
-  if (take_bulk_body(regions, h.count, &RequestHeader::invoker, abi::kInvokerBulk, Bulk::kRequest, client, &bulk_body,
-                     &has_bulk) == BulkBody::kWaiting)
-    return false;
+  // Every body its references name must be here before any record runs.
+  bool whole = false;  // each of the reference's length; else malformed below
+  const BulkBody bulk = take_bulk_bodies(regions, h.count, &RequestHeader::invoker, abi::kInvokerBulk,
+                                         Bulk::kRequest, client, &bulk_requests_, &whole);
+  if (bulk == BulkBody::kWaiting) return false;
+  const std::size_t bulk_count = bulk == BulkBody::kTaken && whole ? bulk_refs_.size() : 0;
+  std::size_t bulk_next = 0;
   auto& rc = remote_clients_[client];
   if (!rc) rc = std::make_unique<RemoteClient>();
   StreamResponseWriter out(rc->out);
@@ -296,15 +298,16 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
       ++done;
       off += size;
       if (rh.invoker & abi::kInvokerBulk) {
-        // Only the last record, and only with its body in hand.
-        if (!has_bulk || done != h.count) {
+        // Its body in hand (taken above, in record order), of its length.
+        if (rh.length != sizeof(abi::BulkRef) || bulk_next >= bulk_count) {
           rc->in_partial = {};
           rc->discarding = false;
           out.fail(abi::kMalformed, "a reference to a body sent over TCP that is not here");
           continue;
         }
-        body = bulk_body.data();
-        rh.length = std::uint32_t(bulk_body.size());
+        const std::vector<std::byte>& b = bulk_requests_[bulk_next++];
+        body = b.data();
+        rh.length = std::uint32_t(b.size());
         rh.invoker &= ~abi::kInvokerBulk;
       }
       if (rh.invoker == abi::kBuiltinPiece) {
@@ -364,13 +367,14 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
     std::uint32_t size = sizeof rh + abi::align_record(left);
     std::byte* at;
     if (rc.front_sent == 0 && rh.length > bulk_threshold_ && rh.length <= kMaxBulkBytes && bulk_->usable(host)) {
-      // Larger than the threshold: over TCP, with a reference last in this
-      // batch (the client takes the batch once the response is in).
+      // Larger than the threshold: over TCP, with a reference in this batch
+      // (the client takes the batch once every response it names is in).
       constexpr std::uint32_t need = sizeof rh + sizeof(abi::BulkRef);
       if (stage == 0 && pl + need <= abi::kResponsePrimaryData) {
         at = primary + sizeof(abi::ResponseSlotHeader) + pl;
         pl += need;
       } else if (ol + need <= abi::kOverflowBytes) {
+        stage = 1;  // never back to the primary block: records stay in order
         at = overflow + ol;
         ol += need;
       } else {
@@ -384,7 +388,7 @@ void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
       std::memcpy(at + sizeof wh, &ref, sizeof ref);
       rc.out_head += sizeof rh + abi::align_record(rh.length);
       ++count;
-      break;
+      continue;  // references anywhere in a batch
     }
     if (stage == 0 && pl + size <= abi::kResponsePrimaryData) {
       at = primary + sizeof(abi::ResponseSlotHeader) + pl;

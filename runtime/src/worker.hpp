@@ -139,29 +139,6 @@ struct BlockView {
   std::uint32_t len;
 };
 
-// The start of the last of `count` records (RequestHeader or ResponseHeader,
-// each followed by `length` bytes padded to kRecordAlign) in the blocks,
-// walked as the readers walk them: a record that overruns its block ends
-// that block. nullptr when there is none.
-template <class Header>
-const std::byte* last_record(const BlockView (&blocks)[2], std::uint32_t count) {
-  const std::byte* last = nullptr;
-  std::uint32_t seen = 0;
-  for (const BlockView& b : blocks) {
-    std::uint32_t off = 0;
-    while (seen < count && off + sizeof(Header) <= b.len) {
-      Header rh;
-      std::memcpy(&rh, b.p + off, sizeof rh);
-      std::uint32_t size = sizeof rh + abi::align_record(rh.length);
-      if (rh.length > b.len || off + size > b.len) break;
-      last = b.p + off;
-      off += size;
-      ++seen;
-    }
-  }
-  return seen == count ? last : nullptr;
-}
-
 class Worker {
  public:
   Worker(Runtime& rt, ThreadId id);  // id: the rack-wide thread id
@@ -236,15 +213,16 @@ class Worker {
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
   bool poll_remote_responses(ThreadId to);
-  // The body sent over TCP that the last of a batch's `count` records names
-  // (that record's `flags` field has `bit`; its body is a BulkRef): kNone
-  // when the batch names none, kWaiting until it has arrived, else kTaken
-  // with it in *body and *whole saying whether it has the reference's length.
+  // The bodies sent over TCP that a batch's records name (records whose
+  // `flags` field has `bit` and whose body is a BulkRef, anywhere in the
+  // batch): kNone when it names none, kWaiting until every one has arrived
+  // (nothing is taken meanwhile), else kTaken with them in *bodies in record
+  // order and *whole saying whether each has its reference's length.
   enum class BulkBody { kNone, kWaiting, kTaken };
   template <class Header>
-  BulkBody take_bulk_body(const BlockView (&blocks)[2], std::uint32_t count, std::uint32_t Header::*flags,
-                          std::uint32_t bit, Bulk::Kind kind, ThreadId peer, std::vector<std::byte>* body,
-                          bool* whole);
+  BulkBody take_bulk_bodies(const BlockView (&blocks)[2], std::uint32_t count, std::uint32_t Header::*flags,
+                            std::uint32_t bit, Bulk::Kind kind, ThreadId peer,
+                            std::vector<std::vector<std::byte>>* bodies, bool* whole);
   void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
   void ring_doorbell(std::uint32_t entry);
 
@@ -281,6 +259,10 @@ class Worker {
   // than bulk_threshold_ (UINT32_MAX: never)
   Bulk* bulk_ = nullptr;
   std::uint32_t bulk_threshold_ = UINT32_MAX;
+  // The bodies of the batch being served (trustee) or taken (client), and
+  // the ids and lengths its references name: reused from batch to batch.
+  std::vector<std::vector<std::byte>> bulk_requests_, bulk_responses_;
+  std::vector<abi::BulkRef> bulk_refs_;
 
   // trustee
   PropertyTable props_;
@@ -315,19 +297,47 @@ class Worker {
 };
 
 template <class Header>
-Worker::BulkBody Worker::take_bulk_body(const BlockView (&blocks)[2], std::uint32_t count,
-                                        std::uint32_t Header::*flags, std::uint32_t bit, Bulk::Kind kind,
-                                        ThreadId peer, std::vector<std::byte>* body, bool* whole) {
-  const std::byte* last = bulk_ ? last_record<Header>(blocks, count) : nullptr;
-  if (!last) return BulkBody::kNone;
-  Header rh;
-  std::memcpy(&rh, last, sizeof rh);
-  abi::BulkRef ref;
-  if (!(rh.*flags & bit) || rh.length != sizeof ref) return BulkBody::kNone;
-  std::memcpy(&ref, last + sizeof rh, sizeof ref);
-  if (!bulk_->take(li_, kind, peer, ref.id, body)) return BulkBody::kWaiting;
-  *whole = body->size() == ref.length;
-  tcp_bytes_received_ += body->size();
+Worker::BulkBody Worker::take_bulk_bodies(const BlockView (&blocks)[2], std::uint32_t count,
+                                          std::uint32_t Header::*flags, std::uint32_t bit, Bulk::Kind kind,
+                                          ThreadId peer, std::vector<std::vector<std::byte>>* bodies, bool* whole) {
+  if (!bulk_) return BulkBody::kNone;
+  // The records walked as the readers walk them (a record that overruns its
+  // block ends that block): what they will take for references.
+  bulk_refs_.clear();
+  std::uint32_t seen = 0;
+  for (const BlockView& b : blocks) {
+    std::uint32_t off = 0;
+    while (seen < count && off + sizeof(Header) <= b.len) {
+      Header rh;
+      std::memcpy(&rh, b.p + off, sizeof rh);
+      const std::uint32_t size = sizeof rh + abi::align_record(rh.length);
+      if (rh.length > b.len || off + size > b.len) break;
+      if ((rh.*flags & bit) && rh.length == sizeof(abi::BulkRef)) {
+        abi::BulkRef ref;
+        std::memcpy(&ref, b.p + off + sizeof rh, sizeof ref);
+        bulk_refs_.push_back(ref);
+      }
+      off += size;
+      ++seen;
+    }
+  }
+  if (bulk_refs_.empty()) return BulkBody::kNone;
+  const std::size_t n = bulk_refs_.size();
+  std::uint64_t stack_ids[64];
+  std::vector<std::uint64_t> heap_ids;
+  std::uint64_t* ids = stack_ids;
+  if (n > 64) {
+    heap_ids.resize(n);
+    ids = heap_ids.data();
+  }
+  for (std::size_t i = 0; i < n; ++i) ids[i] = bulk_refs_[i].id;
+  if (bodies->size() < n) bodies->resize(n);
+  if (!bulk_->take_all(li_, kind, peer, ids, n, bodies->data())) return BulkBody::kWaiting;
+  *whole = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    *whole &= (*bodies)[i].size() == bulk_refs_[i].length;
+    tcp_bytes_received_ += (*bodies)[i].size();
+  }
   return BulkBody::kTaken;
 }
 

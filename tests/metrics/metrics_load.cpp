@@ -3,8 +3,8 @@
 // thread delegating to every trustee of the rack (so to trustees on both
 // hosts) for a given number of seconds, so that every series of the catalog
 // (monitoring/README.md) moves: sync `apply`, async `apply_then`, and every
-// few rounds a 12 KiB or 64 KiB std::vector argument with `apply_with` /
-// `apply_with_then` (12 KiB: large slots in fragments; 64 KiB: over the
+// few rounds a 3 KiB or 64 KiB std::vector argument with `apply_with` /
+// `apply_with_then` (3 KiB: two frames' worth, in fragments; 64 KiB: over the
 // TCP connections gossamerd brokers), some answered with a response as
 // large. It checks every result and exits non-zero on a mismatch.
 //   metrics_load SECONDS [THREADS]
@@ -29,7 +29,7 @@ constexpr std::size_t kMaxThreads = 64;
 constexpr int kAsyncPerRound = 16;    // apply_then per trustee per round
 constexpr long kLargeEvery = 8;       // rounds between 64 KiB requests
 constexpr std::size_t kLargeBytes = 64 * 1024;   // over the default threshold: over TCP
-constexpr std::size_t kMediumBytes = 12 * 1024;  // under it: a large slot, in fragments
+constexpr std::size_t kMediumBytes = 3 * 1024;   // under it (4096), over a frame: in fragments
 
 // A counter with the number of increments its clients say they sent.
 struct Cell {

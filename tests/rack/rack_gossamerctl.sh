@@ -60,6 +60,17 @@ for s in ${sizes//,/ }; do
 done
 grep -q "CHECK FAILED" "$out/big" "$out/big.err" && { ok=0; fail "a check failed: $(grep -h 'CHECK FAILED' "$out/big" "$out/big.err" | head -3)"; }
 [ $ok -eq 1 ] && pass "gossamerctl run on 3 hosts under injected loss: output from every host, apply_with of $sizes bytes byte-exact ($(grep -o '4194304-byte round trip.*' "$out/big"))"
+# 16 fibers at once, sizes around the default threshold (4096) and up to 1 MiB: several
+# references per batch; each request ran exactly once (rack_app checks the
+# trustee's count and every byte), and the bodies above the threshold went
+# over TCP.
+conc=$(sed -n 's/^\[host 0\] phase: \(.*concurrent large requests.*\)/\1/p' "$out/big")
+ctcp=$(sed -n 's/.*tcp_bytes_sent=\([0-9]*\).*/\1/p' <<<"$conc")
+if [ $ok -eq 1 ] && [ -n "$conc" ] && [ "${ctcp:-0}" -gt 0 ]; then
+  pass "large requests in flight together under loss, over TCP: $conc"
+else
+  fail "concurrent large requests: '${conc:-no phase line}'"
+fi
 
 # The same run started without gossamerd (rack-in-a-box exec on every host):
 # no TCP connections for large bodies, so every byte goes through the
@@ -76,6 +87,7 @@ prc=0
 for p in "${ppids[@]}"; do wait "$p" || prc=1; done
 piece_frames=$(( $(frames) - f0 ))
 if [ $prc -eq 0 ] && grep -q "phase: 4194304-byte round trip to trustee 5 in" "$out/pieces.0" &&
+   grep -q "concurrent large requests .* ran exactly once, tcp_bytes_sent=0$" "$out/pieces.0" &&
    ! grep -q "CHECK FAILED" "$out"/pieces.*; then
   pass "the same sizes through the dataplanes only (no gossamerd), byte-exact under loss ($(grep -o '4194304-byte round trip.*' "$out/pieces.0"))"
 else

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
 #include "bulk.hpp"
 
@@ -170,11 +171,86 @@ TEST_F(BulkPair, PayloadsArriveWholeAtTheirThreadAndKind) {
   EXPECT_TRUE(got.empty());
   ASSERT_TRUE(take(*h0, 0, Bulk::kResponse, 2, b, &got));
   EXPECT_TRUE(got == small);
-  EXPECT_GE(woken1[1].load(), 2);
+  EXPECT_GE(woken1[1].load(), 1);  // once per round of reads that brought it something
   EXPECT_EQ(woken1[0].load(), 0);
   EXPECT_GE(woken0[0].load(), 1);
   EXPECT_EQ(h0->bytes_sent(), big.size());
   EXPECT_EQ(h1->bytes_received(), big.size());
+}
+
+// A burst of transfers queued at once (several per sendmsg, several per
+// read on the other side: a body's tag read with the next header), of
+// lengths around the first receive buffer (64 KiB) and the tags' blocks,
+// to two threads: every one arrives whole, once.
+TEST_F(BulkPair, ABurstArrivesWholeAndOnce) {
+  const std::size_t lengths[] = {1, 15, 16, 17, 48, 63, 64, 65, 4095, 16385, 65535, 65536, 65537, 200000, 1};
+  std::vector<std::uint64_t> ids;
+  std::vector<std::vector<std::byte>> sent;
+  for (int round = 0; round < 8; ++round)
+    for (std::size_t n : lengths) {
+      sent.push_back(pattern(n, unsigned(ids.size())));
+      ids.push_back(h0->send(1, Bulk::kRequest, 1, 2 + std::uint32_t(ids.size() % 2), sent.back()));
+    }
+  std::vector<std::byte> got;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::uint32_t li = std::uint32_t(i % 2);
+    ASSERT_TRUE(take(*h1, li, Bulk::kRequest, 1, ids[i], &got)) << i;
+    EXPECT_TRUE(got == sent[i]) << i << ": " << got.size() << " bytes, sent " << sent[i].size();
+    EXPECT_FALSE(h1->take(li, Bulk::kRequest, 1, ids[i], &got)) << i;  // once
+  }
+}
+
+// take_all takes every payload a batch names or none of them.
+TEST_F(BulkPair, TakeAllIsAllOrNothing) {
+  const auto x = pattern(20000, 1), y = pattern(30, 2);
+  const std::uint64_t a = h0->send(1, Bulk::kRequest, 0, 3, x), b = h0->send(1, Bulk::kRequest, 0, 3, y);
+  const std::uint64_t m = h0->send(1, Bulk::kRequest, 0, 3, {});
+  std::vector<std::byte> got;
+  ASSERT_TRUE(take(*h1, 1, Bulk::kRequest, 0, m, &got));  // in order on the wire: a and b are in too
+  std::vector<std::byte> out[3];
+  const std::uint64_t missing[3] = {a, m + 1, b};  // m + 1: not sent
+  EXPECT_FALSE(h1->take_all(1, Bulk::kRequest, 0, missing, 3, out));
+  EXPECT_TRUE(out[0].empty() && out[2].empty());
+  const std::uint64_t both[2] = {b, a};  // any order
+  ASSERT_TRUE(h1->take_all(1, Bulk::kRequest, 0, both, 2, out));
+  EXPECT_TRUE(out[0] == y);
+  EXPECT_TRUE(out[1] == x);
+  EXPECT_FALSE(h1->take_all(1, Bulk::kRequest, 0, both, 1, out));  // taken once
+}
+
+// The session tags are HMAC-SHA256 as controlplane/README.md writes them,
+// whatever the object has computed before (its keyed context is reused),
+// and a copy tags on its own.
+TEST(BulkSession, TagsAreTheDocumentedHmac) {
+  const auto reference = [](const abi::SessionKey& k, char part, std::uint64_t n, const std::string& header,
+                            const std::string& body) {
+    std::string msg(1, part);
+    for (int i = 0; i < 8; ++i) msg += char(n >> (8 * i));
+    msg += header + body;
+    unsigned char out[32];
+    std::size_t len = 0;
+    EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, k.data(), k.size(),
+              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, sizeof out, &len);
+    return len == 32 ? std::string(reinterpret_cast<char*>(out), 16) : std::string("HMAC failed");
+  };
+  const auto str = [](const abi::SessionTag& t) { return std::string(reinterpret_cast<const char*>(t.data()), 16); };
+  abi::SessionDirection d(k01);
+  const std::string header(32, 'h'), body(70000, 'b');
+  for (std::uint64_t n = 0; n < 3; ++n) {
+    EXPECT_EQ(str(d.header_tag(header)), reference(k01, 'h', n, header, "")) << n;
+    EXPECT_EQ(str(d.body_tag(header, body)), reference(k01, 'b', n, header, body)) << n;
+    EXPECT_EQ(str(d.header_tag(header)), reference(k01, 'h', n, header, "")) << n;  // again, same context
+    d.advance();
+  }
+  abi::SessionDirection copy = d, other(k10);
+  copy.advance();
+  EXPECT_EQ(str(d.header_tag("x")), reference(k01, 'h', 3, "x", ""));
+  EXPECT_EQ(str(copy.header_tag("x")), reference(k01, 'h', 4, "x", ""));
+  EXPECT_EQ(str(other.header_tag("x")), reference(k10, 'h', 0, "x", ""));
+  other = copy;
+  EXPECT_EQ(str(other.body_tag("x", "y")), reference(k01, 'b', 4, "x", "y"));
+  abi::SessionDirection zero;  // default: the zero key
+  EXPECT_EQ(str(zero.header_tag("x")), reference(abi::SessionKey{}, 'h', 0, "x", ""));
 }
 
 // Host 1 of a 2-host, 4-thread rack, with host 0's end of its connection
@@ -192,7 +268,8 @@ void expect_refused(const std::string& bytes, int delivered = 0) {
   ASSERT_EQ(::write(p.a, bytes.data(), bytes.size()), ssize_t(bytes.size()));
   for (int i = 0; i < 5000 && h1->usable(0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_FALSE(h1->usable(0));
-  EXPECT_EQ(woken.load(), delivered);
+  // Woken once per round of reads that delivered something (the takes below count the transfers).
+  EXPECT_EQ(woken.load() > 0, delivered > 0) << woken.load();
   std::vector<std::byte> got;
   for (std::uint64_t id = 1; id <= 3; ++id)
     EXPECT_EQ(h1->take(0, Bulk::kRequest, 0, id, &got), int(id) <= delivered) << id;

@@ -11,7 +11,9 @@
 // latency is measured with steady_clock around the apply. After S seconds
 // the fibers stop issuing (requests in flight still complete and count) and
 // host 0 prints one line:
-//   echo size=32 threads=4 fibers=32 seconds=3 requests=N rps=R p50_us=X p99_us=Y
+//   echo size=32 threads=4 fibers=32 seconds=3 requests=N rps=R p50_us=X p99_us=Y tcp_bytes=T
+// (T: request bytes host 0 sent over the large-request path, TCP between
+// the instances; 0 when every request went through the dataplane)
 // With --after-idle K, host 0 then sends K more requests one at a time, each
 // after --idle-gap G seconds in which the whole rack does nothing (long
 // enough for the dataplanes and the runtime threads to go to sleep), and
@@ -190,9 +192,14 @@ int bench(const Params& p) {
     return lat[k] / 1000.0;
   };
   double p50 = pct(0.50), p99 = pct(0.99);
-  std::printf("echo size=%zu threads=%zu fibers=%zu seconds=%g requests=%llu rps=%.0f p50_us=%.1f p99_us=%.1f\n",
+  // Request bytes host 0's threads sent over the large-request path (TCP
+  // between the instances) rather than through the dataplane: the path used.
+  unsigned long long tcp_bytes = 0;
+  for (std::size_t t = 0; t < c0; ++t) tcp_bytes += gossamer::trustee_stats(t).tcp_bytes_sent;
+  std::printf("echo size=%zu threads=%zu fibers=%zu seconds=%g requests=%llu rps=%.0f p50_us=%.1f p99_us=%.1f"
+              " tcp_bytes=%llu\n",
               size, n, fibers, p.seconds, (unsigned long long)requests, secs > 0 ? double(requests) / secs : 0.0,
-              p50, p99);
+              p50, p99, tcp_bytes);
   if (!idle_lat.empty()) {
     std::sort(idle_lat.begin(), idle_lat.end());
     std::printf("echo_idle samples=%zu gap_s=%g p50_us=%.1f max_us=%.1f\n", idle_lat.size(), p.idle_gap,

@@ -87,6 +87,10 @@ struct TrusteeStats {
   std::uint64_t responses_received = 0;
   std::uint64_t local_applies = 0;   // ran directly on this thread's own trustee
   std::uint64_t fibers_ready = 0;    // ready queue length at the last sample
+  // Request and response bodies over the large-request path (TCP between
+  // the hosts' instances, bodies above controlplane.large_request_threshold_bytes)
+  std::uint64_t tcp_bytes_sent = 0;
+  std::uint64_t tcp_bytes_received = 0;
 };
 // Readable from any thread while run() is active, and after it returns (the
 // last values).

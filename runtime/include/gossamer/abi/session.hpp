@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gossamer::abi {
 
@@ -48,10 +49,28 @@ struct SessionKeys {
 };
 
 // One direction of a connection: its key and the number of the next message.
+//
+// The key is set into an OpenSSL HMAC context once, when the object is made
+// (the key's inner and outer pads hashed, the digest fetched); each tag then
+// re-initialises that keyed context (EVP_MAC_init without a key: back to the
+// state right after keying) instead of building and keying a new one, which
+// cost a context allocation, a digest fetch and two SHA-256 blocks per tag.
+// A copy duplicates the keyed context (EVP_MAC_CTX_dup), so copies tag
+// independently. One object is used by one thread at a time (its number
+// changes too); tag() is const but uses the context.
 class SessionDirection {
  public:
   SessionDirection() = default;
-  explicit SessionDirection(const SessionKey& key) : key_(key) {}
+  explicit SessionDirection(const SessionKey& key) : key_(key), ctx_(keyed(key)) {}
+  SessionDirection(const SessionDirection& o) : key_(o.key_), n_(o.n_), ctx_(o.ctx_ ? dup(o.ctx_) : nullptr) {}
+  SessionDirection(SessionDirection&& o) noexcept : key_(o.key_), n_(o.n_), ctx_(o.ctx_) { o.ctx_ = nullptr; }
+  SessionDirection& operator=(SessionDirection o) noexcept {
+    key_ = o.key_;
+    n_ = o.n_;
+    std::swap(ctx_, o.ctx_);
+    return *this;
+  }
+  ~SessionDirection() { EVP_MAC_CTX_free(ctx_); }
 
   std::uint64_t next() const { return n_; }
   SessionTag header_tag(std::string_view header) const { return tag('h', header, {}); }
@@ -63,31 +82,40 @@ class SessionDirection {
   void advance() { ++n_; }
 
  private:
-  SessionTag tag(char part, std::string_view header, std::string_view body) const {
-    // The HMAC algorithm is looked up once (thread-safe static); a context
-    // per tag keeps the object stateless, so it may be copied freely.
+  [[noreturn]] static void fail() {
+    // No HMAC in libcrypto is not something to work around.
+    std::fprintf(stderr, "gossamer: OpenSSL HMAC-SHA256 failed\n");
+    std::abort();
+  }
+  static EVP_MAC_CTX* keyed(const SessionKey& key) {
+    // The HMAC algorithm is looked up once (thread-safe static).
     static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
     EVP_MAC_CTX* ctx = hmac ? EVP_MAC_CTX_new(hmac) : nullptr;
     char digest[] = "SHA256";
     const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
                                  OSSL_PARAM_construct_end()};
+    if (!ctx || EVP_MAC_init(ctx, key.data(), key.size(), params) != 1) fail();
+    return ctx;
+  }
+  static EVP_MAC_CTX* dup(const EVP_MAC_CTX* ctx) {
+    EVP_MAC_CTX* c = EVP_MAC_CTX_dup(ctx);
+    if (!c) fail();
+    return c;
+  }
+
+  SessionTag tag(char part, std::string_view header, std::string_view body) const {
+    if (!ctx_) ctx_ = keyed(key_);  // default-constructed: the zero key
     std::uint8_t prefix[9];
     prefix[0] = std::uint8_t(part);
     for (int i = 0; i < 8; ++i) prefix[1 + i] = std::uint8_t(n_ >> (8 * i));
     std::uint8_t out[32];
     std::size_t len = 0;
-    const bool ok = ctx && EVP_MAC_init(ctx, key_.data(), key_.size(), params) == 1 &&
-                    EVP_MAC_update(ctx, prefix, sizeof prefix) == 1 &&
-                    EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(header.data()), header.size()) == 1 &&
+    const bool ok = EVP_MAC_init(ctx_, nullptr, 0, nullptr) == 1 && EVP_MAC_update(ctx_, prefix, sizeof prefix) == 1 &&
+                    EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(header.data()), header.size()) == 1 &&
                     (body.empty() ||
-                     EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(body.data()), body.size()) == 1) &&
-                    EVP_MAC_final(ctx, out, &len, sizeof out) == 1 && len == sizeof out;
-    EVP_MAC_CTX_free(ctx);
-    if (!ok) {
-      // No HMAC in libcrypto is not something to work around.
-      std::fprintf(stderr, "gossamer: OpenSSL HMAC-SHA256 failed\n");
-      std::abort();
-    }
+                     EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(body.data()), body.size()) == 1) &&
+                    EVP_MAC_final(ctx_, out, &len, sizeof out) == 1 && len == sizeof out;
+    if (!ok) fail();
     SessionTag t;
     for (std::size_t i = 0; i < t.size(); ++i) t[i] = out[i];
     return t;
@@ -95,6 +123,7 @@ class SessionDirection {
 
   SessionKey key_{};
   std::uint64_t n_ = 0;
+  mutable EVP_MAC_CTX* ctx_ = nullptr;  // keyed with key_; null until needed
 };
 
 // Hex for GOSSAMER_BULK (64 digits); false if `hex` is not exactly a key.

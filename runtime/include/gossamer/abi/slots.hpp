@@ -80,8 +80,9 @@ struct ExternalBody {
 static_assert(sizeof(ExternalBody) == 16);
 
 // invoker bit: the body is a BulkRef; the real body comes from another host
-// over the run's TCP connection to that host (runtime/src/bulk.hpp). Only
-// the last record of a batch may have it. Also marks a response record
+// over the run's TCP connection to that host (runtime/src/bulk.hpp). Any
+// record of a batch may have it; the batch is served (or its responses
+// taken) once every body it names has arrived. Also marks a response record
 // (ResponseHeader::status, kStatusBulk in attach.hpp).
 inline constexpr std::uint32_t kInvokerBulk = 0x4000'0000u;
 
