@@ -1,5 +1,5 @@
 // Evicting keys when the host is over --maxmemory with an evicting policy
-// (shard.hpp: make_room, memory.cpp: the measurement). Run by a shard's
+// (shard.hpp: evict_for, memory.cpp: the measurement). Run by a shard's
 // trustee on its own keys, so each shard evicts from itself: a write makes
 // room on the shard it writes to, and each loop's periodic round makes room
 // on its own thread's shard (memory.cpp) when no write comes.

@@ -157,10 +157,8 @@ extern std::atomic<std::uint8_t> g_policy;    // a Policy
 extern std::atomic<bool> g_evicting;          // maxmemory set and the policy evicts
 extern std::atomic<std::int64_t> g_over;      // bytes over maxmemory (negative: room left)
 extern std::atomic<std::uint64_t> g_evicted;  // INFO's evicted_keys (this host)
+// A write calls it, when g_evicting, with the bytes it will store.
 void evict_for(Shard& s, std::size_t incoming) noexcept;
-inline void make_room(Shard& s, std::size_t incoming) noexcept {
-  if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, incoming);
-}
 // What a key and its value take in a shard, about: the node and the
 // strings' own buffers (a short string lives in the node).
 inline std::size_t entry_bytes(std::size_t key, std::size_t value) noexcept {
@@ -279,7 +277,7 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
 
 inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
   try {
-    make_room(s, entry_bytes(key.size(), value.size()));
+    if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, entry_bytes(key.size(), value.size()));
     forget_ttl(s, key);
     touch(s, key);
     drop_object(s, key);
