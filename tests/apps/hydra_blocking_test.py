@@ -15,6 +15,12 @@
       3. 6 consumers (BLPOP with short timeouts on two keys of different
          shards) against 3 producers: every element pushed is popped exactly
          once or still in a list.
+  hydra_blocking_test.py rack HOST0:PORT HOST1:PORT
+      On a running rack (4 shards, 2 per host): clients blocked through
+      either host on keys of every shard are woken by pushes through the
+      other host, and consumers on both hosts against producers on both pop
+      every element exactly once (hydra_test.py's rack part runs it inside
+      host 0's namespace).
 Exits 77 (skip) without redis-py or redis-server.
 """
 import os
@@ -156,15 +162,43 @@ def cross_shard(port, shards):
           f"{results.get(20)} {r.lrange(k[2], 0, -1)} {r.lrange(k[0], 0, -1)}")
 
 
-def conservation(port, shards):
-    r = redis.Redis(port=port, socket_timeout=30)
-    r.flushall()
-    k = keys_on_distinct_shards("ck", shards)[:2]
+def rack(h0, h1):
+    hosts = [h0, h1]
+    r = [redis.Redis(host=h, port=p, socket_timeout=30) for h, p in hosts]
+    k = keys_on_distinct_shards("rk", 4)
+    results = {}
+    threads = []
+    for i, key in enumerate(k):  # blocked through host i % 2 on shard i's key (shards 0, 1 on host 0)
+        h, p = hosts[i % 2]
+
+        def block(i=i, h=h, p=p, key=key):
+            results[i] = redis.Redis(host=h, port=p, socket_timeout=30).blpop([key, "rack-never"], 20)
+        threads.append(threading.Thread(target=block))
+        threads[-1].start()
+    end = time.time() + 10
+    while time.time() < end and sum(blocked_count(c) for c in r) < 4:
+        time.sleep(0.02)
+    check(sum(blocked_count(c) for c in r) == 4, "rack: 4 clients blocked, 2 through each host")
+    for i, key in enumerate(k):
+        r[1 - i % 2].rpush(key, f"v{i}")  # through the other host
+    for t in threads:
+        t.join(25)
+    check(all(results.get(i) == (k[i].encode(), f"v{i}".encode()) for i in range(4)),
+          "rack: each woken by a push through the other host, on every shard", repr(results))
+    conservation(hosts, k[1:3])
+
+
+def conservation(hosts, keys):
+    """6 consumers (BLPOP on `keys`, short timeouts) against 3 producers,
+    spread over `hosts`: every element popped exactly once or left."""
+    r = redis.Redis(host=hosts[0][0], port=hosts[0][1], socket_timeout=30)
+    k = keys
+    r.delete(*k)
     n_producers, per_producer, stop = 3, 400, threading.Event()
     popped, lock = [], threading.Lock()
 
-    def consumer():
-        c = redis.Redis(port=port, socket_timeout=30)
+    def consumer(h, p):
+        c = redis.Redis(host=h, port=p, socket_timeout=30)
         mine = []
         while not stop.is_set():
             v = c.blpop(k, 0.05)
@@ -173,13 +207,13 @@ def conservation(port, shards):
         with lock:
             popped.extend(mine)
 
-    def producer(p):
-        c = redis.Redis(port=port, socket_timeout=30)
+    def producer(n, h, p):
+        c = redis.Redis(host=h, port=p, socket_timeout=30)
         for i in range(per_producer):
-            c.rpush(k[i % 2], f"p{p}-{i}")
+            c.rpush(k[i % 2], f"p{n}-{i}")
 
-    consumers = [threading.Thread(target=consumer) for _ in range(6)]
-    producers = [threading.Thread(target=producer, args=(p,)) for p in range(n_producers)]
+    consumers = [threading.Thread(target=consumer, args=hosts[i % len(hosts)]) for i in range(6)]
+    producers = [threading.Thread(target=producer, args=(n, *hosts[(n + 1) % len(hosts)])) for n in range(n_producers)]
     for t in consumers + producers:
         t.start()
     for t in producers:
@@ -194,15 +228,22 @@ def conservation(port, shards):
     check(everything == want and len(set(popped)) == len(popped),
           f"6 consumers, 3 producers: {len(popped)} popped, {len(left)} left, each element exactly once",
           f"{len(everything)} of {len(want)}")
-    check(wait_blocked(r, 0), "no client left blocked")
+    check(all(wait_blocked(redis.Redis(host=h, port=p), 0) for h, p in hosts), "no client left blocked")
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "rack":
+        hosts = []
+        for a in sys.argv[2:4]:
+            h, p = a.rsplit(":", 1)
+            hosts.append((h, int(p)))
+        rack(*hosts)
+        return finish()
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     with pair(build, threads=4) as ports:
         compared(ports)
         cross_shard(ports[0], 4)
-        conservation(ports[0], 4)
+        conservation([("127.0.0.1", ports[0])], keys_on_distinct_shards("ck", 4)[:2])
     return finish()
 
 
