@@ -290,13 +290,11 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
   Blocked& b = blocked_.at(id);
   const bool register_now = !b.nonblocking && b.groups.size() == 1;
   b.registered |= register_now;
-  ask(b.groups[i].first, block_closure, [this, id, i, register_now](Reply r) {
+  ask(b.groups[i].first, block_closure, [this, id, i, register_now, where = b.where](Reply r) {
     auto it = blocked_.find(id);
-    if (r.kind == Reply::kArray) {
-      Served sv{id, r.items[0], std::vector<std::string>(std::make_move_iterator(r.items.begin() + 1),
-                                                         std::make_move_iterator(r.items.end())), 0};
-      sv.where = it != blocked_.end() ? it->second.where : 0;
-      served_.push_back(std::move(sv));
+    if (r.kind == Reply::kArray) {  // handle_served replies, or gives it back if the connection is gone
+      served_.push_back(Served{id, r.items[0], std::vector<std::string>(std::make_move_iterator(r.items.begin() + 1),
+                                                                        std::make_move_iterator(r.items.end())), where});
       return;
     }
     if (it == blocked_.end() || it->second.done) return;  // closed, or served by another shard
@@ -315,20 +313,16 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     bl.registered = true;
     now_blocked(bl);
     const auto groups = bl.groups;  // an answer may end the command (and `bl`) at once
-    const std::uint8_t where = bl.where;
     const std::int64_t count = bl.count;
     for (const auto& [shard_index, keys] : groups)
-      ask(shard_index, block_closure, [this, id](Reply again) {
+      ask(shard_index, block_closure, [this, id, where](Reply again) {
         if (again.kind == Reply::kError) {
           if (blocked_.count(id)) finish_blocked(id, [&again](Pending& q) { resp::error(q.reply, again.s); });
           return;
         }
         if (again.kind != Reply::kArray) return;
-        auto at = blocked_.find(id);
-        Served sv{id, again.items[0], std::vector<std::string>(std::make_move_iterator(again.items.begin() + 1),
-                                                               std::make_move_iterator(again.items.end())),
-                  std::uint8_t(at != blocked_.end() ? at->second.where : 0)};
-        served_.push_back(std::move(sv));
+        served_.push_back(Served{id, again.items[0], std::vector<std::string>(std::make_move_iterator(again.items.begin() + 1),
+                                                                              std::make_move_iterator(again.items.end())), where});
       }, BlockReq{id, where, count, true, keys});
   }, BlockReq{id, b.where, b.count, register_now, b.groups[i].second});
 }
