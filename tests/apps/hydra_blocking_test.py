@@ -30,7 +30,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_pair import both, check, clients, finish, keys_on_distinct_shards, pair, raw_both, redis  # noqa: E402
+from hydra_pair import both, check, clients, finish, host_ports, keys_on_distinct_shards, pair, raw_both, redis  # noqa: E402
 
 
 def blocked_count(r):
@@ -233,11 +233,7 @@ def conservation(hosts, keys):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "rack":
-        hosts = []
-        for a in sys.argv[2:4]:
-            h, p = a.rsplit(":", 1)
-            hosts.append((h, int(p)))
-        rack(*hosts)
+        rack(*host_ports(sys.argv[2:4]))
         return finish()
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     with pair(build, threads=4) as ports:

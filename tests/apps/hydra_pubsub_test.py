@@ -29,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_pair import check, finish, keys_on_distinct_shards, pair, redis  # noqa: E402
+from hydra_pair import check, finish, host_ports, keys_on_distinct_shards, pair, redis  # noqa: E402
 from hydra_test import encode, free_port  # noqa: E402
 
 
@@ -410,11 +410,7 @@ def rack(h0, h1):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "rack":
-        hosts = []
-        for a in sys.argv[2:4]:
-            h, p = a.rsplit(":", 1)
-            hosts.append((h, int(p)))
-        rack(*hosts)
+        rack(*host_ports(sys.argv[2:4]))
         return finish()
     build = os.path.abspath(sys.argv[1])
     with pair(build, threads=4) as ports:
