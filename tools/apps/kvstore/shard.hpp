@@ -121,14 +121,14 @@ struct Shard {
   // the threads with subscribers and how many each has.
   using ThreadCounts = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
   std::unordered_map<std::string, ThreadCounts> channels, patterns;
-  std::vector<EvictCandidate> pool;
+  std::vector<EvictCandidate> pool;  // eviction.cpp: ascending idle time, at most 16
   // Blocking list commands (blocking.cpp): per key, the connections
   // blocked on it in the order they blocked; per connection, its keys
   // here; keys pushed to while a transaction owned the shard (served when
   // it releases the shard, as Redis serves after EXEC).
   std::unordered_map<std::string, std::deque<BlockedOn>> blocked;
   std::unordered_map<std::uint64_t, std::vector<std::string>> blocked_keys;
-  std::vector<std::string> ready;  // eviction.cpp: ascending idle time, at most kPoolSize
+  std::vector<std::string> ready;
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
   // it carries (the strings as plain pairs: their clocks restart); `objs`,
