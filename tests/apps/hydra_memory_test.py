@@ -11,7 +11,8 @@ eviction.cpp), with redis-py:
          succeeds throughout while the heap stays near the bound, keys read
          meanwhile survive far more than keys nobody read, INFO counts the
          evicted keys; OBJECT IDLETIME follows the access clock; CONFIG
-         SET maxmemory-policy switches to noeviction and back.
+         SET maxmemory-policy switches to noeviction and back;
+      3. volatile-lru (--maxmemory 30 MB): only keys with a TTL are evicted.
 Exits 77 (skip) without redis-py.
 """
 import os
@@ -134,10 +135,38 @@ def lru(build):
         proc.wait(timeout=20)
 
 
+def volatile_lru(build):
+    """volatile-lru at 30 MB: only keys with a TTL are evicted; keys without
+    one all stay while 60 MB of keys with a TTL are written."""
+    port, proc = start_hydra(build, "--maxmemory", str(30 * 10**6), "--maxmemory-policy", "volatile-lru")
+    try:
+        r = redis.Redis(port=port, socket_timeout=30)
+        value = b"v" * 1000
+        p = r.pipeline(transaction=False)
+        for i in range(5000):
+            p.set(f"keep{i}", value)
+        p.execute()
+        failed = 0
+        for batch in range(30):
+            p = r.pipeline(transaction=False)
+            for i in range(2000):
+                p.set(f"ttl{batch}:{i}", value, ex=1000)
+            failed += sum(1 for v in p.execute(raise_on_error=False) if v is not True)
+        kept = r.exists(*[f"keep{i}" for i in range(5000)])
+        evicted = r.info("stats")["evicted_keys"]
+        check(failed == 0 and kept == 5000 and evicted > 20000,
+              f"volatile-lru: 60000 SETs with a TTL succeed ({failed} failed), all 5000 keys without one stay "
+              f"({kept}), {evicted} keys with a TTL evicted")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
     maxmemory(build)
     lru(build)
+    volatile_lru(build)
     return finish()
 
 
