@@ -9,7 +9,8 @@
 // Entry::lru / Obj::lru, against this thread's tl_lru_clock), evict the most
 // idle of the pool that still exists. The pool lives on across calls, so
 // the keys evicted are close to the least recently used of the whole shard
-// after a few rounds. The random policies evict a sampled key.
+// after a few rounds; a candidate read since it was sampled is dropped from
+// the pool instead of evicted (its idle time there is stale). The random policies evict a sampled key.
 #include <algorithm>
 #include <random>
 
@@ -81,7 +82,7 @@ void populate(Shard& s, bool volatile_only) {
       s.pool.erase(s.pool.begin());        // the least idle goes
       --at;
     }
-    s.pool.insert(at, EvictCandidate{idle, *key});
+    s.pool.insert(at, EvictCandidate{idle, lru, *key});
   }
 }
 
@@ -124,11 +125,12 @@ bool evict_one(Shard& s) {
   for (int round = 0; round < 4; ++round) {
     populate(s, volatile_only);
     while (!s.pool.empty()) {
-      std::string key = std::move(s.pool.back().key);
+      EvictCandidate c = std::move(s.pool.back());
       s.pool.pop_back();
       std::uint32_t lru;
-      if (!clock_of(s, key, lru) || (volatile_only && !s.expires.count(key))) continue;
-      drop(s, key);
+      // Gone, or read or written since it was sampled (its idle time is stale): not this one.
+      if (!clock_of(s, c.key, lru) || lru != c.lru || (volatile_only && !s.expires.count(c.key))) continue;
+      drop(s, c.key);
       return true;
     }
   }

@@ -98,12 +98,16 @@ void set_maxmemory(std::size_t bytes) {
 const char* policy_name() { return kPolicies[g_policy.load(std::memory_order_relaxed) % std::size(kPolicies)]; }
 
 // Each loop's periodic round (Loop::run): over the bound with an evicting
-// policy, its own shard evicts (a local apply, at once; not activity for
-// the idle policy, as the expiry sweep). Every 100 ms (10 ms when evicting)
+// policy, its own shard evicts, every 100 ms at most (a local apply, at
+// once; not activity for the idle policy, as the expiry sweep). Every 100 ms (10 ms when evicting)
 // the host's first thread measures the heap.
 void Loop::check_memory(std::chrono::steady_clock::time_point now) {
   const bool evicting = g_evicting.load(std::memory_order_relaxed);
-  if (evicting && g_over.load(std::memory_order_relaxed) > 0) {
+  // At most every 100 ms: a loop without connections goes round far more
+  // often than a busy one, and would drain its own shard (fresh keys too)
+  // while the writes on others keep the host over.
+  if (evicting && now >= next_evict_ && g_over.load(std::memory_order_relaxed) > 0) {
+    next_evict_ = now + std::chrono::milliseconds(100);
     ++inflight_;
     ++sweeps_;
     shard(gossamer::thread_index()).apply_then([](Shard& s) { return evict_for(s, 0), Count{}; }, [this](Count) { --inflight_; });

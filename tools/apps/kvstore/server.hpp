@@ -530,6 +530,7 @@ class Loop {
   std::vector<Message> messages_;
   std::vector<std::tuple<std::uint32_t, std::uint32_t, bool>> kills_;  // CLIENT KILL: slot, gen, is the killer
   std::chrono::steady_clock::time_point next_memory_check_{};  // memory.cpp
+  std::chrono::steady_clock::time_point next_evict_{};         // memory.cpp: this loop's shard evicts without writes
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   // Idle policy (Loop::idle).
   bool quiet_ = false;

@@ -75,6 +75,7 @@ struct Watch {
 // idle kept, as Redis's evictionPoolEntry.
 struct EvictCandidate {
   std::uint32_t idle = 0;
+  std::uint32_t lru = 0;  // the key's clock when sampled: read since, it is no candidate any more
   std::string key;
 };
 
