@@ -174,6 +174,11 @@ def keys_on_distinct_shards(prefix, shards):
     return [found[s] for s in range(shards)]
 
 
+def host_ports(args):
+    """HOST:PORT arguments (a rack's hosts) as (host, port) pairs."""
+    return [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in args)]
+
+
 def finish():
     print(f"{len(failures)} failure(s)" if failures else "all passed")
     return 1 if failures else 0

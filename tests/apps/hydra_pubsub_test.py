@@ -29,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_pair import check, finish, keys_on_distinct_shards, pair, redis  # noqa: E402
+from hydra_pair import check, finish, host_ports, keys_on_distinct_shards, pair, redis  # noqa: E402
 from hydra_test import encode, free_port  # noqa: E402
 
 
@@ -375,44 +375,6 @@ def slow_readers(build):
         proc.wait(timeout=20)
 
 
-def maxmemory(build):
-    """--maxmemory 48 MB (noeviction): writes of 10 kB values are refused
-    with Redis's OOM error once the heap is over it, reads and DEL still
-    work, and writes work again once memory is freed."""
-    port, proc = start_hydra(build, "--maxmemory", str(48 * 10**6))
-    try:
-        r = redis.Redis(port=port, socket_timeout=20)
-        value = b"v" * 10000
-        stored, err = 0, None
-        try:
-            for i in range(20000):
-                r.set(f"k{i}", value)
-                stored += 1
-                if i % 250 == 0:
-                    time.sleep(0.25)  # the heap is read every 100 ms
-        except redis.exceptions.ResponseError as e:
-            err = str(e)
-        check(err == "OOM command not allowed when used memory > 'maxmemory'." and 3000 < stored < 6500,
-              f"--maxmemory 48 MB: SET refused with Redis's OOM error after {stored} values of 10 kB", repr(err))
-        check(r.get("k1") == value and r.dbsize() == stored, "reads still answered, nothing lost")
-        p = r.pipeline(transaction=True)
-        p.incr("c")
-        try:
-            p.execute()
-            tx = "ran"
-        except redis.exceptions.ResponseError as e:
-            tx = str(e)
-        check(tx.startswith("Transaction discarded") or "OOM" in tx, "MULTI while over: refused (EXECABORT)", tx)
-        check(r.delete(*[f"k{i}" for i in range(stored)]) == stored, "DEL still works while over")
-        time.sleep(0.5)
-        check(r.set("after", "v") is True, "SET works again once memory is freed")
-        check(r.config_get("maxmemory*") == {"maxmemory": str(48 * 10**6), "maxmemory-policy": "noeviction",
-                                               "maxmemory-clients": str(512 << 20)}, "CONFIG GET maxmemory*")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
 def rack(h0, h1):
     """Subscribers on both hosts, a publisher on each: every message everywhere."""
     subs = []
@@ -448,11 +410,7 @@ def rack(h0, h1):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "rack":
-        hosts = []
-        for a in sys.argv[2:4]:
-            h, p = a.rsplit(":", 1)
-            hosts.append((h, int(p)))
-        rack(*hosts)
+        rack(*host_ports(sys.argv[2:4]))
         return finish()
     build = os.path.abspath(sys.argv[1])
     with pair(build, threads=4) as ports:
@@ -462,7 +420,6 @@ def main():
         cross_shard(ports[0], 4)
     slow_subscriber(build)
     slow_readers(build)
-    maxmemory(build)
     return finish()
 
 

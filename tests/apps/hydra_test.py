@@ -527,11 +527,13 @@ def rack(build, root, hydra, port):
         check(p.returncode == 0, "SCAN on the rack: every key through either host, the cursor over both hosts' shards",
               f"exit {p.returncode}")
 
-        # Pub/sub across the hosts: subscribers on both, publishers on both.
-        p = in_h0(os.path.join(os.path.dirname(me), "hydra_pubsub_test.py"), "rack",  # its #! python has redis-py
-                  f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=60)
-        print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
-        check(p.returncode == 0, "pub/sub on the rack (subscribers and publishers on both hosts)", f"exit {p.returncode}")
+        # Pub/sub and blocking pops across the hosts (their scripts' rack parts).
+        for script, what in (("hydra_pubsub_test.py", "pub/sub on the rack (subscribers and publishers on both hosts)"),
+                             ("hydra_blocking_test.py", "blocking pops on the rack (blocked via one host, woken via the other)")):
+            p = in_h0(os.path.join(os.path.dirname(me), script), "rack",  # its #! python has redis-py
+                      f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=90)
+            print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)
+            check(p.returncode == 0, what, f"exit {p.returncode}")
 
         # Stop: Ctrl-C on gossamerctl; gossamerd stops every host's instance
         # (SIGTERM), which must exit 0 on its own (SIGKILL follows 1 s later).

@@ -320,13 +320,24 @@ bool Loop::execute_client(std::uint32_t slot, Connection& c, const std::string& 
     resp::simple(p.reply, "OK");
   } else if (sub == "getredir") {
     if (!wrong(2)) resp::integer(p.reply, -1);
-  } else if (sub == "unblock") {  // no blocking commands here: nobody to unblock
+  } else if (sub == "unblock") {  // a connection of this host blocked in BLPOP... (blocking.cpp): 1 if it was
     if (n != 3 && n != 4) return wrong(3), true;
     long long id;
     if (!resp::parse_int64(args[2], id)) return resp::error(p.reply, "ERR value is not an integer or out of range"), true;
     if (n == 4 && lower(args[3]) != "timeout" && lower(args[3]) != "error")
       return resp::error(p.reply, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"), true;
-    resp::integer(p.reply, 0);
+    const bool as_error = n == 4 && lower(args[3]) == "error";
+    p.kind = Pending::Kind::kSum;
+    p.waiting = local_count_;
+    inflight_ += local_count_;
+    for (std::uint32_t t = first_local_; t < first_local_ + local_count_; ++t)
+      shard(t).apply_with_then(
+          [](Shard&, std::uint64_t client, bool error) {
+            Loop* l = Loop::current();
+            return Count{l ? l->on_unblock(client, error) : 0, Count::kOk};
+          },
+          [this, slot, gen, seq](Count k) { answer(slot, gen, seq, [&](Pending& q) { q.sum += k.n; }); },
+          std::uint64_t(id), as_error);
   } else if (sub == "help" && n == 2) {
     static const char* const kHelp[] = {
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

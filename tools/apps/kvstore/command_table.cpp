@@ -52,6 +52,9 @@ constexpr CommandSpec kCommands[] = {
     {"smismember", -3, 1, 1, 1, false}, {"memory", -2, 2, 2, 1, false},
     {"lcs", -3, 1, 2, 1, false}, {"lmove", 5, 1, 2, 1, false}, {"rpoplpush", 3, 1, 2, 1, false},
     {"smove", 4, 1, 2, 1, false}, {"command", -1, 0, 0, 0, false},
+    // blocking list commands (blocking.cpp); BLMPOP's and LMPOP's keys follow numkeys (Loop::shards_of)
+    {"blpop", -3, 1, -2, 1, false}, {"brpop", -3, 1, -2, 1, false}, {"blmove", 6, 1, 2, 1, false},
+    {"brpoplpush", 4, 1, 2, 1, false}, {"blmpop", -5, 0, 0, 0, false}, {"lmpop", -4, 0, 0, 0, false},
     // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
     {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
     {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
@@ -62,6 +65,10 @@ constexpr CommandSpec kCommands[] = {
 
 bool arity_ok(const CommandSpec& spec, std::size_t n) {
   return spec.arity >= 0 ? n == std::size_t(spec.arity) : n >= std::size_t(-spec.arity);
+}
+
+bool blocking_name(const std::string& n) {
+  return n == "blpop" || n == "brpop" || n == "blmove" || n == "brpoplpush" || n == "blmpop" || n == "lmpop";
 }
 
 bool always_transaction(const std::string& n) {

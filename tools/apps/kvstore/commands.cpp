@@ -125,10 +125,14 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
     each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_del(s, std::move(k)); });
-  } else if (name == "exists" || name == "touch") {  // TOUCH: the keys that exist (Hydra keeps no access times)
+  } else if (name == "exists") {
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
     each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_exists(s, std::move(k)); });
+  } else if (name == "touch") {  // the keys that exist, their access clocks set
+    if (!arity(args.size() >= 2)) return;
+    Split sp = split_keys(args, 1, nshards_);
+    each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_touch(s, std::move(k)); });
   } else if (name == "mset") {
     if (!arity(args.size() >= 3 && args.size() % 2 == 1)) return;
     Split sp = split_keys(args, 2, nshards_);
@@ -227,7 +231,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     resp::error(p.reply, "ERR SHUTDOWN is refused by hydra: stop it with SIGTERM or SIGINT (Ctrl-C on gossamerctl run)");
   } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args) &&
              !execute_keys(slot, name, p, seq, gen, args) && !execute_pubsub(slot, c, name, p, seq, args) &&
-             !execute_client(slot, c, name, p, seq, args)) {
+             !execute_client(slot, c, name, p, seq, args) && !execute_blocking(slot, c, name, p, seq, args)) {
     resp::error(p.reply, unknown_command(args));
   }
 }
@@ -440,6 +444,7 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     header("Clients");
     line("connected_clients", std::to_string(g_stats.connected_clients.load(std::memory_order_relaxed)));
     line("maxclients", std::to_string(g_config.maxclients));
+    line("blocked_clients", std::to_string(g_stats.blocked_clients.load(std::memory_order_relaxed)));
   }
   if (want("memory")) {  // this host's process
     const struct mallinfo2 m = ::mallinfo2();
@@ -455,6 +460,8 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     line("used_memory", std::to_string(used));
     line("used_memory_human", human);
     line("used_memory_rss", std::to_string(std::size_t(rss_pages) * std::size_t(::sysconf(_SC_PAGESIZE))));
+    line("maxmemory", std::to_string(g_maxmemory.load(std::memory_order_relaxed)));
+    line("maxmemory_policy", policy_name());
     line("mem_allocator", "libc");
   }
   if (want("persistence")) {  // Hydra persists nothing
@@ -470,6 +477,7 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     line("total_connections_received", std::to_string(g_stats.connections_received.load(std::memory_order_relaxed)));
     line("total_commands_processed", std::to_string(commands));
     line("rejected_connections", std::to_string(g_stats.rejected_connections.load(std::memory_order_relaxed)));
+    line("evicted_keys", std::to_string(g_evicted.load(std::memory_order_relaxed)));
     line("hydra_protocol_errors", std::to_string(g_stats.protocol_errors.load(std::memory_order_relaxed)));
   }
   if (want("replication")) {  // no replication: every host a master without replicas

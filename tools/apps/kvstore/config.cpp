@@ -2,8 +2,9 @@
 //
 // Three kinds of parameters:
 // - Hydra's own, set on its command line (port, bind, maxclients,
-//   maxmemory, proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
-//   answers Redis's error for an immutable parameter.
+//   proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
+//   answers Redis's error for an immutable parameter. maxmemory and
+//   maxmemory-policy are settable too (memory.cpp).
 // - The encoding thresholds OBJECT ENCODING reports against
 //   (hash-max-listpack-entries and -value, set-max-intset-entries, with
 //   their old ziplist names): settable, kept in process-wide atomics that
@@ -18,6 +19,7 @@
 #include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -33,7 +35,26 @@ namespace {
 
 using resp::lower;
 
-enum class Kind : std::uint8_t { kImmutable, kEncoding, kStored };
+enum class Kind : std::uint8_t { kImmutable, kEncoding, kStored, kMemory };
+
+// Redis's memtoull: a count of bytes with an optional unit (k, kb, m, mb,
+// g, gb; any case).
+bool memory_value(std::string_view v, std::size_t& bytes) {
+  std::size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 18) return false;
+  const std::string unit = resp::lower(v.substr(digits));
+  std::size_t mul = 1;
+  if (unit == "k") mul = 1000;
+  else if (unit == "kb") mul = 1024;
+  else if (unit == "m") mul = 1000 * 1000;
+  else if (unit == "mb") mul = 1024 * 1024;
+  else if (unit == "g") mul = 1000L * 1000 * 1000;
+  else if (unit == "gb") mul = 1024L * 1024 * 1024;
+  else if (!unit.empty()) return false;
+  bytes = std::stoull(std::string(v.substr(0, digits))) * mul;
+  return true;
+}
 
 struct Param {
   const char* name;
@@ -51,8 +72,8 @@ const Param kParams[] = {
     {"client-query-buffer-limit", Kind::kImmutable, nullptr},
     {"requirepass", Kind::kImmutable, nullptr},
     {"daemonize", Kind::kImmutable, nullptr},
-    {"maxmemory", Kind::kImmutable, nullptr},  // these four: memory.cpp (connection_config)
-    {"maxmemory-policy", Kind::kImmutable, nullptr},
+    {"maxmemory", Kind::kMemory, nullptr},  // these four: memory.cpp (connection_config)
+    {"maxmemory-policy", Kind::kMemory, nullptr},
     {"maxmemory-clients", Kind::kImmutable, nullptr},
     {"client-output-buffer-limit", Kind::kImmutable, nullptr},
     {"hash-max-listpack-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
@@ -107,7 +128,7 @@ std::string current(const Param& p) {
       std::lock_guard lock(g_mutex);
       return stored()[n];
     }
-    case Kind::kImmutable: break;
+    case Kind::kImmutable: case Kind::kMemory: break;
   }
   if (std::string v; connection_config(n, v)) return v;
   if (n == "port") return std::to_string(g_config.port);
@@ -166,6 +187,21 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
     if (name == "notify-keyspace-events" && !args[i + 1].empty())
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
                                       "') - keyspace notifications are not supported by hydra");
+    std::size_t bytes;
+    if (name == "maxmemory" && !memory_value(args[i + 1], bytes))
+      return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
+    if (name == "maxmemory-policy") {
+      static const char* const kRedis[] = {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
+                                           "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"};
+      const std::string v = lower(args[i + 1]);
+      if (std::find(std::begin(kRedis), std::end(kRedis), v) == std::end(kRedis))
+        return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) "
+                                    "must be one of the following: volatile-lru, volatile-lfu, volatile-random, "
+                                    "volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction");
+      if (v.find("lfu") != std::string::npos || v == "volatile-ttl")
+        return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - hydra "
+                                    "has no " + v + " policy (noeviction, allkeys-lru, volatile-lru, allkeys-random, volatile-random)");
+    }
     long long v;
     if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], v) || v < 0))
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
@@ -177,6 +213,10 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
       long long v = 0;
       resp::parse_int64(value, v);
       param->knob->store(v, std::memory_order_relaxed);
+    } else if (param->kind == Kind::kMemory) {
+      std::size_t bytes = 0;
+      if (std::string_view(param->name) == "maxmemory" && memory_value(value, bytes)) set_maxmemory(bytes);
+      else set_policy(lower(value));
     } else {
       std::lock_guard lock(g_mutex);
       stored()[param->name] = value;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 
@@ -35,6 +36,14 @@ constexpr std::size_t kAcceptsPerRound = 64;
 thread_local Loop* tl_loop = nullptr;
 thread_local bool tl_loop_gone = false;
 thread_local std::vector<int> tl_inbox;
+
+// This thread's copy of the keys' access clock (shard.hpp, tl_lru_clock):
+// the coarse monotonic clock, a read of the vDSO's page without a TSC read.
+void tick_lru_clock() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  tl_lru_clock = std::uint32_t(std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000);
+}
 
 void drop_socket(int fd) {
   ::close(fd);
@@ -116,6 +125,7 @@ void Loop::run() {
   std::uint64_t idle_rounds = 0, round = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
     bool worked = false;
+    tick_lru_clock();                           // the keys' access clock (shard.hpp)
     if (!tl_inbox.empty()) {                    // sockets dealt to this thread
       std::vector<int> fds;
       fds.swap(tl_inbox);
@@ -136,6 +146,12 @@ void Loop::run() {
       worked = true;
     }
     if (!kills_.empty()) do_kills();            // CLIENT KILL (clients.cpp)
+    if (!tl_served.empty()) dispatch_served();  // blocked connections this thread's shard served (blocking.cpp)
+    if (!served_.empty() || !unblocks_.empty()) {  // ... and those served to this loop's connections
+      handle_served();
+      worked = true;
+    }
+    if (!blocked_.empty()) block_timeouts();
     worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
@@ -316,6 +332,7 @@ void Loop::close_connection(std::uint32_t slot, bool force) {
   if (c->fd >= 0) drop_socket(c->fd);  // close() also leaves the epoll set
   c->fd = -1;
   if (c->subscribed) unsubscribe_all(slot, *c);
+  if (c->blocked) drop_blocked(*c);
   if (c->txn && !force) {
     c->dead = true;
     c->out.clear();
@@ -331,7 +348,7 @@ void Loop::close_connection(std::uint32_t slot, bool force) {
 // Room for more requests: not closing, and neither too many replies owed
 // nor too many unsent (backpressure: the client must read its replies).
 bool Loop::can_execute(const Connection& c) const {
-  return !c.closing && c.txn == 0 && c.held.empty() && c.pending.size() < g_config.max_pending &&
+  return !c.closing && c.txn == 0 && c.blocked == 0 && c.held.empty() && c.pending.size() < g_config.max_pending &&
          c.out.size() - c.written + c.reply_bytes < g_config.max_output;
 }
 
@@ -346,7 +363,9 @@ void Loop::on_event(std::uint32_t slot, std::uint32_t ev) {
     // A hang-up while this connection is not reading: the replies it is
     // owed cannot be delivered any more.
     if (!reading_allowed(*c)) {
-      if (ev & EPOLLHUP) return close_connection(slot);
+      // A blocked client (BLPOP...) that goes away is dropped at once, as
+      // Redis does: only EPOLLRDHUP is watched for it (update_events).
+      if ((ev & EPOLLHUP) || (c->blocked && (ev & EPOLLRDHUP))) return close_connection(slot);
     } else if (!read_input(slot, *c)) {
       return close_connection(slot);
     }
@@ -502,6 +521,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
 void Loop::update_events(std::uint32_t slot, Connection& c) {
   std::uint32_t want = 0;
   if (reading_allowed(c)) want |= EPOLLIN | EPOLLRDHUP;
+  else if (c.blocked) want |= EPOLLRDHUP;
   if (c.written < c.out.size()) want |= EPOLLOUT;
   if (want == c.events) return;
   epoll_event ev{};

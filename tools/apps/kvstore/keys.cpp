@@ -201,8 +201,8 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
       r.kind = Reply::kInt;
       r.n = std::int64_t(bytes);
     } else if (sub == "idletime") {
-      r.kind = Reply::kInt;  // Hydra keeps no access time: always 0 (README)
-      r.n = 0;
+      r.kind = Reply::kInt;  // seconds since the key was last read or written (shard.hpp: tl_lru_clock)
+      r.n = idle_ms(str != s.map.end() ? str->second.lru : obj->second.lru) / 1000;
     } else {  // freq: Hydra has no LFU policy
       r.kind = Reply::kError;
       r.s = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when "
@@ -298,7 +298,7 @@ bool Loop::execute_keys(std::uint32_t slot, const std::string& name, Pending& p,
           "FREQ <key>",
           "    Return the access logarithmic access frequency counter (needs an LFU policy: none in Hydra).",
           "IDLETIME <key>",
-          "    Return the idle time of the key (Hydra: always 0).",
+          "    Return the idle time of the key, that is the approximated number of seconds elapsed since the last access to the key.",
           "REFCOUNT <key>",
           "    Return the number of references of the value associated with the specified key.",
           "HELP",

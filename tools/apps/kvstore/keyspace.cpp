@@ -64,7 +64,8 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
       case Dump::kSet: s.objs.emplace(key, Set(std::make_move_iterator(d.items.begin()), std::make_move_iterator(d.items.end()))); break;
       default: return {0, Count::kOutOfMemory};
     }
-    if (d.deadline >= 0) s.expires.insert_or_assign(std::move(key), d.deadline);
+    if (d.deadline >= 0) s.expires.insert_or_assign(key, d.deadline);
+    if (d.type == Dump::kList) signal_ready(s, key);  // a list moved into place wakes its waiters (blocking.cpp)
     return {1, Count::kOk};
   } catch (...) {
     return {0, Count::kOutOfMemory};

@@ -94,8 +94,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(0), std::size_t(4) << 30));
   std::string policy = "noeviction";
   app.add_option("--maxmemory", g_config.maxmemory,
-                 "heap bytes of this host's process above which writes are refused with -OOM (0: no bound)");
-  app.add_option("--maxmemory-policy", policy, "noeviction (the only policy so far)")->check(CLI::IsMember({"noeviction"}));
+                 "heap bytes of this host's process above which writes are refused with -OOM (noeviction) or keys "
+                 "are evicted (0: no bound)");
+  app.add_option("--maxmemory-policy", policy, "noeviction, allkeys-lru, volatile-lru, allkeys-random or volatile-random")
+      ->check(CLI::IsMember({"noeviction", "allkeys-lru", "volatile-lru", "allkeys-random", "volatile-random"}));
   app.add_option("--max-reply-memory", g_config.max_reply_memory,
                  "reply bytes owed to all of this host's connections before those owed the most are disconnected (0: no bound)")
       ->check(CLI::Range(std::size_t(0), std::size_t(1) << 40));
@@ -105,6 +107,8 @@ int main(int argc, char** argv) {
                  "bytes of keys and values one command sends to one shard; more is refused")
       ->check(CLI::Range(std::size_t(1) << 12, g_config.max_shard_request));
   CLI11_PARSE(app, argc, argv);
+  hydra::set_policy(policy);
+  hydra::set_maxmemory(g_config.maxmemory);
   if (!pass_file.empty()) {
     std::ifstream in(pass_file);
     std::getline(in, g_config.requirepass);

@@ -1,11 +1,19 @@
-// --maxmemory with the noeviction policy: when this host's process holds
-// more than --maxmemory bytes of heap, commands that may grow the data are
-// refused with Redis 7.0's OOM error until memory is freed (DEL, FLUSHALL,
-// expiry). The heap in use is the allocator's own count (mallinfo2: bytes
-// in use in every arena, and in mmapped chunks), as Redis's used_memory is
-// its allocator's; one loop per host reads it every 100 ms at most and
-// publishes a flag the others test. So a burst of writes may overshoot the
-// bound by what arrives in that time. Each host of a rack bounds itself.
+// --maxmemory and --maxmemory-policy. The heap in use is the allocator's
+// own count (mallinfo2: bytes in use in every arena, and in mmapped
+// chunks), as Redis's used_memory is its allocator's; one loop per host
+// reads it every 100 ms (10 ms with an evicting policy). Each host of a
+// rack bounds itself.
+//
+// noeviction: over the bound, commands that may grow the data are refused
+// with Redis 7.0's OOM error until memory is freed (DEL, FLUSHALL, expiry);
+// the loop publishes a flag the others test, so a burst of writes may
+// overshoot the bound by what arrives in 100 ms.
+// allkeys-lru, volatile-lru, allkeys-random, volatile-random: nothing is
+// refused; the measurement publishes how far over the bound the host is
+// (g_over), every write adds its size to it and evicts keys of its own
+// shard while it is positive (eviction.cpp), and each loop evicts from its
+// own thread's shard in its periodic round, so memory is freed without
+// writes too.
 //
 // Also the small accessor CONFIG GET uses for the connection-side settings.
 #include <malloc.h>
@@ -20,8 +28,17 @@ namespace hydra {
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
 
 std::atomic<bool> g_oom{false};
+std::atomic<std::size_t> g_maxmemory{0};
 
 namespace {
+
+constexpr const char* kPolicies[] = {"noeviction", "allkeys-lru", "volatile-lru", "allkeys-random", "volatile-random"};
+
+void publish_policy() {
+  g_evicting.store(g_maxmemory.load(std::memory_order_relaxed) != 0 &&
+                       g_policy.load(std::memory_order_relaxed) != std::uint8_t(Policy::kNoEviction),
+                   std::memory_order_relaxed);
+}
 
 std::atomic<std::uint64_t> g_used{0};
 
@@ -43,10 +60,9 @@ bool denyoom(const std::string& n) {
 
 std::uint64_t used_memory() { return g_used.load(std::memory_order_relaxed); }
 
-// Every 100 ms on each host's first thread (Loop::run's periodic block).
-void Loop::check_memory(std::chrono::steady_clock::time_point now) {
-  if (local_index_ != 0 || now < next_memory_check_) return;
-  next_memory_check_ = now + std::chrono::milliseconds(100);
+// Reads the heap in use and publishes what follows from it: g_oom
+// (noeviction) or g_over (evicting policies).
+static void measure() {
   std::uint64_t used;
   if (__sanitizer_get_current_allocated_bytes) {
     used = __sanitizer_get_current_allocated_bytes();
@@ -55,7 +71,50 @@ void Loop::check_memory(std::chrono::steady_clock::time_point now) {
     used = m.uordblks + m.hblkhd;
   }
   g_used.store(used, std::memory_order_relaxed);
-  g_oom.store(g_config.maxmemory != 0 && used > g_config.maxmemory, std::memory_order_relaxed);
+  const std::size_t max = g_maxmemory.load(std::memory_order_relaxed);
+  const bool evicting = g_evicting.load(std::memory_order_relaxed);
+  if (evicting) g_over.store(std::int64_t(used) - std::int64_t(max), std::memory_order_relaxed);
+  g_oom.store(max != 0 && used > max && !evicting, std::memory_order_relaxed);
+}
+
+bool set_policy(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kPolicies); ++i)
+    if (name == kPolicies[i]) {
+      g_policy.store(std::uint8_t(i), std::memory_order_relaxed);
+      publish_policy();
+      measure();
+      return true;
+    }
+  return false;
+}
+
+// CONFIG SET takes effect for the next command, as in Redis.
+void set_maxmemory(std::size_t bytes) {
+  g_maxmemory.store(bytes, std::memory_order_relaxed);
+  publish_policy();
+  measure();
+}
+
+const char* policy_name() { return kPolicies[g_policy.load(std::memory_order_relaxed) % std::size(kPolicies)]; }
+
+// Each loop's periodic round (Loop::run): over the bound with an evicting
+// policy, its own shard evicts, every 100 ms at most (a local apply, at
+// once; not activity for the idle policy, as the expiry sweep). Every 100 ms (10 ms when evicting)
+// the host's first thread measures the heap.
+void Loop::check_memory(std::chrono::steady_clock::time_point now) {
+  const bool evicting = g_evicting.load(std::memory_order_relaxed);
+  // At most every 100 ms: a loop without connections goes round far more
+  // often than a busy one, and would drain its own shard (fresh keys too)
+  // while the writes on others keep the host over.
+  if (evicting && now >= next_evict_ && g_over.load(std::memory_order_relaxed) > 0) {
+    next_evict_ = now + std::chrono::milliseconds(100);
+    ++inflight_;
+    ++sweeps_;
+    shard(gossamer::thread_index()).apply_then([](Shard& s) { return evict_for(s, 0), Count{}; }, [this](Count) { --inflight_; });
+  }
+  if (local_index_ != 0 || now < next_memory_check_) return;
+  next_memory_check_ = now + std::chrono::milliseconds(evicting ? 10 : 100);
+  measure();
 }
 
 // True if refused: a command that may grow the data while the host is over
@@ -75,8 +134,8 @@ bool Loop::oom_refused(Connection& c, const std::string& name) {
 // CONFIG GET's values of the connection-side settings (and an empty
 // optional for others): one place for whoever implements CONFIG.
 bool connection_config(std::string_view key, std::string& value) {
-  if (key == "maxmemory") value = std::to_string(g_config.maxmemory);
-  else if (key == "maxmemory-policy") value = "noeviction";
+  if (key == "maxmemory") value = std::to_string(g_maxmemory.load(std::memory_order_relaxed));
+  else if (key == "maxmemory-policy") value = policy_name();
   else if (key == "maxclients") value = std::to_string(g_config.maxclients);
   else if (key == "maxmemory-clients") value = std::to_string(g_config.max_reply_memory);
   else if (key == "client-output-buffer-limit")

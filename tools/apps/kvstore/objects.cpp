@@ -316,14 +316,37 @@ Reply sets(Shard& s, Op op, const std::string& key, std::vector<std::string>& a)
 
 }  // namespace
 
+namespace {
+// The ops that may add to the data (Redis's denyoom ones).
+bool grows(Op op) {
+  switch (op) {
+    case Op::kHset: case Op::kHsetnx: case Op::kHmset: case Op::kHincrby: case Op::kLpush: case Op::kRpush:
+    case Op::kLset: case Op::kSadd: case Op::kSetrange: case Op::kAppend: case Op::kIncrbyfloat: case Op::kSetbit:
+    case Op::kHincrbyfloat: case Op::kLinsert: case Op::kLpushx: case Op::kRpushx:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
   try {
     if (args.empty()) return error("ERR internal: no key");
+    if (g_evicting.load(std::memory_order_relaxed) && grows(op)) {  // --maxmemory: room for what it may add
+      std::size_t bytes = 96;
+      for (const auto& a : args) bytes += a.size() + 48;
+      evict_for(s, bytes);
+    }
     if (op >= Op::kGetdel) return shard_strops(s, op, std::move(args));
     const std::string key = args[0];
     std::vector<std::string> a(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
     if (op <= Op::kHscan) return hashes(s, op, key, a);
-    if (op <= Op::kLtrim) return lists(s, op, key, a);
+    if (op <= Op::kLtrim) {
+      Reply r = lists(s, op, key, a);
+      if ((op == Op::kLpush || op == Op::kRpush) && r.kind == Reply::kInt) signal_ready(s, key);  // blocking.cpp
+      return r;
+    }
     return sets(s, op, key, a);
   } catch (...) {
     return error("ERR out of memory");

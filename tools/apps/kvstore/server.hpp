@@ -107,12 +107,17 @@ struct HostStats {
   std::atomic<std::uint64_t> protocol_errors{0};
   std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
   std::atomic<std::uint64_t> client_output_kills{0};  // closed over --pubsub-output-limit or --max-reply-memory
+  std::atomic<std::int64_t> blocked_clients{0};       // waiting in BLPOP... (blocking.cpp)
 };
 extern HostStats g_stats;
 // memory.cpp: this host over --maxmemory (tested before each command), the
 // heap in use, and CONFIG GET's values of the connection-side settings.
 extern std::atomic<bool> g_oom;
+extern std::atomic<std::size_t> g_maxmemory;  // --maxmemory, CONFIG SET maxmemory
 std::uint64_t used_memory();
+bool set_policy(std::string_view name);        // false: not a policy Hydra has
+void set_maxmemory(std::size_t bytes);
+const char* policy_name();
 bool connection_config(std::string_view key, std::string& value);
 extern const std::chrono::steady_clock::time_point g_started;
 
@@ -201,6 +206,7 @@ struct Connection {
   };
   std::vector<Watched> watches;    // WATCH's keys and the versions it saw
   std::vector<std::string> held;   // a command waiting for a fence to lift, or EXEC for earlier replies
+  std::uint64_t blocked = 0;       // its BLPOP... under way (blocking.cpp): nothing more executes meanwhile
   // Pub/sub (pubsub.cpp): its channels and patterns; `subscribed` while
   // either is not empty (RESP2 then refuses most commands).
   bool subscribed = false;
@@ -245,6 +251,8 @@ bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the nam
 // Commands whose steps read one shard and write another (or gather
 // several): always a transaction, and EXEC waits for each before the next.
 bool always_transaction(const std::string& lower_name);
+// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, LMPOP (blocking.cpp).
+bool blocking_name(const std::string& lower_name);
 // A HELP subcommand's reply: its lines as simple strings.
 inline void help_reply(std::string& out, std::initializer_list<const char*> lines) {
   resp::array(out, lines.size());
@@ -354,6 +362,40 @@ class Loop {
   bool oom_refused(Connection& c, const std::string& name);
   void evict(std::uint32_t slot, Connection& c, std::size_t owed, const char* why);
   void do_kills();
+
+  // blocking.cpp
+ public:
+  void on_served(Served sv);  // elements a shard popped for one of this loop's blocked connections
+  std::int64_t on_unblock(std::uint64_t client, bool error);  // CLIENT UNBLOCK reaching this thread: 1 if blocked here
+ private:
+  struct Blocked {
+    enum Kind : std::uint8_t { kPop, kMpop, kMove } kind = kPop;
+    std::uint32_t slot = 0, gen = 0;
+    std::uint64_t seq = 0;
+    std::uint8_t where = 0, to = 0;  // 0 head (LEFT), 1 tail
+    std::int64_t count = -1;
+    std::string dst;                 // BLMOVE's destination
+    std::vector<std::pair<std::uint32_t, std::vector<std::string>>> groups;  // keys by shard
+    std::chrono::steady_clock::time_point deadline{};
+    bool forever = false, nonblocking = false;
+    bool registered = false;         // some shard may have it in its queues
+    bool counted = false;            // blocked: in INFO's blocked_clients, and the timeout runs
+    bool done = false;               // served: BLMOVE's push under way
+  };
+  bool execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
+                        const std::vector<std::string_view>& args);
+  void try_pop(std::uint64_t id, std::size_t group);
+  void now_blocked(Blocked& b);
+  template <class Fill>
+  void finish_blocked(std::uint64_t id, Fill&& fill);
+  void dispatch_served();
+  void handle_served();
+  void block_timeouts();
+  void drop_blocked(Connection& c);
+  std::unordered_map<std::uint64_t, Blocked> blocked_;
+  std::uint64_t next_block_ = 0;
+  std::vector<Served> served_;
+  std::vector<std::pair<std::uint64_t, bool>> unblocks_;  // CLIENT UNBLOCK: blocked command, as an error
 
   // transactions.cpp
  public:
@@ -488,6 +530,7 @@ class Loop {
   std::vector<Message> messages_;
   std::vector<std::tuple<std::uint32_t, std::uint32_t, bool>> kills_;  // CLIENT KILL: slot, gen, is the killer
   std::chrono::steady_clock::time_point next_memory_check_{};  // memory.cpp
+  std::chrono::steady_clock::time_point next_evict_{};         // memory.cpp: this loop's shard evicts without writes
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   // Idle policy (Loop::idle).
   bool quiet_ = false;

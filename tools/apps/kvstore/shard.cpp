@@ -34,6 +34,7 @@ Count shard_incr(Shard& s, std::string key, std::int64_t by) noexcept {
 Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t flags, std::int64_t at_ms) noexcept {
   Value v;
   try {
+    if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, entry_bytes(key.size(), value.size()));
     auto it = live(s, key);
     const bool object = it == s.map.end() && is_object(s, key);
     const bool exists = it != s.map.end() || object;

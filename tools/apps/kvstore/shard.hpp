@@ -5,6 +5,7 @@
 // process.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,6 +37,33 @@ using List = std::deque<std::string>;
 using Set = std::unordered_set<std::string>;
 using Object = std::variant<Hash, List, Set>;  // index: Object types below
 
+// The access clock of keys (OBJECT IDLETIME, the LRU eviction policies):
+// milliseconds of CLOCK_MONOTONIC_COARSE, wrapping after 49 days (idle
+// times are differences). Each I/O loop sets its thread's copy every round
+// (Loop::run); a shard's closures run on its own thread, so they read it
+// without a clock call or a shared cache line.
+inline thread_local std::uint32_t tl_lru_clock = 0;
+// How long ago `lru` was, in ms.
+inline std::uint32_t idle_ms(std::uint32_t lru) noexcept { return tl_lru_clock - lru; }
+
+// A string value and when it was last read or written (Redis keeps the
+// clock in its robj header). The clock fills padding: a node of the map is
+// still one 96-byte allocation.
+struct Entry : std::string {
+  std::uint32_t lru = tl_lru_clock;
+  Entry() = default;
+  Entry(std::string&& v) noexcept : std::string(std::move(v)) {}
+  Entry(const std::string& v) : std::string(v) {}
+  using std::string::operator=;
+};
+// A hash, list or set and its access clock.
+struct Obj : Object {
+  std::uint32_t lru = tl_lru_clock;
+  template <class T>
+    requires(!std::is_same_v<std::decay_t<T>, Obj>)
+  Obj(T&& v) : Object(std::forward<T>(v)) {}
+};
+
 // A key some connection WATCHes: its version grows with every write to it
 // (touch), and EXEC compares it with the one WATCH saw.
 struct Watch {
@@ -42,9 +71,45 @@ struct Watch {
   std::uint64_t version = 0;
 };
 
+// The eviction pool (eviction.cpp): keys sampled from the shard, the most
+// idle kept, as Redis's evictionPoolEntry.
+struct EvictCandidate {
+  std::uint32_t idle = 0;
+  std::uint32_t lru = 0;  // the key's clock when sampled: read since, it is no candidate any more
+  std::string key;
+};
+
+// Blocking list commands (blocking.cpp): a connection blocked on keys of
+// this shard. `id` names it in the rack: its loop's thread in the top 24
+// bits. `where`: 0 pops the head (BLPOP), 1 the tail; `count` -1 for one
+// element (BLPOP, BLMOVE), else up to that many (BLMPOP).
+struct BlockedOn {
+  std::uint64_t id = 0;
+  std::uint8_t where = 0;
+  std::int64_t count = -1;
+};
+inline std::uint32_t block_thread(std::uint64_t id) { return std::uint32_t(id >> 40); }
+
+// Elements a shard popped for a blocked connection (or gives back): sent to
+// the connection's loop, which replies or, if the connection no longer
+// waits, gives them back to the list (blocking.cpp).
+struct Served {
+  std::uint64_t id = 0;
+  std::string key;
+  std::vector<std::string> values;  // in the order popped
+  std::uint8_t where = 0;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(id, key, values, where);
+  }
+};
+// What this thread's shard served, for its loop to send on (Loop::run):
+// a shard's closures run on its own thread.
+inline thread_local std::vector<Served> tl_served;
+
 struct Shard {
-  std::unordered_map<std::string, std::string> map;
-  std::unordered_map<std::string, Object> objs;
+  std::unordered_map<std::string, Entry> map;
+  std::unordered_map<std::string, Obj> objs;
   std::unordered_map<std::string, std::int64_t> expires;
   std::unordered_map<std::string, Watch> watched;
   std::size_t sweep_bucket = 0;  // shard_sweep's cursor over the buckets of `expires`
@@ -57,14 +122,49 @@ struct Shard {
   // the threads with subscribers and how many each has.
   using ThreadCounts = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
   std::unordered_map<std::string, ThreadCounts> channels, patterns;
+  std::vector<EvictCandidate> pool;  // eviction.cpp: ascending idle time, at most 16
+  // Blocking list commands (blocking.cpp): per key, the connections
+  // blocked on it in the order they blocked; per connection, its keys
+  // here; keys pushed to while a transaction owned the shard (served when
+  // it releases the shard, as Redis serves after EXEC).
+  std::unordered_map<std::string, std::deque<BlockedOn>> blocked;
+  std::unordered_map<std::uint64_t, std::vector<std::string>> blocked_keys;
+  std::vector<std::string> ready;
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
-  // it carries; `objs`, `watched` and `owner` start empty there.
+  // it carries (the strings as plain pairs: their clocks restart); `objs`,
+  // `watched` and `owner` start empty there.
   template <class Ar>
-  void serialize(Ar& ar) {
-    ar(map, expires);
+  void save(Ar& ar) const {
+    std::vector<std::pair<std::string, std::string>> strings(map.begin(), map.end());
+    ar(strings, expires);
+  }
+  template <class Ar>
+  void load(Ar& ar) {
+    std::vector<std::pair<std::string, std::string>> strings;
+    ar(strings, expires);
+    for (auto& [k, v] : strings) map.emplace(std::move(k), std::move(v));
   }
 };
+
+// --maxmemory with an evicting maxmemory-policy (memory.cpp sets the
+// flags, eviction.cpp evicts). While g_evicting, every write adds what it
+// stores to g_over, the bytes this host is over maxmemory (measured every
+// 10 ms, estimated in between), and first evicts keys of its own shard
+// until g_over is not positive: so memory stays near the bound between
+// measurements. Without an evicting policy a write pays one load.
+enum class Policy : std::uint8_t { kNoEviction, kAllkeysLru, kVolatileLru, kAllkeysRandom, kVolatileRandom };
+extern std::atomic<std::uint8_t> g_policy;    // a Policy
+extern std::atomic<bool> g_evicting;          // maxmemory set and the policy evicts
+extern std::atomic<std::int64_t> g_over;      // bytes over maxmemory (negative: room left)
+extern std::atomic<std::uint64_t> g_evicted;  // INFO's evicted_keys (this host)
+// A write calls it, when g_evicting, with the bytes it will store.
+void evict_for(Shard& s, std::size_t incoming) noexcept;
+// What a key and its value take in a shard, about: the node and the
+// strings' own buffers (a short string lives in the node).
+inline std::size_t entry_bytes(std::size_t key, std::size_t value) noexcept {
+  return 96 + (key > 15 ? key + 17 : 0) + (value > 15 ? value + 17 : 0);
+}
 
 constexpr const char* kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -113,7 +213,9 @@ inline bool key_exists(Shard& s, const std::string& key) noexcept {
 // The live entry of `key`, or end().
 inline auto live(Shard& s, const std::string& key) noexcept {
   expire_if_due(s, key);
-  return s.map.find(key);
+  auto it = s.map.find(key);
+  if (it != s.map.end()) it->second.lru = tl_lru_clock;
+  return it;
 }
 
 // A write that replaces the value forgets the TTL (as SET and MSET do).
@@ -176,10 +278,11 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
 
 inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
   try {
+    if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, entry_bytes(key.size(), value.size()));
     forget_ttl(s, key);
     touch(s, key);
     drop_object(s, key);
-    s.map.insert_or_assign(std::move(key), std::move(value));
+    s.map.insert_or_assign(std::move(key), std::move(value)).first->second.lru = tl_lru_clock;
     return {};
   } catch (...) {
     return {0, Count::kOutOfMemory};
@@ -190,11 +293,16 @@ inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
 // that a key given twice ends with its last value.
 inline Count shard_mset(Shard& s, std::vector<std::string> kvs) noexcept {
   try {
+    if (g_evicting.load(std::memory_order_relaxed)) {
+      std::size_t bytes = 0;
+      for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) bytes += entry_bytes(kvs[i].size(), kvs[i + 1].size());
+      evict_for(s, bytes);
+    }
     for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) {
       forget_ttl(s, kvs[i]);
       touch(s, kvs[i]);
       drop_object(s, kvs[i]);
-      s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1]));
+      s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1])).first->second.lru = tl_lru_clock;
     }
     return {};
   } catch (...) {
@@ -233,11 +341,31 @@ inline Count shard_del(Shard& s, std::vector<std::string> keys) noexcept {
   return c;
 }
 
+// TOUCH: EXISTS that sets the keys' access clocks.
+inline Count shard_touch(Shard& s, std::vector<std::string> keys) noexcept {
+  Count c;
+  for (const auto& k : keys) {
+    expire_if_due(s, k);
+    if (auto it = s.map.find(k); it != s.map.end()) it->second.lru = tl_lru_clock, ++c.n;
+    else if (auto o = s.objs.find(k); o != s.objs.end()) o->second.lru = tl_lru_clock, ++c.n;
+  }
+  return c;
+}
+
 inline Count shard_exists(Shard& s, std::vector<std::string> keys) noexcept {
   Count c;
   for (const auto& k : keys) c.n += key_exists(s, k) ? 1 : 0;
   return c;
 }
+
+// blocking.cpp: a push may have made `key` a non-empty list: serve the
+// connections blocked on it (at once, or when the transaction that owns
+// the shard releases it). One test when nobody is blocked on this shard.
+void serve_key(Shard& s, const std::string& key) noexcept;
+inline void signal_ready(Shard& s, const std::string& key) noexcept {
+  if (!s.blocked.empty()) serve_key(s, key);
+}
+void serve_ready(Shard& s) noexcept;  // after a transaction released the shard
 
 // shard.cpp: INCRBY (and INCR, DECR, DECRBY), SET with options, the
 // expiry commands and the active sweep.
@@ -268,8 +396,9 @@ inline Count shard_flush(Shard& s) noexcept {
   // map ever had.
   for (auto& [k, w] : s.watched)  // as Redis: FLUSHALL touches the watched keys that exist
     if (s.map.count(k) || s.objs.count(k)) ++w.version;
-  std::unordered_map<std::string, std::string>().swap(s.map);
-  std::unordered_map<std::string, Object>().swap(s.objs);
+  decltype(s.map)().swap(s.map);
+  decltype(s.objs)().swap(s.objs);
+  s.pool.clear();
   std::unordered_map<std::string, std::int64_t>().swap(s.expires);
   s.sweep_bucket = 0;
   return {};

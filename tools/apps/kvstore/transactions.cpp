@@ -55,8 +55,18 @@ std::vector<std::uint32_t> Loop::shards_of(const std::string& name, const std::v
     for (std::uint32_t i = 0; i < nshards_; ++i) out.push_back(i);
     return out;
   }
+  if (name == "blmpop" || name == "lmpop") {  // keys after numkeys
+    const std::size_t at = name == "blmpop" ? 2 : 1;
+    long long n = 0;
+    if (!resp::parse_int64(args[at], n) || n < 1 || std::size_t(n) > args.size() - at - 1) return out;
+    for (std::size_t i = at + 1; i <= at + std::size_t(n); ++i) out.push_back(std::uint32_t(shard_of(args[i], nshards_)));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
   if (spec->first == 0) return out;
-  const std::size_t last = spec->last < 0 ? args.size() - 1 : std::min<std::size_t>(spec->last, args.size() - 1);
+  // last: -1 the last argument, -2 the one before (BLPOP's keys, then its timeout)
+  const std::size_t last = spec->last < 0 ? args.size() + spec->last : std::min<std::size_t>(spec->last, args.size() - 1);
   for (std::size_t i = std::size_t(spec->first); i <= last; i += std::size_t(spec->step))
     out.push_back(std::uint32_t(shard_of(args[i], nshards_)));
   std::sort(out.begin(), out.end());
@@ -170,6 +180,7 @@ bool Loop::transaction_command(std::uint32_t slot, Connection& c, const std::str
   const CommandSpec* spec = find_command(name);
   if (!spec || !arity_ok(*spec, args.size()) || ((name == "mset" || name == "msetnx") && args.size() % 2 == 0))
     return false;  // execute() answers the error
+  if (blocking_name(name)) return false;  // BLPOP...: blocking.cpp, never a transaction of its own
   if (!always_transaction(name)) {  // MSET, MGET, DEL, EXISTS: a transaction if on several shards
     std::vector<std::uint32_t> shards = shards_of(name, args);
     if (shards.size() < 2) return false;
@@ -336,6 +347,7 @@ void Loop::release(std::uint32_t shard_index, std::uint64_t txn) {
     if (s.owner != id) return Count{};
     if (s.waiting.empty()) {
       s.owner = 0;
+      if (!s.ready.empty()) serve_ready(s);  // pushes the transaction made wake blocked connections (blocking.cpp)
       return Count{};
     }
     auto [next, coordinator] = s.waiting.front();
@@ -442,7 +454,8 @@ void Loop::run_queue(std::uint64_t id) {
     const auto& cmd = t.queue[t.next++];
     std::vector<std::string_view> a(cmd.begin(), cmd.end());
     execute(t.slot, *c, a);
-    if (always_transaction(resp::lower(cmd[0])) && !c->pending.empty() && c->pending.back().waiting) {
+    const std::string n = resp::lower(cmd[0]);
+    if ((always_transaction(n) || blocking_name(n)) && !c->pending.empty() && c->pending.back().waiting) {
       c->txn_resume = c->base + c->pending.size() - 1;
       return;
     }

@@ -26,6 +26,7 @@ inline T* find_obj(Shard& s, const std::string& key, bool& wrong) {
   }
   auto it = s.objs.find(key);
   if (it == s.objs.end()) return nullptr;
+  it->second.lru = tl_lru_clock;
   T* t = std::get_if<T>(&it->second);
   wrong = t == nullptr;
   return t;

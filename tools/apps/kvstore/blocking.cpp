@@ -1,0 +1,454 @@
+// Blocking list commands: BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH (and
+// LMPOP, BLMPOP's non-blocking twin), Redis 7.0's replies and errors.
+//
+// A connection blocks on keys that may live on several shards, of this
+// host or another. Each shard keeps, per key, the connections blocked on it
+// in the order they blocked (Shard::blocked). A push that makes a key a
+// non-empty list serves them there and then, first come first served: the
+// shard pops for the first (as many elements as it asked for), forgets it
+// on all its keys of that shard, and puts the elements in its thread's
+// outbox (tl_served); the thread's loop sends them to the blocked
+// connection's loop (Loop::dispatch_served), which replies. A connection
+// blocked on keys of several shards can be served by two of them at once:
+// its loop takes the first and gives the others' elements back to their
+// lists (where they were popped, then served to the next in line), and
+// tells every shard to forget it. So no element is lost or served twice.
+//
+// Blocking: a command whose keys are all on one shard asks that shard to
+// pop or else register it, in one closure, so no push can slip in between.
+// Keys on several shards are first tried in turn without registering (the
+// first non-empty list, in the order of the keys' shards); if all are
+// empty, every shard is asked to pop or register, and a pop there counts as
+// being served (the rest is as above). A push inside MULTI/EXEC, or by
+// RENAME, LMOVE and other transactions, serves the waiters when the
+// transaction releases the shard (Redis serves them after EXEC).
+//
+// Inside MULTI, and for LMPOP, nothing blocks: an empty list answers a
+// null at once, as Redis does. A blocked connection executes nothing more
+// until it is served, times out (timeout 0: never) or closes; closing
+// tells the shards to forget it. BLMOVE pops like BLPOP and then pushes to
+// the destination as a second step (not atomic across shards, unlike
+// LMOVE); a destination that is not a list gets the element back to the
+// source and the client WRONGTYPE.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+#include "server.hpp"
+#include "types.hpp"
+
+namespace hydra {
+
+namespace {
+
+using resp::lower;
+
+// A pop, or a registration, on one shard.
+struct BlockReq {
+  std::uint64_t id = 0;
+  std::uint8_t where = 0;
+  std::int64_t count = -1;
+  bool block = false;  // register if nothing to pop
+  std::vector<std::string> keys;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(id, where, count, block, keys);
+  }
+};
+
+std::vector<std::string> pop_n(List& l, std::uint8_t where, std::int64_t count) {
+  const std::size_t n = count < 0 ? 1 : std::min(std::size_t(count), l.size());
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (where == 0) {
+      out.push_back(std::move(l.front()));
+      l.pop_front();
+    } else {
+      out.push_back(std::move(l.back()));
+      l.pop_back();
+    }
+  }
+  return out;
+}
+
+void forget_waiter(Shard& s, std::uint64_t id) {
+  auto it = s.blocked_keys.find(id);
+  if (it == s.blocked_keys.end()) return;
+  for (const auto& k : it->second) {
+    auto b = s.blocked.find(k);
+    if (b == s.blocked.end()) continue;
+    auto& q = b->second;
+    q.erase(std::remove_if(q.begin(), q.end(), [id](const BlockedOn& w) { return w.id == id; }), q.end());
+    if (q.empty()) s.blocked.erase(b);
+  }
+  s.blocked_keys.erase(it);
+}
+
+// kError (WRONGTYPE: the first key in order that is not a list), kArray
+// (items: the key, then the elements popped), or kNil (nothing to pop; the
+// connection registered if `block`).
+Reply shard_block(Shard& s, BlockReq r) noexcept {
+  try {
+    for (const auto& key : r.keys) {
+      bool wrong;
+      List* l = find_obj<List>(s, key, wrong);
+      if (wrong) return Reply{Reply::kError, 0, kWrongType, {}, {}};
+      if (!l || l->empty()) continue;
+      Reply out{Reply::kArray, 0, {}, {key}, {}};
+      for (auto& v : pop_n(*l, r.where, r.count)) out.items.push_back(std::move(v));
+      touch(s, key);
+      drop_if_empty(s, key, *l);
+      return out;
+    }
+    if (r.block) {
+      auto& mine = s.blocked_keys[r.id];
+      for (auto& key : r.keys) {
+        if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;  // BLPOP k k 0
+        s.blocked[key].push_back(BlockedOn{r.id, r.where, r.count});
+        mine.push_back(std::move(key));
+      }
+    }
+    return Reply{};
+  } catch (...) {
+    return Reply{Reply::kError, 0, "ERR out of memory", {}, {}};
+  }
+}
+
+// Elements back where they were popped from, then to the next in line.
+Count shard_give_back(Shard& s, Served sv) noexcept {
+  try {
+    bool wrong;
+    List* l = make_obj<List>(s, sv.key, wrong);
+    if (wrong || !l) return {};  // the key became another type meanwhile: the elements go
+    for (auto it = sv.values.rbegin(); it != sv.values.rend(); ++it) {
+      if (sv.where == 0) l->push_front(std::move(*it));
+      else l->push_back(std::move(*it));
+    }
+    touch(s, sv.key);
+    signal_ready(s, sv.key);
+  } catch (...) {
+  }
+  return {};
+}
+
+constexpr auto block_closure = [](Shard& s, BlockReq r) { return shard_block(s, std::move(r)); };
+constexpr auto unblock_closure = [](Shard& s, std::uint64_t id) {
+  forget_waiter(s, id);
+  return Count{};
+};
+constexpr auto give_back_closure = [](Shard& s, Served sv) { return shard_give_back(s, std::move(sv)); };
+constexpr auto deliver_closure = [](Shard&, Served sv) {
+  if (Loop* l = Loop::current()) l->on_served(std::move(sv));
+  return Count{};
+};
+
+// Redis 7.0's getTimeoutFromObjectOrReply (seconds, as a long double): ms,
+// 0 for none; false with `err` set.
+bool parse_timeout(std::string_view text, long long& ms, std::string& err) {
+  const std::string t(text);
+  char* end = nullptr;
+  errno = 0;
+  long double v = t.empty() || t.size() > 5120 || std::isspace(static_cast<unsigned char>(t[0])) ? NAN : std::strtold(t.c_str(), &end);
+  if (std::isnan(v) || end == nullptr || *end != '\0' || (errno == ERANGE && std::isinf(v))) {
+    err = "ERR timeout is not a float or out of range";
+    return false;
+  }
+  const long double scaled = std::ceil(v * 1000.0L);
+  if (scaled >= 9.2e18L) {
+    err = "ERR timeout is out of range";
+    return false;
+  }
+  ms = (long long)scaled;
+  if (ms < 0) {
+    err = "ERR timeout is negative";
+    return false;
+  }
+  return true;
+}
+
+// LEFT or RIGHT (any case): 0 or 1; -1 otherwise.
+int side(std::string_view w) {
+  const std::string l = lower(w);
+  return l == "left" ? 0 : l == "right" ? 1 : -1;
+}
+
+}  // namespace
+
+void serve_key(Shard& s, const std::string& key) noexcept {
+  try {
+    if (!s.blocked.count(key)) return;
+    if (s.owner != 0) {  // inside a transaction: when it releases the shard
+      if (std::find(s.ready.begin(), s.ready.end(), key) == s.ready.end()) s.ready.push_back(key);
+      return;
+    }
+    for (;;) {
+      auto b = s.blocked.find(key);
+      if (b == s.blocked.end() || b->second.empty()) return;
+      bool wrong;
+      List* l = find_obj<List>(s, key, wrong);
+      if (!l || l->empty()) return;
+      const BlockedOn w = b->second.front();
+      forget_waiter(s, w.id);
+      Served sv{w.id, key, pop_n(*l, w.where, w.count), w.where};
+      touch(s, key);
+      drop_if_empty(s, key, *l);
+      tl_served.push_back(std::move(sv));
+    }
+  } catch (...) {
+  }
+}
+
+void serve_ready(Shard& s) noexcept {
+  std::vector<std::string> keys;
+  keys.swap(s.ready);
+  for (const auto& k : keys) serve_key(s, k);
+}
+
+bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
+                            const std::vector<std::string_view>& args) {
+  if (!blocking_name(name)) return false;
+  const CommandSpec* spec = find_command(name);
+  if (!spec || !arity_ok(*spec, args.size()))
+    return resp::error(p.reply, "ERR wrong number of arguments for '" + name + "' command"), true;
+  Blocked b;
+  b.slot = slot;
+  b.gen = c.gen;
+  b.seq = seq;
+  std::vector<std::string_view> keys;
+  std::string_view timeout;
+  if (name == "blpop" || name == "brpop") {
+    keys.assign(args.begin() + 1, args.end() - 1);
+    timeout = args.back();
+    b.where = name[1] == 'r';
+  } else if (name == "blmove" || name == "brpoplpush") {
+    b.kind = Blocked::kMove;
+    keys.push_back(args[1]);
+    b.dst = std::string(args[2]);
+    if (name == "blmove") {
+      const int from = side(args[3]), to = side(args[4]);
+      if (from < 0 || to < 0) return resp::error(p.reply, "ERR syntax error"), true;
+      b.where = std::uint8_t(from);
+      b.to = std::uint8_t(to);
+      timeout = args[5];
+    } else {
+      b.where = 1;
+      b.to = 0;
+      timeout = args[3];
+    }
+  } else {  // [B]LMPOP [timeout] numkeys key... LEFT|RIGHT [COUNT n]: Redis 7.0's lmpopGenericCommand
+    b.kind = Blocked::kMpop;
+    const std::size_t at = name == "blmpop" ? 2 : 1;
+    long long n;
+    if (!resp::parse_int64(args[at], n) || n < 1)
+      return resp::error(p.reply, "ERR numkeys should be greater than 0"), true;
+    const std::size_t where_at = at + std::size_t(n) + 1;
+    if (std::size_t(n) >= args.size() || where_at >= args.size()) return resp::error(p.reply, "ERR syntax error"), true;
+    const int w = side(args[where_at]);
+    if (w < 0) return resp::error(p.reply, "ERR syntax error"), true;
+    b.where = std::uint8_t(w);
+    for (std::size_t j = where_at + 1; j < args.size(); ++j) {
+      if (b.count == -1 && lower(args[j]) == "count" && j + 1 < args.size()) {
+        long long cnt;
+        if (!resp::parse_int64(args[++j], cnt) || cnt < 1)
+          return resp::error(p.reply, "ERR count should be greater than 0"), true;
+        b.count = cnt;
+      } else {
+        return resp::error(p.reply, "ERR syntax error"), true;
+      }
+    }
+    if (b.count == -1) b.count = 1;
+    keys.assign(args.begin() + std::ptrdiff_t(at) + 1, args.begin() + std::ptrdiff_t(where_at));
+    if (name == "blmpop") timeout = args[1];
+  }
+  long long ms = 0;
+  std::string err;
+  if (!timeout.empty() || name == "blmpop") {
+    if (!parse_timeout(timeout, ms, err)) return resp::error(p.reply, err), true;
+  }
+  if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
+  b.nonblocking = c.in_exec || name == "lmpop";  // inside MULTI: never blocks (Redis's CLIENT_DENY_BLOCKING)
+  b.forever = ms == 0;
+  b.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (auto k : keys) {  // the keys by shard, shards in the order of their first key
+    const auto s = std::uint32_t(shard_of(k, nshards_));
+    auto g = std::find_if(b.groups.begin(), b.groups.end(), [s](const auto& e) { return e.first == s; });
+    if (g == b.groups.end()) b.groups.emplace_back(s, std::vector<std::string>{std::string(k)});
+    else g->second.emplace_back(k);
+  }
+  const std::uint64_t id = (std::uint64_t(gossamer::thread_index()) << 40) | ++next_block_;
+  p.waiting = 1;
+  c.blocked = id;  // executes nothing more until answered
+  blocked_.emplace(id, std::move(b));
+  try_pop(id, 0);
+  return true;
+}
+
+// Group i of a blocking command: pop, or (one group, may block) pop or register.
+void Loop::try_pop(std::uint64_t id, std::size_t i) {
+  Blocked& b = blocked_.at(id);
+  const bool register_now = !b.nonblocking && b.groups.size() == 1;
+  b.registered |= register_now;
+  ask(b.groups[i].first, block_closure, [this, id, i, register_now, where = b.where](Reply r) {
+    auto it = blocked_.find(id);
+    if (r.kind == Reply::kArray) {  // handle_served replies, or gives it back if the connection is gone
+      served_.push_back(Served{id, r.items[0], std::vector<std::string>(std::make_move_iterator(r.items.begin() + 1),
+                                                                        std::make_move_iterator(r.items.end())), where});
+      return;
+    }
+    if (it == blocked_.end() || it->second.done) return;  // closed, or served by another shard
+    Blocked& bl = it->second;
+    if (r.kind == Reply::kError) return finish_blocked(id, [&r](Pending& q) { resp::error(q.reply, r.s); });
+    if (register_now) return now_blocked(bl);
+    if (i + 1 < bl.groups.size()) return try_pop(id, i + 1);
+    if (bl.nonblocking) {
+      const bool bulk = bl.kind == Blocked::kMove;
+      return finish_blocked(id, [bulk](Pending& q) {
+        if (bulk) resp::nil(q.reply, q.resp3);
+        else resp::null_array(q.reply, q.resp3);
+      });
+    }
+    // Every list was empty: register everywhere, popping if one was pushed to meanwhile.
+    bl.registered = true;
+    now_blocked(bl);
+    const auto groups = bl.groups;  // an answer may end the command (and `bl`) at once
+    const std::int64_t count = bl.count;
+    for (const auto& [shard_index, keys] : groups)
+      ask(shard_index, block_closure, [this, id, where](Reply again) {
+        if (again.kind == Reply::kError) {
+          if (blocked_.count(id)) finish_blocked(id, [&again](Pending& q) { resp::error(q.reply, again.s); });
+          return;
+        }
+        if (again.kind != Reply::kArray) return;
+        served_.push_back(Served{id, again.items[0], std::vector<std::string>(std::make_move_iterator(again.items.begin() + 1),
+                                                                              std::make_move_iterator(again.items.end())), where});
+      }, BlockReq{id, where, count, true, keys});
+  }, BlockReq{id, b.where, b.count, register_now, b.groups[i].second});
+}
+
+void Loop::now_blocked(Blocked& b) {
+  if (b.counted) return;
+  b.counted = true;
+  g_stats.blocked_clients.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <class Fill>
+void Loop::finish_blocked(std::uint64_t id, Fill&& fill) {
+  auto it = blocked_.find(id);
+  if (it == blocked_.end()) return;
+  Blocked b = std::move(it->second);
+  blocked_.erase(it);
+  if (b.counted) g_stats.blocked_clients.fetch_sub(1, std::memory_order_relaxed);
+  if (b.registered)  // every shard forgets it (the one that served already has)
+    for (const auto& g : b.groups) ask(g.first, unblock_closure, [](Count) {}, id);
+  Connection* c = find(b.slot, b.gen);
+  if (!c) return;
+  if (c->blocked == id) c->blocked = 0;
+  settle(b.slot, b.gen, b.seq, std::forward<Fill>(fill));  // EXEC may wait for it (Loop::run_queue)
+}
+
+void Loop::on_served(Served sv) { served_.push_back(std::move(sv)); }
+
+// CLIENT UNBLOCK id [TIMEOUT|ERROR]: answered as a timeout (a null) or
+// with Redis's UNBLOCKED error, in this loop's next round (handle_served).
+std::int64_t Loop::on_unblock(std::uint64_t client, bool error) {
+  for (const auto& c : conns_) {
+    if (!c || c->id != client || !c->blocked) continue;
+    auto it = blocked_.find(c->blocked);
+    if (it == blocked_.end() || !it->second.counted || it->second.done) return 0;
+    unblocks_.emplace_back(c->blocked, error);
+    return 1;
+  }
+  return 0;
+}
+
+// The shard's outbox: to the blocked connections' loops.
+void Loop::dispatch_served() {
+  std::vector<Served> out;
+  out.swap(tl_served);
+  for (auto& sv : out) {
+    const std::uint32_t t = block_thread(sv.id);
+    if (t == gossamer::thread_index()) served_.push_back(std::move(sv));
+    else ask(t, deliver_closure, [](Count) {}, std::move(sv));
+  }
+}
+
+// Elements popped for this loop's blocked connections: the reply, or back
+// to the list when the connection no longer waits.
+void Loop::handle_served() {
+  std::vector<std::pair<std::uint64_t, bool>> unblocks;
+  unblocks.swap(unblocks_);
+  for (auto [id, error] : unblocks)
+    finish_blocked(id, [error](Pending& q) {
+      if (error) resp::error(q.reply, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+      else resp::null_array(q.reply, q.resp3);
+    });
+  std::vector<Served> in;
+  in.swap(served_);
+  for (auto& sv : in) {
+    auto it = blocked_.find(sv.id);
+    if (it == blocked_.end() || it->second.done) {
+      const auto home = shard_of(sv.key, nshards_);
+      ask(home, give_back_closure, [](Count) {}, std::move(sv));
+      continue;
+    }
+    Blocked& b = it->second;
+    b.done = true;
+    const std::uint64_t id = sv.id;
+    if (b.kind == Blocked::kPop) {
+      finish_blocked(id, [&sv](Pending& q) {
+        resp::array(q.reply, 2);
+        resp::bulk(q.reply, sv.key);
+        resp::bulk(q.reply, sv.values.empty() ? std::string() : sv.values[0]);
+      });
+    } else if (b.kind == Blocked::kMpop) {
+      finish_blocked(id, [&sv](Pending& q) {
+        resp::array(q.reply, 2);
+        resp::bulk(q.reply, sv.key);
+        resp::array(q.reply, sv.values.size());
+        for (const auto& v : sv.values) resp::bulk(q.reply, v);
+      });
+    } else {  // BLMOVE: then the push to the destination
+      auto typed = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
+      const std::string value = sv.values.empty() ? std::string() : sv.values[0];
+      auto back = std::make_shared<Served>(std::move(sv));
+      ask(shard_of(b.dst, nshards_), typed, [this, id, back, value](Reply pushed) {
+        if (pushed.kind == Reply::kError) {
+          ask(shard_of(back->key, nshards_), give_back_closure, [](Count) {}, *back);
+          return finish_blocked(id, [&pushed](Pending& q) { resp::error(q.reply, pushed.s); });
+        }
+        finish_blocked(id, [&value](Pending& q) { resp::bulk(q.reply, value); });
+      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value});
+    }
+  }
+}
+
+// Blocked connections past their timeout: a null array, as Redis.
+void Loop::block_timeouts() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::uint64_t> due;
+  for (const auto& [id, b] : blocked_)
+    if (!b.forever && !b.done && b.counted && now >= b.deadline) due.push_back(id);
+  for (std::uint64_t id : due) finish_blocked(id, [](Pending& q) { resp::null_array(q.reply, q.resp3); });
+}
+
+// A blocked connection closed: the shards forget it; elements served to it
+// meanwhile go back (handle_served).
+void Loop::drop_blocked(Connection& c) {
+  auto it = blocked_.find(c.blocked);
+  c.blocked = 0;
+  if (it == blocked_.end()) return;
+  Blocked& b = it->second;
+  if (b.counted) g_stats.blocked_clients.fetch_sub(1, std::memory_order_relaxed);
+  if (b.registered)
+    for (const auto& g : b.groups) ask(g.first, unblock_closure, [](Count) {}, it->first);
+  if (b.done) {  // BLMOVE's push under way: its answer finds nothing to answer
+    b.counted = false;
+    b.registered = false;
+    return;
+  }
+  blocked_.erase(it);
+}
+
+}  // namespace hydra
