@@ -297,6 +297,12 @@ void wait_for_room_slow() {
   tl_worker->wait_for_room();
 }
 void make_ready(Fiber* f) noexcept { tl_worker->make_ready(f); }
+void preempt_slow() {
+  ThreadState& s = tl_state;
+  s.budget = kPreemptOps;
+  if (!s.fiber || s.delegated_depth > 0) return;  // only a fiber may yield
+  if (tl_worker->loop_has_work()) tl_worker->yield();
+}
 void yield_current() {
   require_blocking("yield()");
   tl_worker->yield();

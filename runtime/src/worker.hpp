@@ -184,10 +184,13 @@ class Worker {
   // Backpressure (client.cpp): suspends the running fiber until this
   // thread has fewer than max_outstanding requests awaiting responses.
   void wait_for_room();
+  // Cooperative preemption (preempt_slow): true when a pass of the loop
+  // has something to do (requests to serve, responses, batches to send).
+  bool loop_has_work();
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to, bool remote);
+  void record_closed(ThreadId to, Channel& ch, bool remote);
   std::uint64_t park(const Completion& c);
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
@@ -232,6 +235,11 @@ class Worker {
   void idle_backoff(bool worked);
   bool flush(ThreadId to);
   bool poll_responses(ThreadId to);
+  // The channel's batch has its responses (one load of the ready word).
+  static bool response_ready(const Channel& ch) {
+    auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
+    return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == ch.seq;
+  }
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
