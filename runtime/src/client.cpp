@@ -19,9 +19,6 @@ constexpr std::uint32_t kRecordHeader = sizeof(RequestHeader);
 // Largest record a block can hold; bigger bodies go out of line (same host)
 // or in pieces (across hosts).
 constexpr std::uint32_t kMaxInlineRecord = abi::kOverflowBytes;
-// Queued requests behind an answered batch that make a fiber yield early
-// (record_closed); fewer wait for the next preemption point.
-constexpr std::uint32_t kEagerYieldBatch = 16;
 
 template <class T>
 T load_atomic(const std::byte* p, std::memory_order mo) {
@@ -144,11 +141,12 @@ inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
     dirty_.push_back(to);
   }
   if (remote) return;  // batches to other hosts: at the loop's pace (flush_and_poll)
+  if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
   if (!ch.inflight) {
-    // The slot is free: send now, so the trustee works while this fiber
-    // queues the next batch (the batches size themselves to the round trip).
+    // The slot is free and a batch's worth is queued: send it now, so the
+    // trustee works while this fiber queues the next one.
     flush(to);
-  } else if (ch.queued >= kEagerYieldBatch && response_ready(ch)) {
+  } else if (response_ready(ch)) {
     // The batch in the slot is answered and a batch's worth waits behind
     // it: the fiber's next operation offers the loop a pass to move both.
     tl_state.budget = 1;
@@ -256,15 +254,17 @@ void Worker::wait_for_room() {
 
 // ---- moving batches ------------------------------------------------------------
 
-bool Worker::flush_and_poll() {
+bool Worker::flush_and_poll(std::uint32_t min_batch) {
   bool worked = false;
   for (std::size_t i = 0; i < dirty_.size();) {
     ThreadId to = dirty_[i];
     Channel& ch = channels_[to];
     // The checks inline: a channel still waiting for its response costs one
     // load of the response's ready word here, not two calls.
-    if (ch.inflight && response_ready(ch)) worked |= poll_responses(to);
-    if (!ch.inflight && (ch.queued || ch.need_fetch)) worked |= flush(to);
+    if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
+    // Mid-pass (min_batch > 1), batches to other hosts wait for the pass's end.
+    if (!ch.inflight && (ch.need_fetch || (ch.queued && (rt_.is_local(to) ? ch.queued >= min_batch : min_batch == 1))))
+      worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();
@@ -434,7 +434,7 @@ inline void Worker::complete_next(Channel& ch, std::uint32_t status, const std::
 }
 
 // Walks the response records of a batch in order and runs each completion.
-bool Worker::poll_responses(ThreadId to) {
+bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   Channel& ch = channels_[to];
   if (!ch.inflight) return false;
   if (!rt_.is_local(to)) return poll_remote_responses(to);
@@ -461,7 +461,7 @@ bool Worker::poll_responses(ThreadId to) {
   ch.inflight = 0;  // completions may send new requests on this channel
   // The completions below are still at the front of the ring, ahead of
   // those of the batch flushed here, so they are popped in order.
-  flush(to);
+  if (ch.queued >= min_batch) flush(to);
   int r = 0;
   std::uint32_t off = 0;
   for (std::uint32_t i = 0; i < n; ++i) {

@@ -213,7 +213,7 @@ bool Worker::run_ready_fibers() {
     // rest of the fibers run instead of after them.
     if (i + 1 < n) {
       serve_requests();
-      if (!dirty_.empty()) flush_and_poll();
+      if (!dirty_.empty()) flush_and_poll(kEagerBatch);
     }
   }
   return n != 0;
