@@ -1,9 +1,9 @@
-// Cooperative preemption (issue 20): a fiber that applies to its own
-// thread's properties in a loop never waits, so before, its thread served
-// no other thread's request until the loop ended. Now every
-// gossamer::detail::kPreemptOps operations it yields if its thread has
-// requests to serve or responses to fetch. In delegated context (a closure,
-// a then-callback) nothing yields.
+// Cooperative preemption (issue 20, Options::preempt_ops): a fiber that
+// applies to its own thread's properties in a loop never waits, so its
+// thread serves no other thread's request until the loop ends. With
+// preempt_ops set, every that many operations it yields if its thread has
+// requests to serve or responses to fetch. In delegated context (a
+// closure, a then-callback) nothing yields.
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -22,11 +22,18 @@ using gossamer_test::wait_until;
 // request is served; without preemption they run to this limit.
 constexpr long kLimit = 20'000'000;
 
+gossamer::Options preempting(std::size_t threads) {
+  gossamer::Options o;
+  o.threads = threads;
+  o.preempt_ops = 64;
+  return o;
+}
+
 // Thread 0's fiber loops on a local apply until a flag on thread 0 is set
 // by a fiber of thread 1 (through a slot, so thread 0 must serve it).
 TEST(PreemptionTest, ALocalApplyLoopLetsItsThreadServe) {
   long iterations = 0;
-  gossamer::run(2, [&] {
+  gossamer::run(preempting(2), [&] {
     auto flag = gossamer::trustee(0).entrust(false);
     auto counter = gossamer::trustee(0).entrust(0L);
     auto fref = flag.ref();
@@ -43,12 +50,29 @@ TEST(PreemptionTest, ALocalApplyLoopLetsItsThreadServe) {
   EXPECT_LT(iterations, kLimit);
 }
 
+// Off (the default), the same loop runs to its limit: thread 0 serves
+// nothing while it runs (what preempt_ops is for).
+TEST(PreemptionTest, OffByDefault) {
+  constexpr long kShort = 200'000;
+  long iterations = 0;
+  gossamer::run(2, [&] {
+    auto flag = gossamer::trustee(0).entrust(false);
+    auto fref = flag.ref();
+    auto h = gossamer::spawn_on(1, [fref] { fref.apply([](bool& f) { f = true; }); });
+    long i = 0;
+    while (i < kShort && !flag.apply([](bool& f) { return f; })) ++i;
+    iterations = i;
+    h.join();
+  });
+  EXPECT_EQ(iterations, kShort);
+}
+
 // The same with apply_then to a local property: it runs inline, and its
 // callback at once, in order.
 TEST(PreemptionTest, ALocalApplyThenLoopLetsItsThreadServe) {
   long iterations = 0;
   bool in_order = true;
-  gossamer::run(2, [&] {
+  gossamer::run(preempting(2), [&] {
     auto flag = gossamer::trustee(0).entrust(false);
     auto counter = gossamer::trustee(0).entrust(0L);
     auto fref = flag.ref();
@@ -79,7 +103,7 @@ TEST(PreemptionTest, DelegatedContextNeverYields) {
   bool changed = true;
   std::vector<long> got;
   std::atomic<bool> sent{false};
-  gossamer::run(2, [&] {
+  gossamer::run(preempting(2), [&] {
     auto counter = gossamer::trustee(0).entrust(0L);
     auto other = gossamer::trustee(0).entrust(0L);
     auto cref = counter.ref();
@@ -137,7 +161,7 @@ TEST(PreemptionTest, LocalLoopsAndRemoteFibersMix) {
   constexpr long kOps = 20'000;
 #endif
   long total = 0;
-  gossamer::run(kThreads, [&] {
+  gossamer::run(preempting(kThreads), [&] {
     std::vector<gossamer::Trust<long>> counters;
     for (int t = 0; t < kThreads; ++t) counters.push_back(gossamer::trustee(std::size_t(t)).entrust(0L));
     std::vector<gossamer::TrustRef<long>> refs;

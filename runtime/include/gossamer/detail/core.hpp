@@ -50,7 +50,9 @@ struct ThreadState {
   std::uint64_t max_outstanding = UINT64_MAX;
   // Operations left before this fiber offers its thread a pass of the loop
   // (preempt_point); 1 when a response is ready and worth fetching.
+  // preempt_ops: Options::preempt_ops (0: never).
   std::uint32_t budget = 1;
+  std::uint32_t preempt_ops = 0;
 };
 // initial-exec: no __tls_get_addr call per access inside libgossamer.so.
 [[gnu::tls_model("initial-exec")]] extern thread_local constinit ThreadState tl_state;
@@ -79,14 +81,14 @@ inline void wait_for_room() {
   if (s.outstanding >= s.max_outstanding) [[unlikely]] wait_for_room_slow();
 }
 
-// Cooperative preemption: a fiber that runs many operations without
-// waiting (applies to its own trustee's properties, apply_then into a
-// channel whose batch is out) would keep its thread from serving other
-// threads' requests and from fetching its own responses until it blocks.
-// Every kPreemptOps of them (sooner when a response is ready, see
-// Worker::record_closed), it yields if the loop has something to do there.
-// Only a fiber outside delegated context yields; elsewhere it is a no-op.
-inline constexpr std::uint32_t kPreemptOps = 64;
+// Cooperative preemption (Options::preempt_ops): a fiber that runs many
+// operations without waiting (applies to its own trustee's properties,
+// apply_then into a channel whose batch is out) would keep its thread from
+// serving other threads' requests and from fetching its own responses
+// until it blocks. Every preempt_ops of them (sooner when a response is
+// ready, see Worker::record_closed), it yields if the loop has something
+// to do there. Only a fiber outside delegated context yields; elsewhere,
+// and with preempt_ops 0, it is a no-op.
 void preempt_slow();
 inline void preempt_point() {
   if (--tl_state.budget == 0) [[unlikely]] preempt_slow();
