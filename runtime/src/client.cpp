@@ -244,7 +244,6 @@ void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
   control_send_ = false;
 }
 
-
 void Worker::wait_for_room() {
   while (tl_state.outstanding >= tl_state.max_outstanding) {
     room_waiters_.push_back(tl_state.fiber);

@@ -495,10 +495,10 @@ class Trust {
   // for apply_with_then, launch_then and, one request per fiber, apply.
   // With Options::preempt_ops set, called from a fiber, it also yields
   // every that many calls (sooner once a batch of its responses is ready)
-  // if its thread has
-  // requests to serve, responses to fetch or a batch to send: callbacks of
-  // earlier calls may run before it returns. A then-callback or delegated
-  // context never yields.
+  // if its thread has requests to serve, responses to fetch or a batch to
+  // send: callbacks of earlier calls may then run before it returns. A
+  // then-callback or delegated context never yields (nor waits for room;
+  // see above).
   template <class F, class Then>
   void apply_then(F f, Then&& then) const {
     detail::check_closure<F>();
