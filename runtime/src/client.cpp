@@ -128,6 +128,31 @@ namespace {
 constexpr std::size_t kRecordRoom = 256;
 }  // namespace
 
+// Inline in close(), its one caller.
+inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
+  if (!control_send_) [[likely]] {
+    ++tl_state.outstanding;
+    ++requests_sent_;
+    if (remote) ++requests_sent_remote_;
+    ++activity_;
+  }
+  if (!is_dirty_[to]) {
+    is_dirty_[to] = 1;
+    dirty_.push_back(to);
+  }
+  if (remote) return;  // batches to other hosts: at the loop's pace (flush_and_poll)
+  if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
+  if (!ch.inflight) {
+    // The slot is free and a batch's worth is queued: send it now, so the
+    // trustee works while this fiber queues the next one.
+    flush(to);
+  } else if (response_ready(ch)) {
+    // The batch in the slot is answered and a batch's worth waits behind
+    // it: the fiber's next operation offers the loop a pass to move both.
+    tl_state.budget = 1;
+  }
+}
+
 RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
   Worker* w = tl_state.worker;
   if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
@@ -191,7 +216,7 @@ void RecordWriter::close(Completion done) {
   ++ch.queued;
   ch.push(done);
   w->set_record_open(false);
-  w->record_closed(to_, remote);
+  w->record_closed(to_, ch, remote);
   if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
 }
 
@@ -219,19 +244,6 @@ void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
   control_send_ = false;
 }
 
-void Worker::record_closed(ThreadId to, bool remote) {
-  if (!control_send_) [[likely]] {
-    ++tl_state.outstanding;
-    ++requests_sent_;
-    if (remote) ++requests_sent_remote_;
-    ++activity_;
-  }
-  if (!is_dirty_[to]) {
-    is_dirty_[to] = 1;
-    dirty_.push_back(to);
-  }
-}
-
 void Worker::wait_for_room() {
   while (tl_state.outstanding >= tl_state.max_outstanding) {
     room_waiters_.push_back(tl_state.fiber);
@@ -241,16 +253,17 @@ void Worker::wait_for_room() {
 
 // ---- moving batches ------------------------------------------------------------
 
-bool Worker::flush_and_poll() {
+bool Worker::flush_and_poll(std::uint32_t min_batch) {
   bool worked = false;
   for (std::size_t i = 0; i < dirty_.size();) {
     ThreadId to = dirty_[i];
     Channel& ch = channels_[to];
     // The checks inline: a channel still waiting for its response costs one
     // load of the response's ready word here, not two calls.
-    if (ch.inflight && load_atomic<std::uint32_t>(ch.response_seq, std::memory_order_acquire) == ch.seq)
-      worked |= poll_responses(to);
-    if (!ch.inflight && (ch.queued || ch.need_fetch)) worked |= flush(to);
+    if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
+    // Mid-pass (min_batch > 1), batches to other hosts wait for the pass's end.
+    if (!ch.inflight && (ch.need_fetch || (ch.queued && (rt_.is_local(to) ? ch.queued >= min_batch : min_batch == 1))))
+      worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();
@@ -402,7 +415,7 @@ bool Worker::flush(ThreadId to) {
 
 // Runs the oldest completion of the channel with one response. Rack probes
 // and stops (control) are not the application's: they are not counted.
-void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+inline void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
   Completion c = ch.pop();
   // Control requests are rare: the function is compared only while one is out.
   const bool control = control_pending_ != 0 && is_control_completion(c.fn);
@@ -420,7 +433,7 @@ void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* d
 }
 
 // Walks the response records of a batch in order and runs each completion.
-bool Worker::poll_responses(ThreadId to) {
+bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   Channel& ch = channels_[to];
   if (!ch.inflight) return false;
   if (!rt_.is_local(to)) return poll_remote_responses(to);
@@ -447,7 +460,7 @@ bool Worker::poll_responses(ThreadId to) {
   ch.inflight = 0;  // completions may send new requests on this channel
   // The completions below are still at the front of the ring, ahead of
   // those of the batch flushed here, so they are popped in order.
-  flush(to);
+  if (ch.queued >= min_batch) flush(to);
   int r = 0;
   std::uint32_t off = 0;
   for (std::uint32_t i = 0; i < n; ++i) {

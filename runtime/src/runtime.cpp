@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -217,6 +218,7 @@ ThreadState Runtime::thread_state(Worker* w, ThreadId id) const {
   s.worker = w;
   s.id = id;
   s.max_outstanding = opts_.max_outstanding ? opts_.max_outstanding : UINT64_MAX;
+  s.preempt_ops = std::uint32_t(std::min<std::size_t>(opts_.preempt_ops, UINT32_MAX));
   return s;
 }
 
@@ -299,6 +301,12 @@ void wait_for_room_slow() {
   tl_worker->wait_for_room();
 }
 void make_ready(Fiber* f) noexcept { tl_worker->make_ready(f); }
+void preempt_slow() {
+  ThreadState& s = tl_state;
+  s.budget = s.preempt_ops ? s.preempt_ops : UINT32_MAX;
+  if (!s.preempt_ops || !s.fiber || s.delegated_depth > 0) return;  // only a fiber may yield
+  if (tl_worker->loop_has_work()) tl_worker->yield();
+}
 void yield_current() {
   require_blocking("yield()");
   tl_worker->yield();

@@ -208,8 +208,30 @@ bool Worker::run_ready_fibers() {
     f->next = nullptr;
     --ready_count_;
     switch_to(f);
+    // Between fibers: serve what came in, fetch responses that arrived and
+    // send what the fibers queued, so that the other threads work while the
+    // rest of the fibers run instead of after them.
+    if (i + 1 < n) {
+      serve_requests();
+      if (!dirty_.empty()) flush_and_poll(kEagerBatch);
+    }
   }
   return n != 0;
+}
+
+// Whether a pass of the loop would find something to do now: a request
+// slot to serve, a response to fetch, or a batch to send (preempt_slow).
+bool Worker::loop_has_work() {
+  const std::uint32_t n = rt_.size();
+  for (ThreadId c = 0; c < n; ++c)
+    if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(square_.request_primary(id_, c)))
+            .load(std::memory_order_relaxed) != served_seq_[c])
+      return true;
+  for (ThreadId to : dirty_) {
+    const Channel& ch = channels_[to];
+    if (ch.inflight ? response_ready(ch) : (ch.queued || ch.need_fetch)) return true;
+  }
+  return false;
 }
 
 void Worker::make_ready(Fiber* f) {

@@ -27,6 +27,13 @@ namespace gossamer::detail {
 
 class Runtime;
 
+// Requests queued to a trustee of this host that are sent in the middle of
+// a pass (by record_closed, or between fibers) when the slot is free, and
+// that make a fiber yield early when the batch in the slot is answered.
+// Fewer wait for the end of the pass: a batch of one or two costs the
+// trustee and the client a cache-line round trip each for little work.
+constexpr std::uint32_t kEagerBatch = 16;
+
 class Fiber {
  public:
   boost::context::fiber ctx;  // the suspended fiber, while it is not running
@@ -161,10 +168,13 @@ class Worker {
   // Backpressure (client.cpp): suspends the running fiber until this
   // thread has fewer than max_outstanding requests awaiting responses.
   void wait_for_room();
+  // Cooperative preemption (preempt_slow): true when a pass of the loop
+  // has something to do (requests to serve, responses, batches to send).
+  bool loop_has_work();
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to, bool remote);
+  void record_closed(ThreadId to, Channel& ch, bool remote);
   std::uint64_t park(const Completion& c);
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
@@ -205,10 +215,17 @@ class Worker {
   // stages of loop()
   bool run_ready_fibers();
   bool serve_requests();      // trustee.cpp
-  bool flush_and_poll();      // client.cpp
+  // client.cpp; min_batch: a channel to this host with fewer queued
+  // requests is not flushed (between fibers: kEagerBatch)
+  bool flush_and_poll(std::uint32_t min_batch = 1);
   void idle_backoff(bool worked);
   bool flush(ThreadId to);
-  bool poll_responses(ThreadId to);
+  bool poll_responses(ThreadId to, std::uint32_t min_batch = 1);
+  // The channel's batch has its responses (one load of the ready word).
+  static bool response_ready(const Channel& ch) {
+    auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
+    return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == ch.seq;
+  }
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);

@@ -2,6 +2,7 @@
 // counting what it has outstanding waits at Options::max_outstanding
 // instead of queueing without bound.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,35 @@ gossamer::Options bounded(std::size_t threads, std::size_t bound) {
   return o;
 }
 
+// Keeps thread 1 from serving: a fiber there spins without yielding until
+// released, so requests sent to it get no response and what the calling
+// thread has outstanding is what it sent. A fiber of the calling thread
+// releases it as soon as the caller waits (at the bound, or when it
+// yields). Without it, the sending fiber yields to fetch responses whenever
+// they are ready (preemption, issue 20), and the count it reaches depends on
+// the schedule.
+class HoldThread1 {
+ public:
+  HoldThread1() {
+    HoldThread1* self = this;  // one process: a pointer may travel
+    spinner_ = gossamer::spawn_on(1, [self] {
+      self->holding_.store(true);
+      while (!self->released_.load()) __builtin_ia32_pause();
+    });
+    EXPECT_TRUE(wait_until([this] { return holding_.load(); }));
+    releaser_ = gossamer::spawn([self] { self->released_.store(true); });
+  }
+  ~HoldThread1() {
+    released_.store(true);
+    spinner_.join();
+    releaser_.join();
+  }
+
+ private:
+  std::atomic<bool> holding_{false}, released_{false};
+  gossamer::FiberHandle spinner_, releaser_;
+};
+
 // One fiber, no window: millions of apply_then to another thread's
 // property. The count of requests awaiting responses reaches the bound and
 // never passes it; every callback runs, every increment lands.
@@ -47,6 +77,7 @@ TEST(BackpressureTest, UnwindowedApplyThenStaysWithinTheBound) {
     auto counter = gossamer::trustee(1).entrust(0L);
     auto ref = counter.ref();
     std::uint64_t* d = &done;
+    HoldThread1 hold;  // the bound is reached (then released)
     for (std::uint64_t i = 0; i < kOps; ++i) {
       ref.apply_then([](long& c) { return ++c; }, [d](long) { ++*d; });
       max_seen = std::max(max_seen, gossamer::outstanding_requests());
@@ -123,6 +154,7 @@ TEST(BackpressureTest, ZeroMeansNoBound) {
   gossamer::run(o, [&] {
     auto counter = gossamer::trustee(1).entrust(0L);
     auto ref = counter.ref();
+    HoldThread1 hold;
     for (int i = 0; i < 5000; ++i) {
       ref.apply_then([](long& c) { ++c; }, [] {});
       max_seen = std::max(max_seen, gossamer::outstanding_requests());
@@ -138,6 +170,7 @@ std::size_t max_outstanding_seen(std::size_t bound) {
   gossamer::run(bounded(2, bound), [&] {
     auto counter = gossamer::trustee(1).entrust(0L);
     auto ref = counter.ref();
+    HoldThread1 hold;
     for (int i = 0; i < 20000; ++i) {
       ref.apply_then([](long& c) { ++c; }, [] {});
       max_seen = std::max(max_seen, gossamer::outstanding_requests());

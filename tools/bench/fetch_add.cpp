@@ -230,6 +230,7 @@ struct DelegationConfig {
   std::size_t window = 512;  // outstanding apply_then per thread
   gossamer::Polling polling = gossamer::Polling::busy;
   std::size_t max_outstanding = gossamer::Options{}.max_outstanding;  // backpressure bound
+  std::size_t preempt_ops = 64;  // gossamer::Options::preempt_ops (off by default there)
 };
 
 double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>& seqs,
@@ -238,6 +239,7 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
   o.threads = p.threads;
   o.polling = dc.polling;
   o.max_outstanding = dc.max_outstanding;
+  o.preempt_ops = dc.preempt_ops;
   double secs = 0;
   long total = 0;
   gossamer::run(o, [&] {
@@ -300,6 +302,7 @@ double bench_loop(std::uint64_t ops, std::size_t window, const DelegationConfig&
   o.threads = 2;
   o.polling = dc.polling;
   o.max_outstanding = dc.max_outstanding;
+  o.preempt_ops = dc.preempt_ops;
   double secs = 0;
   long total = 0;
   gossamer::run(o, [&] {
@@ -356,14 +359,16 @@ int main(int argc, char** argv) {
                  "loop,unwindowed (the loop with and without a window)");
   app.add_option("--loop-ops", loop_ops, "apply_then of the loop");
   app.add_option("--max-outstanding", dc.max_outstanding, "gossamer::Options::max_outstanding (0: no bound)");
+  app.add_option("--preempt-ops", dc.preempt_ops, "gossamer::Options::preempt_ops (0: off)");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* v) { return ("," + variants + ",").find("," + std::string(v) + ",") != std::string::npos; };
   dc.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
 
   const bool table = want("trust") || want("async") || want("mutex") || want("spin") || want("mcs") || want("1core");
   if (table) {
-    std::printf("fetch_add: %llu ops/thread, pause in every critical section, %s polling, %zu fibers, window %zu\n",
-                (unsigned long long)ops, polling.c_str(), dc.fibers, dc.window);
+    std::printf("fetch_add: %llu ops/thread, pause in every critical section, %s polling, %zu fibers, window %zu, "
+                "preempt_ops %zu\n",
+                (unsigned long long)ops, polling.c_str(), dc.fibers, dc.window, dc.preempt_ops);
     std::printf("%-4s %-7s %-8s | %8s %8s | %8s %8s %8s | %8s | %10s %10s\n", "thr", "objects", "dist",
                 "trust", "async", "mutex", "spin", "mcs", "1-core", "best/lock", "best/1core");
     std::printf("%s\n", std::string(112, '-').c_str());

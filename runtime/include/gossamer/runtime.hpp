@@ -33,6 +33,14 @@ struct Options {
   // runtime.max_outstanding in the GOSSAMER_CONFIG file, when set,
   // replaces this value (config/examples/defaults.yaml).
   std::size_t max_outstanding = 1024;
+  // Cooperative preemption: a fiber that calls apply on a local property
+  // or apply_then this many times without waiting yields if its thread
+  // has other threads' requests to serve, responses to fetch or a batch
+  // to send (sooner once a batch of its responses is ready), so that a
+  // loop of local applies does not starve the thread's clients. 0 = off
+  // (the default for now: it changes when Hydra's loop gets its rounds;
+  // runtime/PERFORMANCE.md, third round). fetch_add uses 64.
+  std::size_t preempt_ops = 0;
 };
 
 namespace detail {

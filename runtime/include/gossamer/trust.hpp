@@ -331,6 +331,7 @@ struct Target {
     using R = std::invoke_result_t<F&, T&, std::decay_t<Args>...>;
     require_blocking("apply()");
     if (trustee == current_thread()) {
+      preempt_point();  // a fiber applying locally in a loop lets its thread serve
       return run_local<T>(handle, [&](T& p) -> R { return f(p, std::forward<Args>(args)...); });
     }
     Waiter<R> w;
@@ -344,6 +345,7 @@ struct Target {
     check<F, std::decay_t<Args>...>();
     using R = std::invoke_result_t<F&, T&, std::decay_t<Args>...>;
     require_runtime("apply_then()");
+    preempt_point();  // may yield (a fiber only): Options::preempt_ops
     if (trustee == current_thread()) {
       if constexpr (std::is_void_v<R>) {
         run_local<T>(handle, [&](T& p) { f(p, std::forward<Args>(args)...); });
@@ -470,6 +472,11 @@ class Trust {
   std::size_t trustee_index() const { return t_.trustee; }
 
   // Runs f(property) on its trustee; blocks the calling fiber, not the thread.
+  // On this thread's own trustee it runs at once, inline; with
+  // Options::preempt_ops set, a fiber doing so in a loop yields every that
+  // many calls when its thread has other threads' requests to serve or
+  // responses to fetch (before the closure runs, never inside it), so it
+  // does not starve them.
   template <class F>
   auto apply(F f) const {
     detail::check_closure<F>();
@@ -486,6 +493,12 @@ class Trust {
   // loop of apply_then keeps memory bounded. From delegated context or a
   // then-callback it never waits (and may pass the bound). The same holds
   // for apply_with_then, launch_then and, one request per fiber, apply.
+  // With Options::preempt_ops set, called from a fiber, it also yields
+  // every that many calls (sooner once a batch of its responses is ready)
+  // if its thread has requests to serve, responses to fetch or a batch to
+  // send: callbacks of earlier calls may then run before it returns. A
+  // then-callback or delegated context never yields (nor waits for room;
+  // see above).
   template <class F, class Then>
   void apply_then(F f, Then&& then) const {
     detail::check_closure<F>();

@@ -48,6 +48,11 @@ struct ThreadState {
   // counts them), and Options::max_outstanding (0 there: no bound).
   std::uint64_t outstanding = 0;
   std::uint64_t max_outstanding = UINT64_MAX;
+  // Operations left before this fiber offers its thread a pass of the loop
+  // (preempt_point); 1 when a response is ready and worth fetching.
+  // preempt_ops: Options::preempt_ops (0: never).
+  std::uint32_t budget = 1;
+  std::uint32_t preempt_ops = 0;
 };
 // initial-exec: no __tls_get_addr call per access inside libgossamer.so.
 [[gnu::tls_model("initial-exec")]] extern thread_local constinit ThreadState tl_state;
@@ -74,6 +79,19 @@ void wait_for_room_slow();
 inline void wait_for_room() {
   const ThreadState& s = tl_state;
   if (s.outstanding >= s.max_outstanding) [[unlikely]] wait_for_room_slow();
+}
+
+// Cooperative preemption (Options::preempt_ops): a fiber that runs many
+// operations without waiting (applies to its own trustee's properties,
+// apply_then into a channel whose batch is out) would keep its thread from
+// serving other threads' requests and from fetching its own responses
+// until it blocks. Every preempt_ops of them (sooner when a response is
+// ready, see Worker::record_closed), it yields if the loop has something
+// to do there. Only a fiber outside delegated context yields; elsewhere,
+// and with preempt_ops 0, it is a no-op.
+void preempt_slow();
+inline void preempt_point() {
+  if (--tl_state.budget == 0) [[unlikely]] preempt_slow();
 }
 
 // RAII: marks delegated context (a closure running on behalf of a trustee).
