@@ -169,6 +169,7 @@ class Dataplane {
     std::vector<std::vector<std::uint64_t>> resets_seen;  // [peer][conn], own connections
     Stats stats;
     std::uint64_t last_work = 0;
+    std::uint64_t last_traffic = 0;   // ... that moved frames of ours, records or doorbells (loop.cpp)
     bool rx_wakeable = false;         // frames wake its sleep (every port's rx_wake_fd is in epoll_fd)
     bool rx_armed = false;            // ... and it is armed: a frame ends the next sleep (long once the host is quiet)
     std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
