@@ -48,7 +48,7 @@ struct Params {
   // at scale 16 on 2 partitions
   float delta = 0.05f;
   std::size_t threads = 4;
-  std::uint32_t window = 0;  // light buckets per round; 0: 1 on one partition, 2 on more
+  std::uint32_t window = 0;  // light buckets per round; 0: 1 (SCALING.md: 2 cut rounds but cost wall-clock)
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
 
@@ -126,7 +126,7 @@ int drive(const Params& prm) {
     return 2;
   }
 
-  const std::uint32_t window = prm.window ? prm.window : nparts > 1 ? 2 : 1;
+  const std::uint32_t window = prm.window ? prm.window : 1;
   Parts parts(nparts);
   const Built built = construct(parts, spec, prm.delta);
   Results res;
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
   auto* root_opt = app.add_option("--root", root, "run this one source vertex instead of --roots sampled ones");
   app.add_option("--delta", p.delta, "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds)")
       ->check(CLI::Range(0.001, 1e9));
-  app.add_option("--window", p.window, "light buckets a round processes (0: 1 on one partition, 2 on more)")
+  app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
   app.add_option("--threads", p.threads, "runtime threads in the whole rack, one partition each")
       ->check(CLI::Range(1, 4096));
