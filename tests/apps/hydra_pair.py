@@ -22,7 +22,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_test import encode, free_port  # noqa: E402 (the first Hydra test, next to this one)
+from hydra_proc import free_port  # noqa: E402 (beside this file)
+from resp_client import encode  # noqa: E402
 
 failures = []
 

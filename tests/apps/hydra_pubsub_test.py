@@ -30,7 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hydra_pair import check, finish, host_ports, keys_on_distinct_shards, pair, redis  # noqa: E402
-from hydra_test import encode, free_port  # noqa: E402
+from hydra_proc import free_port  # noqa: E402
+from resp_client import encode  # noqa: E402
 
 
 class Raw:
@@ -363,9 +364,13 @@ def slow_readers(build):
                 gone += 1
             except socket.timeout:
                 pass
-        check(gone >= 1 and len(listed) == 1 + 8 - gone,
-              f"--max-reply-memory: {gone} of the 8 non-reading connections were disconnected (CLIENT LIST agrees)",
-              f"{len(listed)} listed")
+        # Every connection CLIENT LIST no longer shows must be closed; one it
+        # still shows may be closed later, as reading the sockets below lets
+        # Hydra execute more of their GETs.
+        unlisted = 1 + 8 - len(listed)
+        check(gone >= max(1, unlisted),
+              f"--max-reply-memory: {gone} of the 8 non-reading connections were disconnected, "
+              f"at least the {unlisted} CLIENT LIST no longer showed", f"{len(listed)} listed")
         check(owed <= (16 << 20), f"the host then owes {owed >> 10} KiB of replies, within the 16 MiB bound")
         check(proc.poll() is None, "hydra still running")
         for s in slow:

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp_client import Conn, parse_addr  # noqa: E402
-from hydra_test import free_port, local_hydra  # noqa: E402 (the standalone server, stopped after)
+from hydra_proc import free_port, local_hydra  # noqa: E402 (the standalone server, stopped after)
 
 failures = 0
 

@@ -18,7 +18,6 @@ back (pipelined GET and MGET), replies in request order across shards, a
 with a protocol error or a close, the server still answering and no key
 changed afterwards).
 """
-import contextlib
 import os
 import random
 import re
@@ -29,6 +28,7 @@ import sys
 import tempfile
 import time
 
+from hydra_proc import cpu_seconds, free_port, local_hydra, rss_kib, wait_ping  # noqa: F401 (re-exported)
 from resp_client import Conn, cli, encode, parse_addr  # the small RESP client beside this file
 
 failures = []
@@ -292,44 +292,6 @@ def core(write, readers, benches):
 # ---- part 1: standalone -----------------------------------------------------------------
 
 
-def free_port():
-    base = 16379 + os.getpid() % 1000
-    for p in range(base, base + 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-                return p
-            except OSError:
-                continue
-    raise RuntimeError("no free port")
-
-
-def wait_ping(run_cli, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if run_cli("PING") == "PONG":
-                return True
-        except subprocess.TimeoutExpired:
-            pass
-        time.sleep(0.1)
-    return False
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def standalone(hydra, port):
     print(f"== part 1: standalone, 127.0.0.1:{port}", flush=True)
     addr = ("127.0.0.1", port)
@@ -359,23 +321,6 @@ def standalone(hydra, port):
         log.seek(0)
         out = log.read()
         check(rc == 0 and "hydra: stopped (exit 0)" in out, "SIGTERM: the standalone server exits 0", f"exit {rc}: {out[-400:]}")
-
-
-@contextlib.contextmanager
-def local_hydra(hydra, port, *flags, threads=1, seconds=60):
-    """A hydra of `threads` threads on 127.0.0.1:port with extra flags, that
-    stops by itself after `seconds`, or on SIGTERM (then SIGKILL) when the
-    block ends; yields the process."""
-    p = subprocess.Popen([hydra, "--threads", str(threads), "--port", str(port), "--bind", "127.0.0.1",
-                          "--seconds", str(seconds), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield p
-    finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def shard_request_checks(hydra, port):

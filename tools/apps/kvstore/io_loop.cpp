@@ -157,6 +157,10 @@ void Loop::run() {
       drain_dirty();
       worked = true;
     }
+    if (reply_check_) {                         // a reply backlog grew (flush)
+      reply_check_ = false;
+      bound_replies();
+    }
     if (worked) {
       idle_rounds = 0;
       quiet_ = false;
@@ -510,6 +514,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
       c.out.erase(0, c.written);
       c.written = 0;
     }
+    if (c.out.size() - c.written >= (64u << 10)) reply_check_ = true;
     blocked = blocked && c.out.empty() && can_execute(c);
   }
   // Done: asked to close (QUIT, protocol error) or the peer stopped sending,

@@ -534,6 +534,9 @@ class Loop {
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   // Idle policy (Loop::idle).
   bool quiet_ = false;
+  // A connection was left owing >= 64 KiB after a flush: check
+  // --max-reply-memory this round, not at the next 1024-round tick.
+  bool reply_check_ = false;
   std::uint64_t last_activity_ = 0;
   std::chrono::steady_clock::time_point quiet_since_{};
 };
