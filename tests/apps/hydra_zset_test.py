@@ -13,8 +13,8 @@
    (MSET) for one round; readers run ZUNION/ZUNIONSTORE with WEIGHTS 1 -1
    (the score must be 0) and SORT ... BY w_* GET v_* [STORE] (every value of
    one round, in that round's order). Any mixed read fails the test.
-4. With HOST:PORT arguments (a 2-host rack, run from hydra_test.py's rack
-   part under flock), the concurrency check again through both hosts.
+4. `hydra_zset_test.py rack HOST:PORT HOST:PORT` (a 2-host rack; hydra_test.py's
+   rack part runs it): the concurrency check again, through both hosts.
 Exits 77 (skip) without redis-py or redis-server.
 """
 import os
@@ -173,8 +173,7 @@ def concurrency(addrs, shards, seconds=3.0):
     def reader(r, n):
         dst, out = f"dst{n}", f"out{n}"
         while time.monotonic() < stop:
-            u = r.zunion([a, b], withscores=True, aggregate=None) if False else \
-                r.execute_command("ZUNION", "2", a, b, "WEIGHTS", "1", "-1", "WITHSCORES")
+            u = r.execute_command("ZUNION", "2", a, b, "WEIGHTS", "1", "-1", "WITHSCORES")
             r.execute_command("ZUNIONSTORE", dst, "2", a, b, "WEIGHTS", "1", "-1")
             s = r.zscore(dst, "m")
             got = r.sort("L", by="w_*", get=["#", "v_*"])
@@ -214,7 +213,7 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     rack = host_ports(sys.argv[2:])
     if rack:  # hydra_test.py's rack part: the rack is up, its shard count known from INFO
-        shards = int(redis.Redis(host=rack[0][0], port=rack[0][1]).info("server").get("gossamer_threads", 4))
+        shards = int(redis.Redis(host=rack[0][0], port=rack[0][1]).info("server").get("gossamer_shards", 4))
         concurrency(rack, shards)
         return finish()
     with pair(build, threads=4) as ports:

@@ -436,7 +436,7 @@ void Loop::run_txn(std::uint64_t id) {
     unwatch_all(*c);  // EXEC unwatches, whatever happens (after the checks: in order per shard)
     return;
   }
-  unwatch_all(*c);
+  if (t.exec) unwatch_all(*c);  // a command's own transaction (RENAME, SORT ... STORE) keeps the connection's WATCHes
   Pending* header = nullptr;
   if (t.exec) {  // EXEC: its header is the last reply (input stopped since)
     header = &c->pending.back();
