@@ -90,6 +90,9 @@ def multi_key(ports, shards):
         ("ZRANGESTORE", d, "str", "0", "-1"), ("ZMPOP", "2", "nokey", a, "MIN"), ("ZMPOP", "2", a, b, "MAX", "COUNT", "10"),
         ("ZMPOP", "1", "nokey", "MIN"), ("ZMPOP", "0", a, "MIN"), ("ZMPOP", "1", a, "FOO"), ("ZMPOP", "3", a, "MIN"),
         ("ZMPOP", "1", a, "MIN", "COUNT", "0"), ("ZMPOP", "2", "str", a, "MIN"),
+        ("SADD", d, "x", "w"), ("SINTERCARD", "2", c, d), ("SINTERCARD", "2", c, d, "LIMIT", "1"),
+        ("SINTERCARD", "0", c), ("SINTERCARD", "3", c, d), ("SINTERCARD", "1", c, "LIMIT", "-1"),
+        ("SINTERCARD", "2", c, a), ("SINTERCARD", "1", c, "FOO"),
     ]
     raw_both(ports, cmds, "multi-key sorted-set commands across shards, RESP2")
     raw_both(ports, [("HELLO", "3")] + cmds, "multi-key sorted-set commands across shards, RESP3")

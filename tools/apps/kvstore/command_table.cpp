@@ -67,7 +67,7 @@ constexpr CommandSpec kCommands[] = {
     {"zrandmember", -2, 1, 1, 1, false}, {"zscan", -3, 1, 1, 1, false}, {"zrangestore", -5, 1, 2, 1, false},
     {"zunionstore", -4, 1, 1, 1, false}, {"zinterstore", -4, 1, 1, 1, false}, {"zdiffstore", -4, 1, 1, 1, false},
     {"zunion", -3, 0, 0, 0, false}, {"zinter", -3, 0, 0, 0, false}, {"zdiff", -3, 0, 0, 0, false},
-    {"zintercard", -3, 0, 0, 0, false}, {"zmpop", -4, 0, 0, 0, false},
+    {"zintercard", -3, 0, 0, 0, false}, {"zmpop", -4, 0, 0, 0, false}, {"sintercard", -3, 0, 0, 0, false},
     // SORT (sort.cpp): BY/GET patterns may read any key (Loop::shards_of)
     {"sort", -2, 1, 1, 1, false}, {"sort_ro", -2, 1, 1, 1, false},
     // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
@@ -94,7 +94,7 @@ bool always_transaction(const std::string& n) {
 
 bool zset_multi_name(std::string_view n) {
   return n == "zunionstore" || n == "zinterstore" || n == "zdiffstore" || n == "zunion" || n == "zinter" ||
-         n == "zdiff" || n == "zintercard" || n == "zmpop" || n == "zrangestore";
+         n == "zdiff" || n == "zintercard" || n == "zmpop" || n == "zrangestore" || n == "sintercard";
 }
 
 std::span<const CommandSpec> all_commands() { return kCommands; }
@@ -135,7 +135,7 @@ bool transaction_name(const std::string& name) {
     case 7: return n == "discard" || n == "unwatch" || n == "sort_ro";
     case 8: return n == "renamenx";
     case 9: return n == "rpoplpush";
-    case 10: return n == "sdiffstore";
+    case 10: return n == "sdiffstore" || n == "sintercard";
     case 11: return n == "sinterstore" || n == "sunionstore";
     default: return false;
   }

@@ -253,7 +253,7 @@ bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the nam
 // Commands whose steps read one shard and write another (or gather
 // several): always a transaction, and EXEC waits for each before the next.
 bool always_transaction(const std::string& lower_name);
-// ZUNIONSTORE, ZUNION, ZINTERCARD, ZMPOP, ZRANGESTORE...: sorted-set commands over several keys.
+// ZUNIONSTORE, ZUNION, ZINTERCARD, ZMPOP, ZRANGESTORE...: sorted-set commands over several keys (and SINTERCARD).
 bool zset_multi_name(std::string_view lower_name);
 // SORT's options that read other keys (BY/GET patterns with '*'): it then claims every shard (sort.cpp).
 bool sort_reads_patterns(const std::vector<std::string_view>& args);

@@ -1,6 +1,7 @@
 // Sorted-set commands over several keys: ZUNIONSTORE, ZINTERSTORE,
 // ZDIFFSTORE, ZUNION, ZINTER, ZDIFF, ZINTERCARD (Redis 7.0's
-// zunionInterDiffGenericCommand), ZRANGESTORE and ZMPOP. Like SINTERSTORE
+// zunionInterDiffGenericCommand), ZRANGESTORE and ZMPOP; and SINTERCARD,
+// whose numkeys form is theirs. Like SINTERSTORE
 // (keyspace.cpp) they run inside a transaction over every shard they name
 // (transactions.cpp; Loop::shards_of finds the keys after numkeys), as
 // steps: read the sources, compute here on the loop, store the result.
@@ -167,6 +168,34 @@ bool Loop::execute_zset_multi(std::uint32_t slot, const std::string& name, Pendi
       }, op, std::vector<std::string>{(*keys)[i], n});
     };
     (*next)(0);
+    return true;
+  }
+
+  if (name == "sintercard") {  // Redis 7.0's sinterCardCommand
+    long long numkeys = 0, limit = 0;
+    if (!resp::parse_int64(args[1], numkeys) || numkeys < 1) return resp::error(p.reply, "ERR numkeys should be greater than 0"), true;
+    if (std::size_t(numkeys) > args.size() - 2) return resp::error(p.reply, "ERR Number of keys can't be greater than number of args"), true;
+    for (std::size_t j = 2 + std::size_t(numkeys); j < args.size(); ++j) {
+      if (resp::lower(args[j]) == "limit" && j + 1 < args.size()) {
+        if (!resp::parse_int64(args[++j], limit) || limit < 0) return resp::error(p.reply, "ERR LIMIT can't be negative"), true;
+      } else {
+        return resp::error(p.reply, kSyntax), true;
+      }
+    }
+    p.waiting = 1;
+    dump_keys(std::vector<std::string>(args.begin() + 2, args.begin() + 2 + numkeys), [=](std::vector<Dump> dumps) {
+      for (const Dump& d : dumps)
+        if (d.type != Dump::kNone && d.type != Dump::kSet) return fail(d.type == 0xff ? "ERR out of memory" : kWrongType);
+      std::vector<Input> in;
+      for (const Dump& d : dumps) in.push_back(input_of(d));
+      std::int64_t found = 0;
+      for (const auto& [m, sc] : in[0]) {
+        bool all = true;
+        for (std::size_t k = 1; k < in.size() && all; ++k) all = in[k].count(m) != 0;
+        if (all && ++found == limit) break;
+      }
+      integer(found);
+    });
     return true;
   }
 
