@@ -6,7 +6,8 @@
 1. Replies and error texts byte for byte, RESP2 and RESP3 (HELLO 3: scores
    are doubles, WITHSCORES pairs), of every sorted-set command and of SORT,
    with the keys of the multi-key ones on different shards (Hydra, 4 shards).
-2. TYPE, OBJECT ENCODING (listpack / skiplist by size), SCAN ... TYPE zset,
+2. BZPOPMIN/BZPOPMAX/BZMPOP: at once, timed out, woken by ZADD and ZUNIONSTORE.
+   TYPE, OBJECT ENCODING (listpack / skiplist by size), SCAN ... TYPE zset,
    MEMORY USAGE, EXPIRE and RENAME of a sorted set.
 3. Atomicity under concurrency: writers change two sorted sets on two shards
    (MULTI/EXEC) to the same score, and weight and value keys on four shards
@@ -117,6 +118,39 @@ def sort_checks(ports, shards):
     raw_both(ports, [("HELLO", "3")] + cmds, "SORT, RESP3")
 
 
+def blocking(ports, servers, shards):
+    """BZPOPMIN/BZPOPMAX/BZMPOP: served at once, timeouts, errors, inside
+    MULTI (never blocks), and woken by a ZADD or a ZUNIONSTORE from another
+    connection (the key on another shard than the command's connection
+    happens to use)."""
+    a, b = keys_on_distinct_shards("bz", shards)[:2]
+    cmds = [("FLUSHALL",), ("ZADD", a, "1", "x", "2", "y", "3", "z"), ("BZPOPMIN", "nokey", a, "0"),
+            ("BZPOPMAX", a, "0"), ("BZPOPMIN", "nokey", "0.01"), ("BZMPOP", "0.01", "1", "nokey", "MIN"),
+            ("BZMPOP", "0", "2", "nokey", a, "MAX", "COUNT", "5"), ("BZPOPMIN", a, "x"), ("BZPOPMIN", a, "-1"),
+            ("BZMPOP", "0", "0", a, "MIN"), ("BZMPOP", "0", "1", a, "FOO"), ("BZMPOP", "0", "1", a, "MIN", "COUNT", "0"),
+            ("SET", "str", "v"), ("BZPOPMIN", "str", "0"), ("MULTI",), ("BZPOPMIN", "nokey", "0"),
+            ("BZMPOP", "0", "1", "nokey", "MIN"), ("EXEC",)]
+    raw_both(ports, cmds, "BZPOPMIN/BZPOPMAX/BZMPOP, RESP2")
+    raw_both(ports, [("HELLO", "3")] + cmds, "BZPOPMIN/BZPOPMAX/BZMPOP, RESP3")
+    for what, block, wake in (
+            ("BZPOPMIN woken by ZADD", ("BZPOPMIN", "nokey", a, "5"), lambda r: r.zadd(a, {"m": 7})),
+            ("BZMPOP woken by ZUNIONSTORE", ("BZMPOP", "5", "1", b, "MAX", "COUNT", "2"),
+             lambda r: (r.zadd(a, {"p": 1, "q": 2}), r.zunionstore(b, [a])))):
+        got = []
+        for r in servers:
+            r.delete(a, b)
+            out = []
+            t = threading.Thread(target=lambda: out.append(redis.Redis(port=r.connection_pool.connection_kwargs["port"],
+                                                                       socket_timeout=20).execute_command(*block)))
+            t.start()
+            time.sleep(0.3)
+            wake(r)
+            t.join(10)
+            got.append(out)
+        check(got[0] == got[1] and len(got[0]) == 1 and got[0][0] is not None, f"{what}: hydra as redis-server",
+              f"hydra {got[0]!r}, redis-server {got[1]!r}")
+
+
 def keyspace(servers):
     got = []
     for r in servers:
@@ -223,6 +257,7 @@ def main():
         single_key(ports)
         multi_key(ports, 4)
         sort_checks(ports, 4)
+        blocking(ports, clients(ports), 4)
         keyspace(clients(ports))
         concurrency([("127.0.0.1", ports[0])], 4)
     return finish()

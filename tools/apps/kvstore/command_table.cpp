@@ -55,6 +55,7 @@ constexpr CommandSpec kCommands[] = {
     // blocking list commands (blocking.cpp); BLMPOP's and LMPOP's keys follow numkeys (Loop::shards_of)
     {"blpop", -3, 1, -2, 1, false}, {"brpop", -3, 1, -2, 1, false}, {"blmove", 6, 1, 2, 1, false},
     {"brpoplpush", 4, 1, 2, 1, false}, {"blmpop", -5, 0, 0, 0, false}, {"lmpop", -4, 0, 0, 0, false},
+    {"bzpopmin", -3, 1, -2, 1, false}, {"bzpopmax", -3, 1, -2, 1, false}, {"bzmpop", -5, 0, 0, 0, false},
     // sorted sets: one key (zset.cpp), several (zset_multi.cpp; the ones with numkeys: Loop::shards_of)
     {"zadd", -4, 1, 1, 1, false}, {"zincrby", 4, 1, 1, 1, false}, {"zrem", -3, 1, 1, 1, false},
     {"zcard", 2, 1, 1, 1, false}, {"zscore", 3, 1, 1, 1, false}, {"zmscore", -3, 1, 1, 1, false},
@@ -83,7 +84,8 @@ bool arity_ok(const CommandSpec& spec, std::size_t n) {
 }
 
 bool blocking_name(const std::string& n) {
-  return n == "blpop" || n == "brpop" || n == "blmove" || n == "brpoplpush" || n == "blmpop" || n == "lmpop";
+  return n == "blpop" || n == "brpop" || n == "blmove" || n == "brpoplpush" || n == "blmpop" || n == "lmpop" ||
+         n == "bzpopmin" || n == "bzpopmax" || n == "bzmpop";
 }
 
 bool always_transaction(const std::string& n) {

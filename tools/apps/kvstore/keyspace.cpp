@@ -74,7 +74,7 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
       default: return {0, Count::kOutOfMemory};
     }
     if (d.deadline >= 0) s.expires.insert_or_assign(key, d.deadline);
-    if (d.type == Dump::kList) signal_ready(s, key);  // a list moved into place wakes its waiters (blocking.cpp)
+    if (d.type == Dump::kList || d.type == Dump::kZset) signal_ready(s, key);  // a list or sorted set moved into place wakes its waiters (blocking.cpp)
     return {1, Count::kOk};
   } catch (...) {
     return {0, Count::kOutOfMemory};

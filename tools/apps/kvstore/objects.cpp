@@ -342,7 +342,12 @@ Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
       for (const auto& a : args) bytes += a.size() + 48;
       evict_for(s, bytes);
     }
-    if (op >= Op::kZadd) return shard_zset(s, op, std::move(args));
+    if (op >= Op::kZadd) {
+      const std::string key = args[0];
+      Reply r = shard_zset(s, op, std::move(args));
+      if ((op == Op::kZadd || op == Op::kZincrby) && r.kind != Reply::kError) signal_ready(s, key);  // BZPOPMIN... (blocking.cpp)
+      return r;
+    }
     if (op >= Op::kGetdel) return shard_strops(s, op, std::move(args));
     const std::string key = args[0];
     std::vector<std::string> a(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));

@@ -69,8 +69,8 @@ std::vector<std::uint32_t> Loop::shards_of(const std::string& name, const std::v
   }
   const bool znumkeys = name == "zunionstore" || name == "zinterstore" || name == "zdiffstore" || name == "zunion" ||
                         name == "zinter" || name == "zdiff" || name == "zintercard" || name == "zmpop" || name == "sintercard";
-  if (name == "blmpop" || name == "lmpop" || znumkeys) {  // keys after numkeys
-    const std::size_t at = name == "blmpop" || name.ends_with("store") ? 2 : 1;
+  if (name == "blmpop" || name == "lmpop" || name == "bzmpop" || znumkeys) {  // keys after numkeys
+    const std::size_t at = name == "blmpop" || name == "bzmpop" || name.ends_with("store") ? 2 : 1;
     if (name.ends_with("store")) out.push_back(std::uint32_t(shard_of(args[1], nshards_)));
     long long n = 0;
     if (!resp::parse_int64(args[at], n) || n < 1 || std::size_t(n) > args.size() - at - 1) return out;
