@@ -1,5 +1,7 @@
 // Blocking list commands: BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH (and
-// LMPOP, BLMPOP's non-blocking twin), Redis 7.0's replies and errors.
+// LMPOP, BLMPOP's non-blocking twin), and the sorted sets' BZPOPMIN,
+// BZPOPMAX, BZMPOP (where 2 and 3: the lowest and highest scores), Redis
+// 7.0's replies and errors.
 //
 // A connection blocks on keys that may live on several shards, of this
 // host or another. Each shard keeps, per key, the connections blocked on it
@@ -73,6 +75,32 @@ std::vector<std::string> pop_n(List& l, std::uint8_t where, std::int64_t count) 
   return out;
 }
 
+// Pops from `key` for a waiter: a list's head or tail (where 0, 1) or a
+// sorted set's lowest or highest scores (2, 3: member, score pairs). Empty
+// if there is nothing to pop; `wrong` if the key holds another type.
+std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong) {
+  std::vector<std::string> out;
+  if (where < 2) {
+    List* l = find_obj<List>(s, key, wrong);
+    if (!l || l->empty()) return out;
+    out = pop_n(*l, where, count);
+    drop_if_empty(s, key, *l);
+  } else {
+    ZSet* z = find_obj<ZSet>(s, key, wrong);
+    if (!z || z->empty()) return out;
+    for (std::int64_t n = count < 0 ? 1 : count; n > 0 && !z->empty(); --n) {
+      auto it = where == 2 ? z->tree.begin() : std::prev(z->tree.end());
+      std::string m(it->second);
+      out.push_back(m);
+      out.push_back(format_score(it->first));
+      z->erase(m);
+    }
+    drop_if_empty(s, key, *z);
+  }
+  touch(s, key);
+  return out;
+}
+
 void forget_waiter(Shard& s, std::uint64_t id) {
   auto it = s.blocked_keys.find(id);
   if (it == s.blocked_keys.end()) return;
@@ -93,13 +121,11 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
   try {
     for (const auto& key : r.keys) {
       bool wrong;
-      List* l = find_obj<List>(s, key, wrong);
+      std::vector<std::string> popped = pop_key(s, key, r.where, r.count, wrong);
       if (wrong) return Reply{Reply::kError, 0, kWrongType, {}, {}};
-      if (!l || l->empty()) continue;
+      if (popped.empty()) continue;
       Reply out{Reply::kArray, 0, {}, {key}, {}};
-      for (auto& v : pop_n(*l, r.where, r.count)) out.items.push_back(std::move(v));
-      touch(s, key);
-      drop_if_empty(s, key, *l);
+      for (auto& v : popped) out.items.push_back(std::move(v));
       return out;
     }
     if (r.block) {
@@ -120,6 +146,14 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
 Count shard_give_back(Shard& s, Served sv) noexcept {
   try {
     bool wrong;
+    if (sv.where >= 2) {  // member, score pairs back into the sorted set
+      ZSet* z = make_obj<ZSet>(s, sv.key, wrong);
+      if (wrong || !z) return {};
+      for (std::size_t i = 0; i + 1 < sv.values.size(); i += 2) z->set(sv.values[i], std::strtod(sv.values[i + 1].c_str(), nullptr));
+      touch(s, sv.key);
+      signal_ready(s, sv.key);
+      return {};
+    }
     List* l = make_obj<List>(s, sv.key, wrong);
     if (wrong || !l) return {};  // the key became another type meanwhile: the elements go
     for (auto it = sv.values.rbegin(); it != sv.values.rend(); ++it) {
@@ -187,14 +221,11 @@ void serve_key(Shard& s, const std::string& key) noexcept {
       auto b = s.blocked.find(key);
       if (b == s.blocked.end() || b->second.empty()) return;
       bool wrong;
-      List* l = find_obj<List>(s, key, wrong);
-      if (!l || l->empty()) return;
       const BlockedOn w = b->second.front();
+      std::vector<std::string> popped = pop_key(s, key, w.where, w.count, wrong);
+      if (popped.empty()) return;  // empty, or a waiter of the other kind (list / sorted set) first in line
       forget_waiter(s, w.id);
-      Served sv{w.id, key, pop_n(*l, w.where, w.count), w.where};
-      touch(s, key);
-      drop_if_empty(s, key, *l);
-      tl_served.push_back(std::move(sv));
+      tl_served.push_back(Served{w.id, key, std::move(popped), w.where});
     }
   } catch (...) {
   }
@@ -218,10 +249,10 @@ bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string
   b.seq = seq;
   std::vector<std::string_view> keys;
   std::string_view timeout;
-  if (name == "blpop" || name == "brpop") {
+  if (name == "blpop" || name == "brpop" || name == "bzpopmin" || name == "bzpopmax") {
     keys.assign(args.begin() + 1, args.end() - 1);
     timeout = args.back();
-    b.where = name[1] == 'r';
+    b.where = name[1] == 'z' ? (name == "bzpopmin" ? 2 : 3) : name[1] == 'r';
   } else if (name == "blmove" || name == "brpoplpush") {
     b.kind = Blocked::kMove;
     keys.push_back(args[1]);
@@ -237,15 +268,17 @@ bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string
       b.to = 0;
       timeout = args[3];
     }
-  } else {  // [B]LMPOP [timeout] numkeys key... LEFT|RIGHT [COUNT n]: Redis 7.0's lmpopGenericCommand
+  } else {  // [B]LMPOP / BZMPOP [timeout] numkeys key... LEFT|RIGHT (MIN|MAX) [COUNT n]: Redis 7.0's lmpopGenericCommand
     b.kind = Blocked::kMpop;
-    const std::size_t at = name == "blmpop" ? 2 : 1;
+    const bool zset = name == "bzmpop";
+    const std::size_t at = name == "lmpop" ? 1 : 2;
     long long n;
     if (!resp::parse_int64(args[at], n) || n < 1)
       return resp::error(p.reply, "ERR numkeys should be greater than 0"), true;
     const std::size_t where_at = at + std::size_t(n) + 1;
     if (std::size_t(n) >= args.size() || where_at >= args.size()) return resp::error(p.reply, "ERR syntax error"), true;
-    const int w = side(args[where_at]);
+    const std::string word = lower(args[where_at]);
+    const int w = zset ? (word == "min" ? 2 : word == "max" ? 3 : -1) : side(word);
     if (w < 0) return resp::error(p.reply, "ERR syntax error"), true;
     b.where = std::uint8_t(w);
     for (std::size_t j = where_at + 1; j < args.size(); ++j) {
@@ -260,11 +293,11 @@ bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string
     }
     if (b.count == -1) b.count = 1;
     keys.assign(args.begin() + std::ptrdiff_t(at) + 1, args.begin() + std::ptrdiff_t(where_at));
-    if (name == "blmpop") timeout = args[1];
+    if (name != "lmpop") timeout = args[1];
   }
   long long ms = 0;
   std::string err;
-  if (!timeout.empty() || name == "blmpop") {
+  if (!timeout.empty() || name != "lmpop") {
     if (!parse_timeout(timeout, ms, err)) return resp::error(p.reply, err), true;
   }
   if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
@@ -396,7 +429,19 @@ void Loop::handle_served() {
     Blocked& b = it->second;
     b.done = true;
     const std::uint64_t id = sv.id;
-    if (b.kind == Blocked::kPop) {
+    if (sv.where >= 2) {  // BZPOPMIN/BZPOPMAX: [key, member, score]; BZMPOP: [key, [[member, score]...]]
+      const bool mpop = b.kind == Blocked::kMpop;
+      finish_blocked(id, [&sv, mpop](Pending& q) {
+        resp::array(q.reply, mpop ? 2 : 3);
+        resp::bulk(q.reply, sv.key);
+        if (mpop) resp::array(q.reply, sv.values.size() / 2);
+        for (std::size_t i = 0; i + 1 < sv.values.size(); i += 2) {
+          if (mpop) resp::array(q.reply, 2);
+          resp::bulk(q.reply, sv.values[i]);
+          resp::dbl(q.reply, sv.values[i + 1], q.resp3);
+        }
+      });
+    } else if (b.kind == Blocked::kPop) {
       finish_blocked(id, [&sv](Pending& q) {
         resp::array(q.reply, 2);
         resp::bulk(q.reply, sv.key);

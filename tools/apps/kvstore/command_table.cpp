@@ -55,6 +55,22 @@ constexpr CommandSpec kCommands[] = {
     // blocking list commands (blocking.cpp); BLMPOP's and LMPOP's keys follow numkeys (Loop::shards_of)
     {"blpop", -3, 1, -2, 1, false}, {"brpop", -3, 1, -2, 1, false}, {"blmove", 6, 1, 2, 1, false},
     {"brpoplpush", 4, 1, 2, 1, false}, {"blmpop", -5, 0, 0, 0, false}, {"lmpop", -4, 0, 0, 0, false},
+    {"bzpopmin", -3, 1, -2, 1, false}, {"bzpopmax", -3, 1, -2, 1, false}, {"bzmpop", -5, 0, 0, 0, false},
+    // sorted sets: one key (zset.cpp), several (zset_multi.cpp; the ones with numkeys: Loop::shards_of)
+    {"zadd", -4, 1, 1, 1, false}, {"zincrby", 4, 1, 1, 1, false}, {"zrem", -3, 1, 1, 1, false},
+    {"zcard", 2, 1, 1, 1, false}, {"zscore", 3, 1, 1, 1, false}, {"zmscore", -3, 1, 1, 1, false},
+    {"zrank", 3, 1, 1, 1, false}, {"zrevrank", 3, 1, 1, 1, false}, {"zcount", 4, 1, 1, 1, false},
+    {"zlexcount", 4, 1, 1, 1, false}, {"zrange", -4, 1, 1, 1, false}, {"zrevrange", -4, 1, 1, 1, false},
+    {"zrangebyscore", -4, 1, 1, 1, false}, {"zrevrangebyscore", -4, 1, 1, 1, false},
+    {"zrangebylex", -4, 1, 1, 1, false}, {"zrevrangebylex", -4, 1, 1, 1, false},
+    {"zremrangebyrank", 4, 1, 1, 1, false}, {"zremrangebyscore", 4, 1, 1, 1, false},
+    {"zremrangebylex", 4, 1, 1, 1, false}, {"zpopmin", -2, 1, 1, 1, false}, {"zpopmax", -2, 1, 1, 1, false},
+    {"zrandmember", -2, 1, 1, 1, false}, {"zscan", -3, 1, 1, 1, false}, {"zrangestore", -5, 1, 2, 1, false},
+    {"zunionstore", -4, 1, 1, 1, false}, {"zinterstore", -4, 1, 1, 1, false}, {"zdiffstore", -4, 1, 1, 1, false},
+    {"zunion", -3, 0, 0, 0, false}, {"zinter", -3, 0, 0, 0, false}, {"zdiff", -3, 0, 0, 0, false},
+    {"zintercard", -3, 0, 0, 0, false}, {"zmpop", -4, 0, 0, 0, false}, {"sintercard", -3, 0, 0, 0, false},
+    // SORT (sort.cpp): BY/GET patterns may read any key (Loop::shards_of)
+    {"sort", -2, 1, 1, 1, false}, {"sort_ro", -2, 1, 1, 1, false},
     // pub/sub (pubsub.cpp), CLIENT (clients.cpp)
     {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
     {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
@@ -68,13 +84,19 @@ bool arity_ok(const CommandSpec& spec, std::size_t n) {
 }
 
 bool blocking_name(const std::string& n) {
-  return n == "blpop" || n == "brpop" || n == "blmove" || n == "brpoplpush" || n == "blmpop" || n == "lmpop";
+  return n == "blpop" || n == "brpop" || n == "blmove" || n == "brpoplpush" || n == "blmpop" || n == "lmpop" ||
+         n == "bzpopmin" || n == "bzpopmax" || n == "bzmpop";
 }
 
 bool always_transaction(const std::string& n) {
   return n == "msetnx" || n == "rename" || n == "renamenx" || n == "copy" || n == "sinter" || n == "sunion" ||
          n == "sdiff" || n == "sinterstore" || n == "sunionstore" || n == "sdiffstore" || n == "lcs" ||
-         n == "lmove" || n == "rpoplpush" || n == "smove";
+         n == "lmove" || n == "rpoplpush" || n == "smove" || zset_multi_name(n) || n == "sort" || n == "sort_ro";
+}
+
+bool zset_multi_name(std::string_view n) {
+  return n == "zunionstore" || n == "zinterstore" || n == "zdiffstore" || n == "zunion" || n == "zinter" ||
+         n == "zdiff" || n == "zintercard" || n == "zmpop" || n == "zrangestore" || n == "sintercard";
 }
 
 std::span<const CommandSpec> all_commands() { return kCommands; }
@@ -90,6 +112,7 @@ const CommandSpec* find_command(std::string_view name) {
 // instructions (Loop::execute).
 bool transaction_name(const std::string& name) {
   const std::string_view n(name);
+  if (n.size() > 4 && n[0] == 'z') return zset_multi_name(n);
   switch (n.size()) {
     case 3: return (n[0] == 'd' && n == "del") || (n[0] == 'l' && n == "lcs");
     case 4:
@@ -97,6 +120,7 @@ bool transaction_name(const std::string& name) {
         case 'e': return n == "exec";
         case 'm': return n == "mset" || n == "mget";
         case 'c': return n == "copy";
+        case 's': return n == "sort";
         default: return false;
       }
     case 5: return (n[0] == 'm' && n == "multi") || (n[0] == 'w' && n == "watch") || (n[0] == 's' && n == "sdiff") ||
@@ -110,10 +134,10 @@ bool transaction_name(const std::string& name) {
         case 's': return n == "sinter" || n == "sunion";
         default: return false;
       }
-    case 7: return n == "discard" || n == "unwatch";
+    case 7: return n == "discard" || n == "unwatch" || n == "sort_ro";
     case 8: return n == "renamenx";
     case 9: return n == "rpoplpush";
-    case 10: return n == "sdiffstore";
+    case 10: return n == "sdiffstore" || n == "sintercard";
     case 11: return n == "sinterstore" || n == "sunionstore";
     default: return false;
   }

@@ -55,6 +55,9 @@ Value digest(Shard& s, const std::string& key) {
     } else if (const List* l = std::get_if<List>(&obj->second)) {
       d[k] = mix(k, "list");
       for (const auto& e : *l) d[k] = mix(d[k], e);
+    } else if (const ZSet* z = std::get_if<ZSet>(&obj->second)) {
+      d[k] = mix(k, "zset");
+      for (const auto& [m, sc] : *z) d[k] ^= mix(k + 3, m + '\0' + format_score(sc));
     } else {
       d[k] = mix(k, "set");
       for (const auto& m : std::get<Set>(obj->second)) d[k] ^= mix(k + 3, m);
@@ -81,6 +84,7 @@ Value debug_object(Shard& s, const std::string& key) {
   else std::visit([&](const auto& c) {
     for (const auto& e : c) {
       if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += e.size();
+      else if constexpr (std::is_same_v<std::decay_t<decltype(e.second)>, double>) bytes += e.first.size() + 8;
       else bytes += e.first.size() + e.second.size();
     }
   }, obj->second);

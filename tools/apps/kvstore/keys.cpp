@@ -41,7 +41,7 @@ bool due(const Shard& s, const std::string& key, std::int64_t now) {
 }
 
 const char* type_name(const Shard& s, const std::string& key) {
-  static const char* const kNames[] = {"hash", "list", "set"};
+  static const char* const kNames[] = {"hash", "list", "set", "zset"};
   if (s.map.count(key)) return "string";
   auto it = s.objs.find(key);
   return it == s.objs.end() ? "none" : kNames[it->second.index()];
@@ -169,6 +169,11 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
         r.s = small ? "listpack" : "hashtable";
       } else if (std::holds_alternative<List>(obj->second)) {
         r.s = "quicklist";  // Redis 7.0's only list encoding
+      } else if (const ZSet* z = std::get_if<ZSet>(&obj->second)) {
+        const auto max = std::size_t(g_encodings.zset_value.load(std::memory_order_relaxed));
+        bool small = z->size() <= std::size_t(g_encodings.zset_entries.load(std::memory_order_relaxed));
+        for (auto it = z->begin(); small && it != z->end(); ++it) small = it->first.size() <= max;
+        r.s = small ? "listpack" : "skiplist";
       } else {
         const Set& set = std::get<Set>(obj->second);
         bool ints = set.size() <= std::size_t(g_encodings.set_intset.load(std::memory_order_relaxed));
@@ -185,7 +190,8 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
       r.n = shared ? INT_MAX : 1;
     } else if (sub == "memory") {  // MEMORY USAGE: an estimate of the bytes the key takes in its shard's maps
       auto heap = [](const std::string& x) { return x.capacity() > 15 ? x.capacity() + 1 : 0; };
-      constexpr std::size_t kNode = 16 + 8;  // hash-map node: next pointer and cached hash, plus its bucket
+      constexpr std::size_t kNode = 16 + 8;
+      constexpr std::size_t kZTreeNode = 64;  // a sorted set's tree node: (score, view), 3 pointers, color, subtree size  // hash-map node: next pointer and cached hash, plus its bucket
       std::size_t bytes = kNode + heap(key);
       if (str != s.map.end()) {
         bytes += sizeof(*str) + heap(str->second);
@@ -194,6 +200,8 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
         std::visit([&](const auto& c) {
           for (const auto& e : c) {
             if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += sizeof(e) + kNode + heap(e);
+            else if constexpr (std::is_same_v<std::decay_t<decltype(e.second)>, double>)
+              bytes += sizeof(e) + kNode + heap(e.first) + kZTreeNode;  // the map's node and the tree's
             else bytes += sizeof(e) + kNode + heap(e.first) + heap(e.second);
           }
         }, obj->second);

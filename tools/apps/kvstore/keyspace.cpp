@@ -3,6 +3,7 @@
 // one closure on one key's shard; the steps run inside the command's
 // transaction (transactions.cpp), so nobody sees the keys between them.
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "server.hpp"
@@ -25,6 +26,8 @@ Dump shard_dump(Shard& s, std::string key) noexcept {
         for (const auto& [f, v] : *h) d.items.push_back(f), d.items.push_back(v);
       else if (auto* l = std::get_if<List>(&o->second)) d.items.assign(l->begin(), l->end());
       else if (auto* st = std::get_if<Set>(&o->second)) d.items.assign(st->begin(), st->end());
+      else if (auto* z = std::get_if<ZSet>(&o->second))
+        for (const auto& [sc, m] : z->tree) d.items.emplace_back(m), d.items.push_back(format_score(sc));
     } else {
       return d;
     }
@@ -62,10 +65,16 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
       }
       case Dump::kList: s.objs.emplace(key, List(std::make_move_iterator(d.items.begin()), std::make_move_iterator(d.items.end()))); break;
       case Dump::kSet: s.objs.emplace(key, Set(std::make_move_iterator(d.items.begin()), std::make_move_iterator(d.items.end()))); break;
+      case Dump::kZset: {
+        ZSet z;
+        for (std::size_t i = 0; i + 1 < d.items.size(); i += 2) z.set(d.items[i], std::strtod(d.items[i + 1].c_str(), nullptr));
+        s.objs.emplace(key, std::move(z));
+        break;
+      }
       default: return {0, Count::kOutOfMemory};
     }
     if (d.deadline >= 0) s.expires.insert_or_assign(key, d.deadline);
-    if (d.type == Dump::kList) signal_ready(s, key);  // a list moved into place wakes its waiters (blocking.cpp)
+    if (d.type == Dump::kList || d.type == Dump::kZset) signal_ready(s, key);  // a list or sorted set moved into place wakes its waiters (blocking.cpp)
     return {1, Count::kOk};
   } catch (...) {
     return {0, Count::kOutOfMemory};

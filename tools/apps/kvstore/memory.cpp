@@ -50,7 +50,8 @@ bool denyoom(const std::string& n) {
       "rpush",    "lpushx",    "rpushx",      "linsert",     "lset",        "lmove",       "rpoplpush", "sadd",
       "smove",    "sunionstore", "sinterstore", "sdiffstore", "hset",       "hsetnx",      "hmset",    "hincrby",
       "hincrbyfloat", "copy",  "bitop",       "bitfield",    "zadd",        "zincrby",     "pfadd",    "xadd",
-      "geoadd",   "restore",   "sort",        "getex"};
+      "geoadd",   "restore",   "sort",        "getex",
+      "zunionstore", "zinterstore", "zdiffstore", "zrangestore"};
   for (const char* w : kWrites)
     if (n == w) return true;
   return false;

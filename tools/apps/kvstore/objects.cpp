@@ -36,6 +36,8 @@ bool range(long long start, long long stop, std::size_t len, std::size_t& from, 
   return true;
 }
 
+}  // namespace
+
 // HSCAN / SSCAN key cursor [MATCH p] [COUNT n]: everything matching in one
 // reply with cursor 0 (as Redis for small collections; COUNT is a hint).
 // args: cursor and options. False with `err` set on a bad argument.
@@ -79,6 +81,8 @@ bool scan_args(const std::vector<std::string>& args, std::string& pattern, std::
 bool matches(const std::string& pattern, const std::string& s) {
   return pattern.empty() || pattern == "*" || ::fnmatch(pattern.c_str(), s.c_str(), 0) == 0;
 }
+
+namespace {
 
 Reply hashes(Shard& s, Op op, const std::string& key, std::vector<std::string>& a) {
   bool wrong;
@@ -322,7 +326,7 @@ bool grows(Op op) {
   switch (op) {
     case Op::kHset: case Op::kHsetnx: case Op::kHmset: case Op::kHincrby: case Op::kLpush: case Op::kRpush:
     case Op::kLset: case Op::kSadd: case Op::kSetrange: case Op::kAppend: case Op::kIncrbyfloat: case Op::kSetbit:
-    case Op::kHincrbyfloat: case Op::kLinsert: case Op::kLpushx: case Op::kRpushx:
+    case Op::kHincrbyfloat: case Op::kLinsert: case Op::kLpushx: case Op::kRpushx: case Op::kZadd: case Op::kZincrby:
       return true;
     default:
       return false;
@@ -337,6 +341,12 @@ Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
       std::size_t bytes = 96;
       for (const auto& a : args) bytes += a.size() + 48;
       evict_for(s, bytes);
+    }
+    if (op >= Op::kZadd) {
+      const std::string key = args[0];
+      Reply r = shard_zset(s, op, std::move(args));
+      if ((op == Op::kZadd || op == Op::kZincrby) && r.kind != Reply::kError) signal_ready(s, key);  // BZPOPMIN... (blocking.cpp)
+      return r;
     }
     if (op >= Op::kGetdel) return shard_strops(s, op, std::move(args));
     const std::string key = args[0];
@@ -354,7 +364,7 @@ Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
 }
 
 Value shard_type(Shard& s, std::string key) noexcept {
-  static const char* const kNames[] = {"hash", "list", "set"};
+  static const char* const kNames[] = {"hash", "list", "set", "zset"};
   Value v{Value::kString, "none"};
   expire_if_due(s, key);
   if (s.map.count(key)) v.data = "string";

@@ -292,4 +292,11 @@ void push(std::string& out, std::size_t n, bool resp3) {
   out += "\r\n";
 }
 
+void dbl(std::string& out, std::string_view text, bool resp3) {
+  if (!resp3) return bulk(out, text);
+  out += ',';
+  out += text;
+  out += "\r\n";
+}
+
 }  // namespace hydra::resp

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -32,6 +33,7 @@
 namespace hydra {
 
 struct Reply;  // types.hpp
+struct Dump;   // types.hpp
 
 // Filled from the command line in main() before gossamer::run, on every host
 // (each host runs the same command line), then read-only.
@@ -251,6 +253,10 @@ bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the nam
 // Commands whose steps read one shard and write another (or gather
 // several): always a transaction, and EXEC waits for each before the next.
 bool always_transaction(const std::string& lower_name);
+// ZUNIONSTORE, ZUNION, ZINTERCARD, ZMPOP, ZRANGESTORE...: sorted-set commands over several keys (and SINTERCARD).
+bool zset_multi_name(std::string_view lower_name);
+// SORT's options that read other keys (BY/GET patterns with '*'): it then claims every shard (sort.cpp).
+bool sort_reads_patterns(const std::vector<std::string_view>& args);
 // BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, LMPOP (blocking.cpp).
 bool blocking_name(const std::string& lower_name);
 // A HELP subcommand's reply: its lines as simple strings.
@@ -436,6 +442,15 @@ class Loop {
   // debug.cpp
   void debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std::uint32_t gen,
                      const std::vector<std::string_view>& args);
+  // zset_multi.cpp: ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE, ZUNION, ZINTER, ZDIFF, ZINTERCARD, ZMPOP,
+  // ZRANGESTORE; sort.cpp: SORT, SORT_RO (run inside a transaction's shards)
+  bool execute_zset_multi(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                          const std::vector<std::string_view>& args);
+  // Every key's value (shard_dump), in the order of `keys`, read from their
+  // shards (one request per shard), then `done` (zset_multi.cpp).
+  void dump_keys(const std::vector<std::string>& keys, std::function<void(std::vector<Dump>)> done);
+  bool execute_sort(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                    const std::vector<std::string_view>& args);
   // types.cpp: hashes, lists, sets (single-key commands)
   bool execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                      const std::vector<std::string_view>& args);

@@ -20,6 +20,8 @@
 
 #include <gossamer/gossamer.hpp>
 
+#include "zset.hpp"
+
 namespace hydra {
 
 // Keys with a time to live also have an entry in `expires` (as Redis's
@@ -29,13 +31,13 @@ namespace hydra {
 // its own thread's I/O loop, samples keys of `expires` and drops those past
 // their deadline, as Redis's activeExpireCycle).
 //
-// Strings live in `map`, the other types (hash, list, set) in `objs`; a key
+// Strings live in `map`, the other types (hash, list, set, zset) in `objs`; a key
 // is in at most one of them. So GET and SET pay nothing for the types but
 // a test of `objs.empty()` on a miss or an overwrite.
 using Hash = std::unordered_map<std::string, std::string>;
 using List = std::deque<std::string>;
 using Set = std::unordered_set<std::string>;
-using Object = std::variant<Hash, List, Set>;  // index: Object types below
+using Object = std::variant<Hash, List, Set, ZSet>;  // index: Object types below
 
 // The access clock of keys (OBJECT IDLETIME, the LRU eviction policies):
 // milliseconds of CLOCK_MONOTONIC_COARSE, wrapping after 49 days (idle

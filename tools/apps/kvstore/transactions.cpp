@@ -55,8 +55,23 @@ std::vector<std::uint32_t> Loop::shards_of(const std::string& name, const std::v
     for (std::uint32_t i = 0; i < nshards_; ++i) out.push_back(i);
     return out;
   }
-  if (name == "blmpop" || name == "lmpop") {  // keys after numkeys
-    const std::size_t at = name == "blmpop" ? 2 : 1;
+  if (name == "sort" || name == "sort_ro") {  // the key, STORE's destination; every shard for BY/GET patterns
+    if (sort_reads_patterns(args)) {
+      for (std::uint32_t i = 0; i < nshards_; ++i) out.push_back(i);
+      return out;
+    }
+    out.push_back(std::uint32_t(shard_of(args[1], nshards_)));
+    for (std::size_t i = 2; i + 1 < args.size(); ++i)
+      if (resp::lower(args[i]) == "store") out.push_back(std::uint32_t(shard_of(args[i + 1], nshards_)));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  const bool znumkeys = name == "zunionstore" || name == "zinterstore" || name == "zdiffstore" || name == "zunion" ||
+                        name == "zinter" || name == "zdiff" || name == "zintercard" || name == "zmpop" || name == "sintercard";
+  if (name == "blmpop" || name == "lmpop" || name == "bzmpop" || znumkeys) {  // keys after numkeys
+    const std::size_t at = name == "blmpop" || name == "bzmpop" || name.ends_with("store") ? 2 : 1;
+    if (name.ends_with("store")) out.push_back(std::uint32_t(shard_of(args[1], nshards_)));
     long long n = 0;
     if (!resp::parse_int64(args[at], n) || n < 1 || std::size_t(n) > args.size() - at - 1) return out;
     for (std::size_t i = at + 1; i <= at + std::size_t(n); ++i) out.push_back(std::uint32_t(shard_of(args[i], nshards_)));
@@ -421,7 +436,7 @@ void Loop::run_txn(std::uint64_t id) {
     unwatch_all(*c);  // EXEC unwatches, whatever happens (after the checks: in order per shard)
     return;
   }
-  unwatch_all(*c);
+  if (t.exec) unwatch_all(*c);  // a command's own transaction (RENAME, SORT ... STORE) keeps the connection's WATCHes
   Pending* header = nullptr;
   if (t.exec) {  // EXEC: its header is the last reply (input stopped since)
     header = &c->pending.back();

@@ -29,6 +29,14 @@ constexpr Named kOps[] = {
     {"hstrlen", Op::kHstrlen}, {"hincrbyfloat", Op::kHincrbyfloat}, {"hrandfield", Op::kHrandfield},
     {"linsert", Op::kLinsert}, {"lpos", Op::kLpos}, {"lpushx", Op::kLpushx}, {"rpushx", Op::kRpushx},
     {"spop", Op::kSpop}, {"srandmember", Op::kSrandmember}, {"smismember", Op::kSmismember},
+    {"zadd", Op::kZadd}, {"zincrby", Op::kZincrby}, {"zrem", Op::kZrem}, {"zcard", Op::kZcard},
+    {"zscore", Op::kZscore}, {"zmscore", Op::kZmscore}, {"zrank", Op::kZrank}, {"zrevrank", Op::kZrevrank},
+    {"zcount", Op::kZcount}, {"zlexcount", Op::kZlexcount}, {"zrange", Op::kZrange}, {"zrevrange", Op::kZrevrange},
+    {"zrangebyscore", Op::kZrangebyscore}, {"zrevrangebyscore", Op::kZrevrangebyscore},
+    {"zrangebylex", Op::kZrangebylex}, {"zrevrangebylex", Op::kZrevrangebylex},
+    {"zremrangebyrank", Op::kZremrangebyrank}, {"zremrangebyscore", Op::kZremrangebyscore},
+    {"zremrangebylex", Op::kZremrangebylex}, {"zpopmin", Op::kZpopmin}, {"zpopmax", Op::kZpopmax},
+    {"zrandmember", Op::kZrandmember}, {"zscan", Op::kZscan},
 };
 
 }  // namespace
@@ -59,6 +67,27 @@ void encode_reply(std::string& out, const Reply& r, bool resp3) {
         resp::bulk(out, r.items[i + 1]);
       }
       return;
+    case Reply::kDouble: return resp::dbl(out, r.s, resp3);
+    case Reply::kDoubles:
+      resp::array(out, r.items.size());
+      for (std::size_t i = 0; i < r.items.size(); ++i)
+        i < r.nil.size() && r.nil[i] ? resp::nil(out, resp3) : resp::dbl(out, r.items[i], resp3);
+      return;
+    case Reply::kScored: case Reply::kScoredFlat: case Reply::kKeyScored: {
+      const bool nested = resp3 && r.kind == Reply::kScored;
+      if (r.kind == Reply::kKeyScored) {
+        resp::array(out, 2);
+        resp::bulk(out, r.s);
+      }
+      if (r.kind == Reply::kKeyScored || nested) resp::array(out, r.items.size() / 2);
+      else resp::array(out, r.items.size());
+      for (std::size_t i = 0; i + 1 < r.items.size(); i += 2) {
+        if (r.kind == Reply::kKeyScored || nested) resp::array(out, 2);
+        resp::bulk(out, r.items[i]);
+        resp::dbl(out, r.items[i + 1], resp3);
+      }
+      return;
+    }
     case Reply::kScan:
       resp::array(out, 2);
       resp::bulk(out, std::to_string(r.n));

@@ -63,6 +63,12 @@ struct Reply {
     kNullArray,  // LPOP k count of a missing key
     kInts,       // items, each an integer (LPOS ... COUNT, SMISMEMBER)
     kPairs,      // items as pairs: flat under RESP2, an array of 2-arrays under RESP3 (HRANDFIELD WITHVALUES)
+    // sorted sets (zset.cpp): scores are text (format_score), doubles (,) under RESP3
+    kDouble,     // s (ZSCORE, ZINCRBY)
+    kDoubles,    // items, nil[i] a nil (ZMSCORE)
+    kScored,     // member, score...: flat under RESP2, 2-arrays under RESP3 (WITHSCORES)
+    kScoredFlat, // member, score...: flat in both, the scores doubles under RESP3 (ZPOPMIN k)
+    kKeyScored,  // [s, [[member, score]...]] (ZMPOP)
   };
   std::uint8_t kind = kNil;
   std::int64_t n = 0;
@@ -84,10 +90,21 @@ enum class Op : std::uint8_t {
   // strops.cpp: strings beyond GET/SET, and the newer hash, list and set commands
   kGetdel, kGetex, kGetrange, kSetrange, kAppend, kStrlen, kIncrbyfloat, kSetbit, kGetbit, kBitcount,
   kHstrlen, kHincrbyfloat, kHrandfield, kLinsert, kLpos, kLpushx, kRpushx, kSpop, kSrandmember, kSmismember,
+  // zset.cpp: sorted sets, one key
+  kZadd, kZincrby, kZrem, kZcard, kZscore, kZmscore, kZrank, kZrevrank, kZcount, kZlexcount, kZrange, kZrevrange,
+  kZrangebyscore, kZrevrangebyscore, kZrangebylex, kZrevrangebylex, kZremrangebyrank, kZremrangebyscore,
+  kZremrangebylex, kZpopmin, kZpopmax, kZrandmember, kZscan,
+  kZrangeRead,  // ZRANGESTORE's read: ZRANGE's arguments, scores always (no name)
 };
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept;
 // strops.cpp: the ops from kGetdel on (args[0] the key).
 Reply shard_strops(Shard& s, Op op, std::vector<std::string> args);
+// zset.cpp: the ops from kZadd on (args[0] the key).
+Reply shard_zset(Shard& s, Op op, std::vector<std::string> args);
+// HSCAN/SSCAN/ZSCAN's arguments after the key (objects.cpp): false with
+// `err` on a bad one; `pattern` the MATCH glob ("" none).
+bool scan_args(const std::vector<std::string>& args, std::string& pattern, std::string& err);
+bool matches(const std::string& pattern, const std::string& s);
 // A Reply as RESP2 or RESP3 (types.cpp).
 void encode_reply(std::string& out, const Reply& r, bool resp3);
 
@@ -97,6 +114,8 @@ struct Encodings {
   std::atomic<long long> hash_entries{128};  // hash-max-listpack-entries
   std::atomic<long long> hash_value{64};     // hash-max-listpack-value
   std::atomic<long long> set_intset{512};    // set-max-intset-entries
+  std::atomic<long long> zset_entries{128};  // zset-max-listpack-entries
+  std::atomic<long long> zset_value{64};     // zset-max-listpack-value
 };
 extern Encodings g_encodings;
 
@@ -119,10 +138,10 @@ const char* string_encoding(const std::string& v) noexcept;
 
 // A key's whole value and deadline, to copy it to another shard.
 struct Dump {
-  enum Type : std::uint8_t { kNone, kString, kHash, kList, kSet };  // kHash + the Object's variant index
+  enum Type : std::uint8_t { kNone, kString, kHash, kList, kSet, kZset };  // kHash + the Object's variant index
   std::uint8_t type = kNone;
   std::string value;               // kString
-  std::vector<std::string> items;  // kHash: field, value...; kList: in order; kSet: members
+  std::vector<std::string> items;  // kHash: field, value...; kList: in order; kSet: members; kZset: member, score...
   std::int64_t deadline = -1;      // Unix ms, -1: none
   template <class Ar>
   void serialize(Ar& ar) {
@@ -136,7 +155,7 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept;
 // Each key's value for SINTER and the like: kNone, kSet, or another type
 // (the command answers WRONGTYPE).
 std::vector<Dump> shard_dump_many(Shard& s, std::vector<std::string> keys) noexcept;
-// TYPE: none, string, hash, list or set.
+// TYPE: none, string, hash, list, set or zset.
 Value shard_type(Shard& s, std::string key) noexcept;
 
 }  // namespace hydra
