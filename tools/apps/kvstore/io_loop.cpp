@@ -64,7 +64,6 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
                               std::uint32_t(gossamer::host_index()), &first_local_, &count);
   local_count_ = count ? count : 1;
   leader_ = gossamer::thread_index() == first_local_;
-  solo_ = gossamer::thread_count() == 1;
   local_index_ = gossamer::thread_index() - first_local_;
 }
 
@@ -213,21 +212,6 @@ bool Loop::poll_once(int timeout_ms) {
 // most that long, and the next round sees it and stops napping.
 void Loop::idle(std::uint64_t idle_rounds) {
   if (g_config.busy_polling || idle_rounds < 64) return;
-  if (solo_) {
-    // The whole rack is this one thread: no other thread can give its
-    // trustee work, and every apply ran at once (nothing in flight but what
-    // this loop itself does). So after the 64 rounds of spinning it waits
-    // for its sockets in epoll_wait, as redis-server does, instead of
-    // sched_yield every round (2.2 sched_yield and 2.9 epoll_wait per
-    // command under redis-benchmark -P 1; README, Performance). The nap
-    // still ends after idle_nap_ms, for the periodic work (expiry,
-    // timeouts, --seconds).
-    if (inflight_ == 0 && g_config.idle_nap_ms > 0) {
-      quiet_ = true;  // the periodic checks run every round while napping
-      if (poll_once(g_config.idle_nap_ms)) quiet_ = false;
-      return;
-    }
-  }
   if (!quiet_) {
     if (idle_rounds % 64 == 0 && trustee_quiet()) {
       quiet_ = true;

@@ -472,7 +472,6 @@ class Loop {
   int listen_fd_ = -1;
   std::chrono::steady_clock::time_point listen_paused_until_{};  // out of descriptors: not accepting
   bool leader_ = false;                      // this host's first thread: it listens
-  bool solo_ = false;                        // the rack is this one thread (Loop::idle)
   std::uint32_t first_local_ = 0, local_count_ = 1, next_target_ = 0;
   std::size_t local_index_ = 0;              // this thread among its host's
   std::uint64_t commands_ = 0;               // published to g_commands for INFO
