@@ -215,6 +215,18 @@ void report_requests(const char* what, std::size_t threads) {
   }
   std::fprintf(stderr, "fetch_add: %s: %llu requests through slots in %llu batches, %llu applied inline\n", what,
                (unsigned long long)sent, (unsigned long long)slots, (unsigned long long)local);
+  // Where each thread's loop spent its cycles (the whole run() with its
+  // set-up): iterations that found work (of which serving batches) and
+  // iterations that found none (spinning while it waits for the other).
+  for (std::size_t t = 0; t < threads; ++t) {
+    auto s = gossamer::trustee_stats(t);
+    double all = double(s.busy_cycles + s.idle_cycles);
+    if (all == 0) continue;
+    std::fprintf(stderr, "fetch_add: %s: thread %zu: busy %.0f%% (serving %.0f%%), idle %.0f%%; sent %llu, served %llu in %llu batches\n",
+                 what, t, 100 * double(s.busy_cycles) / all, 100 * double(s.serve_cycles) / all,
+                 100 * double(s.idle_cycles) / all, (unsigned long long)s.requests_sent,
+                 (unsigned long long)s.requests_served, (unsigned long long)s.slots_served);
+  }
 }
 
 double peak_rss_mib() {
