@@ -261,8 +261,7 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
     // The checks inline: a channel still waiting for its response costs one
     // load of the response's ready word here, not two calls.
     if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
-    // Mid-pass (min_batch > 1), batches to other hosts wait for the pass's end.
-    if (!ch.inflight && (ch.need_fetch || (ch.queued && (rt_.is_local(to) ? ch.queued >= min_batch : min_batch == 1))))
+    if (!ch.inflight && would_flush(to, ch, min_batch))
       worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;

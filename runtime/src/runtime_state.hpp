@@ -91,4 +91,11 @@ class Runtime {
 
 Runtime* runtime_or_null() noexcept;
 
+// Whether flush_and_poll(min_batch) sends the channel's queue once its
+// slot is free: mid-pass (min_batch > 1), batches to other hosts wait for
+// the pass's end.
+inline bool Worker::would_flush(ThreadId to, const Channel& ch, std::uint32_t min_batch) const {
+  return ch.need_fetch || (ch.queued && (rt_.is_local(to) ? ch.queued >= min_batch : min_batch == 1));
+}
+
 }  // namespace gossamer::detail

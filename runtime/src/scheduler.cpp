@@ -94,25 +94,27 @@ Worker::~Worker() {
 // ---- the loop ----------------------------------------------------------------
 
 void Worker::loop() {
+  // One TSC read per iteration that works (rdtsc costs tens of cycles, and
+  // a loaded thread runs a pass every few dozen operations), two per idle
+  // one; serve_requests times the batches it serves.
   std::uint64_t last = cycles();
   while (!rt_.stopping()) {
     bool worked = run_ready_fibers();   // every fiber that is ready now, once
-    std::uint64_t t0 = cycles();
-    bool served = serve_requests();     // trustee: requests from every client
-    std::uint64_t t1 = cycles();
-    worked |= served;
+    worked |= serve_requests();         // trustee: requests from every client
     worked |= flush_and_poll();         // client: responses in, requests out
     if (li_ == 0 && rt_.main_done) rt_.check_done(*this);  // all done?
 
     std::uint64_t now = cycles();
-    if (served) serve_cycles_ += t1 - t0;
     (worked ? busy_cycles_ : idle_cycles_) += now - last;
+    last = now;
     // Everything quiescence reads changes only in an iteration that worked;
     // idle ones publish the cycle counters every kIdlePublish iterations.
     if (worked || (idle_streak_ + 1) % kIdlePublish == 0) publish_counters();
     idle_backoff(worked);
-    last = cycles();
-    idle_cycles_ += last - now;  // pausing, yielding the core, or asleep
+    if (!worked) {  // pausing, yielding the core, or asleep
+      last = cycles();
+      idle_cycles_ += last - now;
+    }
   }
   publish_counters();
 }
@@ -199,19 +201,19 @@ void Worker::wake() {
 // ---- fibers ------------------------------------------------------------------
 
 bool Worker::run_ready_fibers() {
-  // Only the fibers ready at the start: polling must not starve.
-  std::size_t n = ready_count_;
-  for (std::size_t i = 0; i < n; ++i) {
-    Fiber* f = ready_head_;
-    ready_head_ = f->next;
-    if (!ready_head_) ready_tail_ = nullptr;
-    f->next = nullptr;
-    --ready_count_;
-    switch_to(f);
+  // Only the fibers ready at the start: polling must not starve. A fiber
+  // that suspends hands the core straight to the next of them when the
+  // loop has nothing to do between the two (suspend): the scheduler sees
+  // the pass again only at its end, or when there is work between fibers.
+  const std::size_t n = ready_count_;
+  pass_left_ = n;
+  while (pass_left_ != 0) {
+    --pass_left_;
+    switch_to(pop_ready());
     // Between fibers: serve what came in, fetch responses that arrived and
     // send what the fibers queued, so that the other threads work while the
     // rest of the fibers run instead of after them.
-    if (i + 1 < n) {
+    if (pass_left_ != 0) {
       serve_requests();
       if (!dirty_.empty()) flush_and_poll(kEagerBatch);
     }
@@ -220,8 +222,10 @@ bool Worker::run_ready_fibers() {
 }
 
 // Whether a pass of the loop would find something to do now: a request
-// slot to serve, a response to fetch, or a batch to send (preempt_slow).
-bool Worker::loop_has_work() {
+// slot to serve, a response to fetch, or a batch to send (preempt_slow);
+// with min_batch kEagerBatch, what run_ready_fibers does between two
+// fibers (suspend). One load per request slot and per dirty channel.
+bool Worker::loop_has_work(std::uint32_t min_batch) {
   const std::uint32_t n = rt_.size();
   for (ThreadId c = 0; c < n; ++c)
     if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(square_.request_primary(id_, c)))
@@ -229,9 +233,18 @@ bool Worker::loop_has_work() {
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
-    if (ch.inflight ? response_ready(ch) : (ch.queued || ch.need_fetch)) return true;
+    if (ch.inflight ? response_ready(ch) : would_flush(to, ch, min_batch)) return true;
   }
   return false;
+}
+
+Fiber* Worker::pop_ready() {
+  Fiber* f = ready_head_;
+  ready_head_ = f->next;
+  if (!ready_head_) ready_tail_ = nullptr;
+  f->next = nullptr;
+  --ready_count_;
+  return f;
 }
 
 void Worker::make_ready(Fiber* f) {
@@ -272,12 +285,28 @@ void Worker::fiber_main_fail(const char* what) {
   std::abort();
 }
 
-boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sched) {
+// Fiber switches. A context is resumed either by the scheduler
+// (switch_to) or, directly, by a fiber that suspends (suspend): whoever
+// jumps sets jumped_from_ (nullptr: the scheduler) and tl_state.fiber (the
+// fiber it resumes), and the side that wakes up stores the context it was
+// handed in the jumper's place (take_from).
+inline void Worker::take_from(boost::context::fiber&& from) {
+  if (jumped_from_) jumped_from_->ctx = std::move(from);
+  else sched_ctx_ = std::move(from);
+}
+
+boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& from) {
   Worker* w = worker_or_null();
 #if GOSSAMER_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &w->sched_stack_bottom_, &w->sched_stack_size_);
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &bottom, &size);
+  if (!w->jumped_from_) {  // the stack we came from is the scheduler's
+    w->sched_stack_bottom_ = bottom;
+    w->sched_stack_size_ = size;
+  }
 #endif
-  w->sched_ctx_ = std::move(sched);
+  w->take_from(std::move(from));
   try {
     f->task();
   } catch (const std::exception& e) {
@@ -292,6 +321,8 @@ boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sche
     j->release();
   }
   f->join = nullptr;
+  // A fiber that ends goes back to the scheduler, which recycles it.
+  w->jumped_from_ = f;
 #if GOSSAMER_ASAN
   __sanitizer_start_switch_fiber(nullptr, w->sched_stack_bottom_, w->sched_stack_size_);
 #endif
@@ -300,17 +331,21 @@ boost::context::fiber Worker::fiber_entry(Fiber* f, boost::context::fiber&& sche
 
 void Worker::switch_to(Fiber* f) {
   tl_state.fiber = f;
+  jumped_from_ = nullptr;
 #if GOSSAMER_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, static_cast<char*>(f->stack.sp) - f->stack.size,
                                  f->stack.size);
 #endif
-  f->ctx = std::move(f->ctx).resume();
+  boost::context::fiber from = std::move(f->ctx).resume();
 #if GOSSAMER_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
+  // Back from `f`, or from a fiber it handed the core to.
+  Fiber* back = jumped_from_;
   tl_state.fiber = nullptr;
-  if (!f->ctx) recycle(f);  // the fiber returned: its stack is back in the pool
+  back->ctx = std::move(from);
+  if (!back->ctx) recycle(back);  // the fiber returned: its stack is back in the pool
 }
 
 void Worker::recycle(Fiber* f) {
@@ -319,16 +354,34 @@ void Worker::recycle(Fiber* f) {
   free_fibers_.push_back(f);
 }
 
-// Called by the running fiber: back to the scheduler until make_ready.
+// Called by the running fiber; it runs again after make_ready. While the
+// scheduler's pass has fibers left and nothing waits to be done between
+// two fibers, the next one is resumed straight from here: one context
+// switch per suspension instead of two (fiber -> scheduler -> fiber).
 void Worker::suspend() {
+  Fiber* me = tl_state.fiber;
+  jumped_from_ = me;
+  boost::context::fiber from;
+  if (pass_left_ != 0 && !loop_has_work(kEagerBatch)) {
+    Fiber* next = pop_ready();
+    --pass_left_;
+    if (next == me) return;  // made ready meanwhile, and next in line
+    tl_state.fiber = next;
 #if GOSSAMER_ASAN
-  Fiber* f = tl_state.fiber;
-  __sanitizer_start_switch_fiber(&f->fake_stack, sched_stack_bottom_, sched_stack_size_);
+    __sanitizer_start_switch_fiber(&me->fake_stack, static_cast<char*>(next->stack.sp) - next->stack.size,
+                                   next->stack.size);
 #endif
-  sched_ctx_ = std::move(sched_ctx_).resume();
+    from = std::move(next->ctx).resume();
+  } else {
 #if GOSSAMER_ASAN
-  __sanitizer_finish_switch_fiber(f->fake_stack, &sched_stack_bottom_, &sched_stack_size_);
+    __sanitizer_start_switch_fiber(&me->fake_stack, sched_stack_bottom_, sched_stack_size_);
 #endif
+    from = std::move(sched_ctx_).resume();
+  }
+#if GOSSAMER_ASAN
+  __sanitizer_finish_switch_fiber(me->fake_stack, nullptr, nullptr);
+#endif
+  take_from(std::move(from));
 }
 
 void Worker::yield() {

@@ -169,8 +169,9 @@ class Worker {
   // thread has fewer than max_outstanding requests awaiting responses.
   void wait_for_room();
   // Cooperative preemption (preempt_slow): true when a pass of the loop
-  // has something to do (requests to serve, responses, batches to send).
-  bool loop_has_work();
+  // has something to do (requests to serve, responses, batches to send;
+  // min_batch as for flush_and_poll).
+  bool loop_has_work(std::uint32_t min_batch = 1);
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
@@ -221,6 +222,9 @@ class Worker {
   void idle_backoff(bool worked);
   bool flush(ThreadId to);
   bool poll_responses(ThreadId to, std::uint32_t min_batch = 1);
+  // flush_and_poll sends the channel's queue now (its slot is free).
+  // (runtime_state.hpp)
+  bool would_flush(ThreadId to, const Channel& ch, std::uint32_t min_batch) const;
   // The channel's batch has its responses (one load of the ready word).
   static bool response_ready(const Channel& ch) {
     auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
@@ -246,6 +250,8 @@ class Worker {
   [[noreturn]] static void fiber_main_fail(const char* what);
   static boost::context::fiber fiber_entry(Fiber* f, boost::context::fiber&& sched);
   void switch_to(Fiber* f);
+  void take_from(boost::context::fiber&& from);
+  Fiber* pop_ready();
   void recycle(Fiber* f);
 
   Runtime& rt_;
@@ -265,6 +271,8 @@ class Worker {
   Fiber* ready_tail_ = nullptr;
   std::size_t ready_count_ = 0;
   boost::context::fiber sched_ctx_;  // the scheduler, while a fiber runs
+  std::size_t pass_left_ = 0;        // fibers of run_ready_fibers' pass not yet run
+  Fiber* jumped_from_ = nullptr;     // who resumed the running context (nullptr: the scheduler)
   StackPool stacks_;
   std::vector<Fiber*> free_fibers_;
   std::int64_t live_fibers_ = 0;

@@ -215,6 +215,18 @@ void report_requests(const char* what, std::size_t threads) {
   }
   std::fprintf(stderr, "fetch_add: %s: %llu requests through slots in %llu batches, %llu applied inline\n", what,
                (unsigned long long)sent, (unsigned long long)slots, (unsigned long long)local);
+  // Where each thread's loop spent its cycles (the whole run() with its
+  // set-up): iterations that found work (of which serving batches) and
+  // iterations that found none (spinning while it waits for the other).
+  for (std::size_t t = 0; t < threads; ++t) {
+    auto s = gossamer::trustee_stats(t);
+    double all = double(s.busy_cycles + s.idle_cycles);
+    if (all == 0) continue;
+    std::fprintf(stderr, "fetch_add: %s: thread %zu: busy %.0f%% (serving %.0f%%), idle %.0f%%; sent %llu, served %llu in %llu batches\n",
+                 what, t, 100 * double(s.busy_cycles) / all, 100 * double(s.serve_cycles) / all,
+                 100 * double(s.idle_cycles) / all, (unsigned long long)s.requests_sent,
+                 (unsigned long long)s.requests_served, (unsigned long long)s.slots_served);
+  }
 }
 
 double peak_rss_mib() {
@@ -231,6 +243,10 @@ struct DelegationConfig {
   gossamer::Polling polling = gossamer::Polling::busy;
   std::size_t max_outstanding = gossamer::Options{}.max_outstanding;  // backpressure bound
   std::size_t preempt_ops = 64;  // gossamer::Options::preempt_ops (off by default there)
+  // async: the window is the runtime's backpressure bound (max_outstanding
+  // = window; the fiber is suspended until responses make room) instead of
+  // the benchmark's own `while (outstanding >= window) yield()`.
+  bool runtime_window = false;
 };
 
 double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>& seqs,
@@ -238,7 +254,7 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
   gossamer::Options o;
   o.threads = p.threads;
   o.polling = dc.polling;
-  o.max_outstanding = dc.max_outstanding;
+  o.max_outstanding = async && dc.runtime_window ? dc.window : dc.max_outstanding;
   o.preempt_ops = dc.preempt_ops;
   double secs = 0;
   long total = 0;
@@ -254,6 +270,7 @@ double bench_trust(const Point& p, const std::vector<std::vector<std::uint32_t>>
     auto t0 = Clock::now();
     std::vector<gossamer::FiberHandle> hs;
     for (std::size_t t = 0; t < p.threads; ++t) {
+      if (async && dc.runtime_window) window = SIZE_MAX;  // the runtime bounds it
       hs.push_back(gossamer::spawn_on(t, [refs_p, seqs_p, ops, fibers, window, async, t] {
         const auto& seq = seqs_p[t];
         if (async) {
@@ -360,6 +377,8 @@ int main(int argc, char** argv) {
   app.add_option("--loop-ops", loop_ops, "apply_then of the loop");
   app.add_option("--max-outstanding", dc.max_outstanding, "gossamer::Options::max_outstanding (0: no bound)");
   app.add_option("--preempt-ops", dc.preempt_ops, "gossamer::Options::preempt_ops (0: off)");
+  app.add_flag("--runtime-window", dc.runtime_window,
+               "async: bound the window with Options::max_outstanding instead of yielding while it is full");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* v) { return ("," + variants + ",").find("," + std::string(v) + ",") != std::string::npos; };
   dc.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
