@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <ctime>
@@ -31,9 +32,14 @@ inline std::uint64_t cycles() { return __builtin_ia32_rdtsc(); }
 inline void cpu_relax() { __builtin_ia32_pause(); }
 
 // Adaptive polling: spin this many empty iterations, then yield the core
-// this many, then sleep (woken by whoever gives us work, or the timeout).
+// for kYieldWindow, then sleep (woken by whoever gives us work, or the
+// timeout). The yield phase is timed, not counted: a thread waiting for an
+// answer that takes longer than the spin (a remote request, a busy
+// trustee on a shared core) must not fall asleep in the middle of a load,
+// or every answer then waits for a wake-up (futex, IPI, context switch);
+// the dataplane had the same cost and the same cure (dataplane/src/loop.cpp).
 constexpr std::uint32_t kSpinIterations = 512;
-constexpr std::uint32_t kYieldIterations = 64;
+constexpr auto kYieldWindow = std::chrono::milliseconds(2);
 constexpr long kSleepNanos = 2'000'000;
 constexpr std::uint32_t kIdlePublish = 64;
 
@@ -162,7 +168,8 @@ void Worker::idle_backoff(bool worked) {
     cpu_relax();
     return;
   }
-  if (idle_streak_ < kSpinIterations + kYieldIterations) {
+  if (idle_streak_ == kSpinIterations) yield_until_ = std::chrono::steady_clock::now() + kYieldWindow;
+  if (std::chrono::steady_clock::now() < yield_until_) {
     ::sched_yield();
     return;
   }

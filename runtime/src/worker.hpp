@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <cstdint>
 #include <memory>
@@ -279,6 +280,7 @@ class Worker {
   const void* sched_stack_bottom_ = nullptr;
   std::size_t sched_stack_size_ = 0;
   std::uint32_t idle_streak_ = 0;
+  std::chrono::steady_clock::time_point yield_until_{};  // end of the yield phase (idle_backoff)
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger
   // than bulk_threshold_ (UINT32_MAX: never)
