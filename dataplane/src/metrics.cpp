@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -207,9 +207,8 @@ void Dataplane::write_stats() {
                   std::size_t(hosts_) * conns_per_host_};
   sample.drop_names = drops;
   sample.conn_core = owner;
-  std::string tmp = socket_path_ + ".stats.tmp";
+  std::ostringstream o;
   {
-    std::ofstream o(tmp);
     write_stats_text(o, sample);
     // Frames per port (dataplane.ports; one port: port 0).
     for (std::size_t i = 0; i < port_->links(); ++i) {
@@ -224,7 +223,9 @@ void Dataplane::write_stats() {
             << unsigned(a->flow(h, i).get_conn()) << "\n";
       }
   }
-  std::rename(tmp.c_str(), (socket_path_ + ".stats").c_str());
+  // Written and renamed by the file writer's thread (file_writer.hpp: a
+  // rename on a disk file system can hold a core for milliseconds).
+  files_.post(socket_path_ + ".stats", std::move(o).str());
 }
 
 }  // namespace gossamer::dataplane
