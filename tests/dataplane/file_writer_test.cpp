@@ -2,6 +2,7 @@
 // the text lands whole under its name, on the writer's thread while it
 // runs, here and now when it does not, and the newest text wins.
 #include "file_writer.hpp"
+#include "temp_dir.hpp"
 
 #include <unistd.h>
 
@@ -20,13 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Dir {
-  fs::path path;
-  Dir() {
-    char tmpl[] = "/tmp/gossamer-file-writer-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~Dir() { fs::remove_all(path); }
+struct Dir : TempDir {
+  Dir() : TempDir("gossamer-file-writer") {}
 };
 
 std::string slurp(const fs::path& p) {
