@@ -151,6 +151,16 @@ void add_dataplane(Families& f, const DataplaneSample& s, const std::vector<std:
       add_rows(f, abi::kConnCounters, conns[c], {{"peer", names[p]}, {"conn", std::to_string(c)}}, hz);
     add_peer_rows(f, conns, per, names[p]);
   }
+  // Frames per port, and which peers each port reaches (one series per
+  // port and peer, value 1: joins a peer's traffic to its port).
+  for (std::size_t i = 0; i < s.ports.size(); ++i) {
+    const std::string port = std::to_string(i);
+    add_rows(f, abi::kPortCounters, s.ports[i], {{"port", port}}, hz);
+    for (std::uint32_t h = 0; h < s.header.host_count && h < 64 && h < names.size(); ++h)
+      if (s.ports[i].peers >> h & 1)
+        f.gauge("gossamer_dataplane_port_peer", "1 for each peer a port of the dataplane reaches (dataplane.ports).",
+                {{"port", port}, {"peer", names[h]}}, 1);
+  }
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ std::string parse_dataplane_metrics(const std::uint8_t* data, std::size_t len, D
   if (h.cores == 0 || h.cores > abi::kMetricsCores) return "core count out of range";
   if (h.drop_reasons > abi::kMetricsDropReasons) return "drop reason count out of range";
   if (h.apps > abi::kMetricsApps) return "application count out of range";
+  if (h.ports == 0 || h.ports > abi::kMetricsPorts) return "port count out of range";
 
   std::memcpy(&s.host, data + abi::kMetricsHostOffset, sizeof s.host);
   s.cores.resize(h.cores);
@@ -51,6 +52,10 @@ std::string parse_dataplane_metrics(const std::uint8_t* data, std::size_t len, D
     s.drop_names.push_back(clean_name(
         reinterpret_cast<const char*>(data + abi::kMetricsDropNamesOffset + d * abi::kMetricsNameBytes),
         abi::kMetricsNameBytes));
+  s.ports.resize(h.ports);
+  std::memcpy(s.ports.data(), data + abi::kMetricsPortOffset, h.ports * sizeof(abi::PortCounters));
+  const std::uint64_t hosts_mask = h.host_count >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << h.host_count) - 1;
+  for (auto& p : s.ports) p.peers &= hosts_mask & ~(std::uint64_t(1) << h.host_index);
   const std::size_t conns = std::size_t(h.host_count) * h.conns_per_host;
   s.conns.resize(conns);
   std::memcpy(s.conns.data(), data + l.conns, conns * sizeof(abi::ConnCounters));

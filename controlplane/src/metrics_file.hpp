@@ -18,6 +18,7 @@ struct DataplaneSample {
   std::vector<abi::CoreCounters> cores;
   std::vector<std::string> drop_names;      // by reason index; "" = unused
   std::vector<abi::ConnCounters> conns;     // [peer * conns_per_host + conn]
+  std::vector<abi::PortCounters> ports;     // [port]; peers only of hosts of the rack
   struct App {
     abi::AppEntry entry{};
     std::string name;                       // sanitized, not yet made unique

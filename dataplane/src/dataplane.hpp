@@ -38,6 +38,7 @@
 #include "auth.hpp"
 #include "connection.hpp"
 #include "cpus.hpp"
+#include "file_writer.hpp"
 #include "incarnation.hpp"
 #include "port.hpp"
 #include "port_faults.hpp"
@@ -390,6 +391,7 @@ class Dataplane {
   std::atomic<std::uint64_t> app_gen_{0};
   std::vector<Retired> retired_;
   std::string metrics_path_;
+  FileWriter files_;                 // writes <socket>.stats off the polling cores (run() starts it)
   std::uint8_t* metrics_ = nullptr;
   abi::MetricsLayout metrics_layout_{};
   std::uint32_t schedule_rotation_ = 0;

@@ -17,7 +17,9 @@
 #include "dataplane.hpp"
 #include "shm_access.hpp"
 
+#include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -63,6 +65,12 @@ constexpr std::uint64_t kYieldUs = 2'000;
 }  // namespace
 
 void Dataplane::run(const std::atomic<bool>& stop) {
+  // Before core 0 is placed: the writer keeps the main thread's CPUs (the
+  // whole mask), and yields to the polling cores where they share a CPU.
+  files_.start([] {
+    ::pthread_setname_np(::pthread_self(), "gsm-files");
+    ::setpriority(PRIO_PROCESS, ::gettid(), 10);
+  });
   for (std::size_t i = 1; i < cores_.size(); ++i) {
     Core& k = *cores_[i];
     k.thread = std::thread([this, &k, &stop] {
@@ -75,6 +83,7 @@ void Dataplane::run(const std::atomic<bool>& stop) {
   place(*cores_[0]);
   core_loop(*cores_[0], stop);
   for (std::size_t i = 1; i < cores_.size(); ++i) cores_[i]->thread.join();
+  files_.stop();  // the last stats below are written here, before run() returns
   sweep_apps();  // detaches confirmed since the last control job count in the last stats
   write_stats();
   write_metrics();

@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -94,6 +94,8 @@ void Dataplane::open_metrics() {
   h.cores = ncores_;
   static_assert(std::size_t(wire::Drop::kCount) <= abi::kMetricsDropReasons);
   h.drop_reasons = std::uint32_t(wire::Drop::kCount);
+  static_assert(MultiPort::kMaxLinks <= abi::kMetricsPorts);
+  h.ports = std::uint32_t(port_->links());
   std::memcpy(metrics_, &h, sizeof h);
   for (std::size_t d = 0; d < std::size_t(wire::Drop::kCount); ++d)
     std::snprintf(reinterpret_cast<char*>(metrics_ + abi::kMetricsDropNamesOffset + d * abi::kMetricsNameBytes),
@@ -139,6 +141,18 @@ void Dataplane::write_metrics() {
 #define GOSSAMER_COPY(field, ...) core[k].field = per_core[k].field;
     GOSSAMER_CORE_COUNTERS(GOSSAMER_COPY)
 #undef GOSSAMER_COPY
+  }
+
+  // Frames per port, and the hosts each one reaches (dataplane.ports).
+  auto* ports = reinterpret_cast<abi::PortCounters*>(metrics_ + abi::kMetricsPortOffset);
+  for (std::size_t i = 0; i < port_->links() && i < abi::kMetricsPorts; ++i) {
+    const MultiPort::Frames fr = port_->frames(i);
+    ports[i].rx_frames = fr.rx;
+    ports[i].tx_frames = fr.tx;
+    std::uint64_t peers = 0;
+    for (std::uint32_t h = 0; h < hosts_; ++h)
+      if (h != self_ && port_->link_of(h) == i) peers |= std::uint64_t(1) << h;
+    ports[i].peers = peers;
   }
 
   auto* conns = reinterpret_cast<abi::ConnCounters*>(metrics_ + metrics_layout_.conns);
@@ -207,15 +221,11 @@ void Dataplane::write_stats() {
                   std::size_t(hosts_) * conns_per_host_};
   sample.drop_names = drops;
   sample.conn_core = owner;
-  std::string tmp = socket_path_ + ".stats.tmp";
+  sample.ports = {reinterpret_cast<const abi::PortCounters*>(metrics_ + abi::kMetricsPortOffset),
+                  std::min<std::size_t>(port_->links(), abi::kMetricsPorts)};
+  std::ostringstream o;
   {
-    std::ofstream o(tmp);
     write_stats_text(o, sample);
-    // Frames per port (dataplane.ports; one port: port 0).
-    for (std::size_t i = 0; i < port_->links(); ++i) {
-      const MultiPort::Frames f = port_->frames(i);
-      o << "port_rx_frames{port=\"" << i << "\"} " << f.rx << "\nport_tx_frames{port=\"" << i << "\"} " << f.tx << "\n";
-    }
     for (const auto& a : apps_)
       for (std::uint32_t h = 0; h < hosts_; ++h) {
         if (h == self_) continue;
@@ -224,7 +234,9 @@ void Dataplane::write_stats() {
             << unsigned(a->flow(h, i).get_conn()) << "\n";
       }
   }
-  std::rename(tmp.c_str(), (socket_path_ + ".stats").c_str());
+  // Written and renamed by the file writer's thread (file_writer.hpp: a
+  // rename on a disk file system can hold a core for milliseconds).
+  files_.post(socket_path_ + ".stats", std::move(o).str());
 }
 
 }  // namespace gossamer::dataplane

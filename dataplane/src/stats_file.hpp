@@ -1,6 +1,6 @@
 // The `<socket>.stats` text file: the metrics file's counters as lines
 // `name value` or `name{label="value",...} value`, one per row of the tables
-// of gossamer/abi/counters.hpp (and per core, per connection). Pure, so the
+// of gossamer/abi/counters.hpp (and per core, per connection, per port). Pure, so the
 // counters test renders it too (tests/metrics/counters_test.cpp).
 #pragma once
 
@@ -21,6 +21,7 @@ struct StatsSample {
   std::span<const abi::ConnCounters> conns;  // [peer * conns_per_host + conn]
   std::span<const std::string_view> drop_names;  // by reason; "" for none
   std::span<const std::uint32_t> conn_core;      // [conn]: the core that owns it
+  std::span<const abi::PortCounters> ports;      // [port]
 };
 
 namespace stats_file {
@@ -64,6 +65,8 @@ inline void write_stats_text(std::ostream& o, const StatsSample& s) {
       line(o, abi::SeriesName("core"), l, s.conn_core[j]);
     }
   }
+  for (std::size_t i = 0; i < s.ports.size(); ++i)
+    for (const auto& c : abi::kPortCounters) line(o, c.stats, "port=\"" + std::to_string(i) + '"', s.ports[i].*c.member);
 }
 
 }  // namespace gossamer::dataplane

@@ -52,6 +52,7 @@ struct File {
     h.cores = 1;
     h.drop_reasons = 3;
     h.apps = 2;
+    h.ports = 2;
     std::strcpy(drop_name(1), "too_short");
     std::strcpy(drop_name(2), "bad_magic");
     host().drops[2] = 7;
@@ -61,6 +62,10 @@ struct File {
     conn(0, 1).requests_sent = 40;
     conn(0, 1).established = 1;
     conn(2, 0).retransmits = 5;
+    // Port 0 reaches h0, port 1 h2; bits of this host (1) and beyond the
+    // rack (5) are the file's nonsense, dropped by the reader.
+    port(0) = {11, 12, 0b100011, {}};
+    port(1) = {21, 22, 0b000100, {}};
     app(0) = {4242, 2, 2, 8, 0, 0, 0x1234, "kv"};
     app(1) = {4343, 7, 3, 12, 2, 0, 0x5678, "kv"};
     row(0).busy_cycles = 500'000'000;
@@ -79,6 +84,9 @@ struct File {
   }
   abi::ConnCounters& conn(int peer, int c) {
     return reinterpret_cast<abi::ConnCounters*>(bytes.data() + l.conns)[peer * 2 + c];
+  }
+  abi::PortCounters& port(int i) {
+    return reinterpret_cast<abi::PortCounters*>(bytes.data() + abi::kMetricsPortOffset)[i];
   }
   abi::AppEntry& app(int i) { return reinterpret_cast<abi::AppEntry*>(bytes.data() + l.apps)[i]; }
   abi::ThreadCounters& row(int i) { return reinterpret_cast<abi::ThreadCounters*>(bytes.data() + l.threads)[i]; }
@@ -146,6 +154,15 @@ TEST(MetricsFile, FamiliesFollowTheCatalog) {
   EXPECT_EQ(m.at("gossamer_dataplane_connections_established{host=h1,peer=h2,}"), 0);
   for (const auto& [k, v] : m) EXPECT_EQ(k.find("peer=h1,"), std::string::npos) << k;
   EXPECT_EQ(m.at("gossamer_dataplane_dropped_frames_total{host=h1,reason=bad_magic,}"), 7);
+  // Frames per port, and the peers each port reaches: only hosts of the
+  // rack other than this one, whatever bits the file has.
+  EXPECT_EQ(m.at("gossamer_dataplane_port_frames_total{host=h1,port=0,direction=received,}"), 11);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_frames_total{host=h1,port=1,direction=sent,}"), 22);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_peer{host=h1,port=0,peer=h0,}"), 1);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_peer{host=h1,port=1,peer=h2,}"), 1);
+  std::size_t peers = 0;
+  for (const auto& [k, v] : m) peers += k.starts_with("gossamer_dataplane_port_peer{");
+  EXPECT_EQ(peers, 2u);
 }
 
 TEST(MetricsFile, AppLabelsAreUniqueAndStable) {
@@ -179,6 +196,8 @@ TEST(MetricsFile, EveryCheckRefuses) {
       {"core count", [](File& f) { f.header().cores = abi::kMetricsCores + 1; }},
       {"drop reason", [](File& f) { f.header().drop_reasons = abi::kMetricsDropReasons + 1; }},
       {"application count", [](File& f) { f.header().apps = abi::kMetricsApps + 1; }},
+      {"port count", [](File& f) { f.header().ports = 0; }},
+      {"port count", [](File& f) { f.header().ports = abi::kMetricsPorts + 1; }},
       {"thread rows", [](File& f) { f.app(1).local_threads = 0; }},
       {"thread rows", [](File& f) { f.app(1).first_row = abi::kMetricsThreads - 2; }},
       {"thread rows", [](File& f) { f.app(1).first_row = 0xffffffffu; }},

@@ -2,6 +2,7 @@
 // sockets: two ends of a link in one process, as the server and client
 // dataplanes would hold them.
 #include "memif_wake.hpp"
+#include "temp_dir.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -19,13 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Dir {
-  fs::path path;
-  Dir() {
-    char tmpl[] = "/tmp/gossamer-memif-wake-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~Dir() { fs::remove_all(path); }
+struct Dir : TempDir {
+  Dir() : TempDir("gossamer-memif-wake") {}
   std::string sock() const { return (path / "memif.sock").string(); }
 };
 

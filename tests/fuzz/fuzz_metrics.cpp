@@ -74,6 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* in, std::size_t size) 
   h.cores = 1;
   h.drop_reasons = 15;
   h.apps = 2;
+  h.ports = 2;
   std::memcpy(file.data(), &h, sizeof h);
   abi::AppEntry apps[2] = {{1, 0, 2, 4, 0, 0, 7, "app"}, {2, 3, 1, 4, 2, 0, 8, "app"}};
   std::memcpy(file.data() + l.apps, apps, sizeof apps);

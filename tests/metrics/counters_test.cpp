@@ -29,7 +29,7 @@ namespace {
 namespace abi = gossamer::abi;
 namespace cp = gossamer::cp;
 
-constexpr std::uint32_t kHosts = 3, kSelf = 1, kConns = 2, kCores = 2, kThreads = 2;
+constexpr std::uint32_t kHosts = 3, kSelf = 1, kConns = 2, kCores = 2, kThreads = 2, kPorts = 2;
 constexpr std::uint64_t kHz = 1000;  // cycles are milliseconds
 const std::vector<std::string> kNames{"h0", "h1", "h2"};
 const std::vector<std::string> kDrops{"", "too_short", "bad_magic"};
@@ -53,6 +53,9 @@ struct Sample {
   std::vector<abi::ConnCounters> conns = std::vector<abi::ConnCounters>(kHosts * kConns);
   std::vector<abi::ThreadCounters> threads = std::vector<abi::ThreadCounters>(kThreads);
   std::vector<std::uint32_t> conn_core{0, 1};
+  // Two ports, as a memif mesh of 3 hosts has them: port i reaches host
+  // 2i (host 0 and host 2; host 1 is this one).
+  std::vector<abi::PortCounters> ports = std::vector<abi::PortCounters>(kPorts);
 
   Sample() {
     fill(host, abi::kHostCounters, 1, 0);
@@ -60,6 +63,10 @@ struct Sample {
     for (std::size_t k = 0; k < kCores; ++k) fill(cores[k], abi::kCoreCounters, 2, k);
     for (std::size_t i = 0; i < conns.size(); ++i) fill(conns[i], abi::kConnCounters, 3, i);
     for (std::size_t t = 0; t < kThreads; ++t) fill(threads[t], abi::kThreadCounters, 4, t);
+    for (std::size_t i = 0; i < kPorts; ++i) {
+      fill(ports[i], abi::kPortCounters, 6, i);
+      ports[i].peers = std::uint64_t(1) << (2 * i);
+    }
   }
 
   std::string stats_text() const {
@@ -73,6 +80,7 @@ struct Sample {
     s.conns = conns;
     s.drop_names = drops;
     s.conn_core = conn_core;
+    s.ports = ports;
     std::ostringstream o;
     gossamer::dataplane::write_stats_text(o, s);
     return o.str();
@@ -89,6 +97,7 @@ struct Sample {
     s.cores = cores;
     s.drop_names = kDrops;
     s.conns = conns;
+    s.ports = ports;
     cp::DataplaneSample::App a;
     a.entry.first_thread = 4;
     a.entry.local_threads = kThreads;
@@ -122,6 +131,7 @@ std::vector<Row> all_rows() {
   add(rows, "host", abi::kHostCounters);
   add(rows, "core", abi::kCoreCounters);
   add(rows, "conn", abi::kConnCounters);
+  add(rows, "port", abi::kPortCounters);
   add(rows, "thread", abi::kThreadCounters);
   return rows;
 }
@@ -218,6 +228,9 @@ TEST(StatsFile, HasEveryRowWithItsValue) {
       want["core{" + l + "}"] = s.conn_core[j];
     }
   }
+  for (std::size_t i = 0; i < kPorts; ++i)
+    for (std::size_t r = 0; r < std::size(abi::kPortCounters); ++r)
+      want[stats_key(abi::kPortCounters[r].stats, "port=\"" + std::to_string(i) + "\"")] = value_of(6, r, i);
   for (const auto& [key, v] : want) {
     auto it = lines.find(key);
     if (it == lines.end()) ADD_FAILURE() << ".stats misses " << key;
@@ -234,7 +247,8 @@ TEST(StatsFile, KeepsTheNamesScriptsRead) {
   for (const char* n : {"rx_frames", "tx_frames", "injected_duplicates", "busy_cycles", "idle_cycles", "steer_dropped",
                         "thread_moves", "dropped", "cores", "core", "core_rx_frames", "core_frames_processed",
                         "core_doorbells", "core_steered", "core_handoffs", "frames_sent", "requests_sent",
-                        "responses_sent", "retransmits", "renewals_declined", "fragments_dropped"})
+                        "responses_sent", "retransmits", "renewals_declined", "fragments_dropped",
+                        "port_rx_frames", "port_tx_frames"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 
@@ -308,6 +322,12 @@ TEST(Prometheus, HasEveryRowWithItsValue) {
   }
   for (std::size_t t = 0; t < kThreads; ++t)
     want_rows(want, counter, abi::kThreadCounters, 4, t, {"app=kv", "thread=" + std::to_string(4 + t)});
+  for (std::size_t i = 0; i < kPorts; ++i) {
+    want_rows(want, counter, abi::kPortCounters, 6, i, {"port=" + std::to_string(i)});
+    // The peer each port reaches (Sample: port i, host 2i).
+    want[prom_key(abi::SeriesName("gossamer_dataplane_port_peer"), {"port=" + std::to_string(i), "peer=" + kNames[2 * i]})] = 1;
+  }
+  counter["gossamer_dataplane_port_peer"] = false;
 
   for (const auto& [key, v] : want) {
     auto it = series.find(key);
@@ -349,7 +369,8 @@ TEST(MonitoringReadme, CatalogsEveryFamilyWithItsType) {
     type.erase(std::remove(type.begin(), type.end(), ' '), type.end());
     catalog[line.substr(3, name_end - 3)] = type;
   }
-  std::map<std::string, bool> families{{std::string(abi::kDroppedFrames.prom), true}};
+  std::map<std::string, bool> families{{std::string(abi::kDroppedFrames.prom), true},
+                                       {"gossamer_dataplane_port_peer", false}};
   for (const Row& r : all_rows()) families[std::string(r.prom.name)] = is_counter(r.kind);
   for (const auto& [name, counter] : families) {
     auto it = catalog.find(name);

@@ -11,6 +11,9 @@
 #     dataplanes on every port's receive path;
 #   - what a port of host i sent to host j, host j's port to host i
 #     received, frame for frame: each frame went out on its peer's port;
+#   - the same counts per port in gossamerd's Prometheus metrics
+#     (gossamer_dataplane_port_frames_total, and gossamer_dataplane_port_peer
+#     naming the peer of each port) and a line per port in `gossamerctl top`;
 #   - the data path bypassed the kernel: veth0 carried far fewer frames than
 #     the dataplanes exchanged;
 #   - after a kill -9 of host 1's dataplane (the client of host 0's memif,
@@ -72,6 +75,43 @@ for h in 0 1 2; do
     fi
   done
 done
+# The same counters per port in gossamerd's Prometheus metrics and in
+# `gossamerctl top` (issue 19): the rack is quiet now, so the metrics (every
+# 100 ms) and .stats (every second) have the same numbers; and each port
+# names the peer it reaches.
+metric() {  # TEXT NAME LABEL...: the value of the series with those labels
+  local text=$1 name=$2
+  shift 2
+  awk -v n="$name{" -v ls="$*" 'index($0, n) == 1 {
+    k = split(ls, want, " "); ok = 1
+    for (i = 1; i <= k; i++) if (!index($0, want[i])) ok = 0
+    if (ok) { print $NF; exit } }' <<<"$text"
+}
+for h in 0 1 2; do
+  m=$("$rib" exec "$h" -- curl -s --max-time 5 "http://198.18.0.$((h + 1)):9464/metrics")
+  for j in 0 1 2; do
+    [ "$j" -ne "$h" ] || continue
+    p=$(port_to "$h" "$j")
+    for d in rx:received tx:sent; do
+      want=$(port_frames "$h" "$p" "${d%%:*}")
+      got=$(metric "$m" gossamer_dataplane_port_frames_total "port=\"$p\"" "direction=\"${d#*:}\"")
+      if [ -n "$got" ] && awk -v a="$got" -v b="${want:-x}" 'BEGIN { exit !(a + 0 == b + 0 && b + 0 > 0) }'; then
+        pass "host $h: gossamer_dataplane_port_frames_total{port=$p,direction=${d#*:}} $got, as .stats"
+      else
+        fail "host $h: gossamer_dataplane_port_frames_total{port=$p,direction=${d#*:}} '${got}', .stats says '${want}'"
+      fi
+    done
+    [ "$(metric "$m" gossamer_dataplane_port_peer "port=\"$p\"" "peer=\"h$j\"")" = 1 ] &&
+      pass "host $h: gossamer_dataplane_port_peer{port=$p,peer=h$j} 1" ||
+      fail "host $h: no gossamer_dataplane_port_peer{port=$p,peer=h$j} 1 in its metrics"
+  done
+done
+top_out=$("$rib" exec 0 -- timeout 20 "$ctl" -c "$GOSSAMER_RACK_DIR/h0.yaml" top --iterations 2 --interval 0.5 2>&1)
+if grep -Eq '^    ports \(frames/s received/sent\): 0 to h1 [0-9.kMG]+/[0-9.kMG]+; 1 to h2 [0-9.kMG]+/[0-9.kMG]+$' <<<"$top_out"; then
+  pass "gossamerctl top shows host 0's ports: $(grep 'ports (' <<<"$top_out" | tail -1 | sed 's/^ *//')"
+else
+  fail "gossamerctl top shows no ports line for host 0 (ports 0 to h1, 1 to h2):"; sed 's/^/  /' <<<"$top_out" | head -30
+fi
 dp=$(( $(stat_of 0 rx_frames) + $(stat_of 0 frames_sent) ))
 if [ "$dp" -gt 1000 ] && [ $((v1 - v0)) -lt $((dp / 10)) ]; then
   pass "kernel bypassed: host 0's dataplane exchanged $dp frames, its veth0 $((v1 - v0)) (gossamerd's TCP)"

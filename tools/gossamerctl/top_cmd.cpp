@@ -118,6 +118,12 @@ struct ThreadView {
   std::optional<double> ready;
 };
 
+// One DPDK port of a host's dataplane (dataplane.ports).
+struct PortView {
+  Delta rx, tx;
+  std::vector<std::string> peers;  // the hosts it reaches
+};
+
 struct HostView {
   std::string name;
   Endpoint endpoint;
@@ -135,6 +141,7 @@ struct HostView {
   std::optional<double> qps[3];  // kQps' order: active, idle, error
   Delta wrs_posted, wrs_signaled, cq_polls, qp_errors;
   std::map<ThreadKey, ThreadView> threads;
+  std::map<std::string, PortView> ports;  // by label port (numbers: shorter first)
 };
 
 // The series read below, by their rows in the counter tables
@@ -179,6 +186,9 @@ constexpr abi::SeriesName kWrsPosted = series(abi::kCoreCounters, &abi::CoreCoun
 constexpr abi::SeriesName kWrsSignaled = series(abi::kCoreCounters, &abi::CoreCounters::wrs_signaled);
 constexpr abi::SeriesName kCqPolls = series(abi::kCoreCounters, &abi::CoreCounters::cq_polls);
 constexpr abi::SeriesName kQpErrors = series(abi::kCoreCounters, &abi::CoreCounters::qp_errors);
+constexpr abi::SeriesName kPortRx = series(abi::kPortCounters, &abi::PortCounters::rx_frames);
+constexpr abi::SeriesName kPortTx = series(abi::kPortCounters, &abi::PortCounters::tx_frames);
+constexpr std::string_view kPortPeer = "gossamer_dataplane_port_peer";  // gossamerd's, not a table row
 
 // The sample is that series (its name, and its label if it has one).
 bool is(const exposition::Sample& s, const abi::SeriesName& n) {
@@ -220,7 +230,13 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   else if (is(s, kWrsSignaled)) v.wrs_signaled.add(d);
   else if (is(s, kCqPolls)) v.cq_polls.add(d);
   else if (is(s, kQpErrors)) v.qp_errors.add(d);
-  else {
+  else if (is(s, kPortRx) || is(s, kPortTx)) {
+    if (auto port = s.label("port"); port && v.ports.size() < 64)
+      (is(s, kPortRx) ? v.ports[std::string(*port)].rx : v.ports[std::string(*port)].tx).add(d);
+  } else if (s.name == kPortPeer) {
+    auto port = s.label("port"), peer = s.label("peer");
+    if (port && peer && v.ports.size() < 64) v.ports[std::string(*port)].peers.push_back(std::string(*peer));
+  } else {
     for (std::size_t i = 0; i < std::size(kStages); ++i)
       if (is(s, kStages[i])) v.stages[i].add(d);
     for (std::size_t i = 0; i < std::size(kQps); ++i)
@@ -350,6 +366,21 @@ void render_host(const HostView& v, std::vector<std::string>& out) {
                   ns_per(v.stages[1].get(), v.slots_received.get()) + " (per slot received); doorbells " +
                   ns_per(v.stages[2].get(), v.slots_sent.get()) + ", tx " +
                   ns_per(v.stages[3].get(), v.slots_sent.get()) + " (per slot sent)");
+  // Several ports (dataplane.ports): each one's frames, and whom it reaches.
+  if (v.ports.size() > 1) {
+    std::vector<std::pair<double, const std::pair<const std::string, PortView>*>> by_number;
+    for (const auto& p : v.ports) by_number.emplace_back(std::strtod(p.first.c_str(), nullptr), &p);
+    std::sort(by_number.begin(), by_number.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string line = "    ports (frames/s received/sent):";
+    for (const auto& [n, p] : by_number) {
+      std::string peers;
+      for (const auto& h : p->second.peers) peers += (peers.empty() ? "" : ",") + printable(h, 32);
+      line += " " + printable(p->first, 8) + (peers.empty() ? "" : " to " + peers) + " " +
+              per_second(p->second.rx.get(), v.seconds) + "/" + per_second(p->second.tx.get(), v.seconds) + ";";
+    }
+    line.pop_back();
+    out.push_back(line);
+  }
   for (const auto& n : v.notes) out.push_back("    note: " + n);
   if (v.threads.empty()) {
     out.push_back("    no application threads (only applications attached to the dataplane are visible)");
@@ -542,7 +573,8 @@ void add_top_commands(CLI::App& app, std::shared_ptr<const Common> common) {
       "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message), and\n"
       "the polling cores' time per slot in each stage of their loop (rx: frames from the port; deliver:\n"
       "records into slots; both per slot received; doorbells: the applications' rings; tx: frames built\n"
-      "and sent; both per slot sent).\n"
+      "and sent; both per slot sent). With several ports (dataplane.ports): each port's frames/s\n"
+      "received/sent and the hosts it reaches.\n"
       "\"-\": no rate yet (first refresh, or a series that just appeared).\n"
       "\n"
       "On a terminal the screen is redrawn in place and q quits; otherwise frames are printed one\n"

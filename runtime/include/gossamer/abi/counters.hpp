@@ -1,7 +1,7 @@
 // Every counter of the metrics contract, declared once (STYLE.md "One
 // declaration per fact"). Each output is generated from these tables:
-//   - the contract's structs (HostCounters, CoreCounters, ConnCounters in
-//     metrics.hpp; ThreadCounters in attach.hpp), one field per row in
+//   - the contract's structs (HostCounters, CoreCounters, ConnCounters,
+//     PortCounters in metrics.hpp; ThreadCounters in attach.hpp), one field per row in
 //     layout order, and the tables kHostCounters... at the end of metrics.hpp;
 //   - the dataplane's own counters (dataplane::Stats per core,
 //     dataplane::ConnectionStats per connection) and their copies into the
@@ -200,6 +200,15 @@
   /* a whole record arrived in the middle of a slot */                                                                \
   X(frag_interrupted, kCounted, "fragments_dropped{reason=interrupted}", kCounter,                                    \
     "gossamer_dataplane_fragments_dropped_total{reason=interrupted}", "")
+
+// Per DPDK port of the dataplane (metrics: PortCounters; .stats: label
+// port): with dataplane.ports, one per peer link (a memif mesh, a dual-port
+// NIC); with dataplane.port, the one port 0. Counted per queue by
+// MultiPort (dataplane/src/port_multi.hpp) and summed by the metrics writer.
+#define GOSSAMER_PORT_COUNTERS(X)                                                                                     \
+  X(rx_frames, "port_rx_frames", kCounter, "gossamer_dataplane_port_frames_total{direction=received}",                \
+    "Frames through each port of the dataplane, by direction (received: after injected faults).")                    \
+  X(tx_frames, "port_tx_frames", kCounter, "gossamer_dataplane_port_frames_total{direction=sent}", "")
 
 // Per application thread (ThreadCounters, written by the thread itself; not
 // in the .stats file). Prometheus labels app, thread.

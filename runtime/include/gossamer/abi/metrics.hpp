@@ -17,6 +17,7 @@
 //   HostCounters                           at kMetricsHostOffset
 //   CoreCounters        [kMetricsCores]    at kMetricsCoreOffset
 //   drop reason names   [kMetricsDropReasons][kMetricsNameBytes]
+//   PortCounters        [kMetricsPorts]    the first `ports` in use
 //   ConnCounters        [host][conn]       host_count * conns_per_host
 //   AppEntry            [kMetricsApps]
 //   ThreadCounters      [kMetricsThreads]  rows, AppEntry::first_row..+local_threads
@@ -35,8 +36,9 @@ inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSM
 // 2: active connections, thread placement; 3: the rows of counters.hpp
 // (per-core counters, credit probes); 4: 64-bit incarnation, core_cpu;
 // 5: room for 24 host counters (apps_denied); 6: stage cycles per core;
-// 7: verbs queue pairs per core (qps_*, wrs_*, cq_polls, qp_*), room for 32 core counters.
-inline constexpr std::uint32_t kMetricsVersion = 7;
+// 7: verbs queue pairs per core (qps_*, wrs_*, cq_polls, qp_*), room for 32 core counters;
+// 8: frames per port (PortCounters, header.ports).
+inline constexpr std::uint32_t kMetricsVersion = 8;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
@@ -44,6 +46,7 @@ inline constexpr std::uint32_t kMetricsNameBytes = 32;    // NUL-terminated
 inline constexpr std::uint32_t kMetricsApps = 32;         // attached instances shown
 inline constexpr std::uint32_t kMetricsThreads = 4096;    // thread rows, all instances
 inline constexpr std::uint32_t kMetricsMaxConns = 64;     // connections.per_remote_host
+inline constexpr std::uint32_t kMetricsPorts = 32;        // DPDK ports (dataplane.ports)
 
 struct MetricsHeader {
   std::uint64_t magic;           // kMetricsMagic
@@ -61,7 +64,8 @@ struct MetricsHeader {
   std::uint32_t drop_reasons;    // names in use
   std::uint32_t apps;            // AppEntry in use (the first `apps`)
   std::uint32_t apps_hidden;     // attached instances that did not fit
-  std::uint8_t reserved[172];
+  std::uint32_t ports;           // PortCounters in use (1 to kMetricsPorts)
+  std::uint8_t reserved[168];
 };
 static_assert(sizeof(MetricsHeader) == 256);
 static_assert(offsetof(MetricsHeader, seq) == 16 && offsetof(MetricsHeader, boot) == 48 &&
@@ -73,6 +77,7 @@ static_assert(std::is_trivially_copyable_v<MetricsHeader>);
 inline constexpr std::size_t kHostCounterFields = 0 GOSSAMER_HOST_COUNTERS(GOSSAMER_COUNTER_ONE);
 inline constexpr std::size_t kCoreCounterFields = 0 GOSSAMER_CORE_COUNTERS(GOSSAMER_COUNTER_ONE);
 inline constexpr std::size_t kConnCounterFields = 0 GOSSAMER_CONN_COUNTERS(GOSSAMER_COUNTER_ONE);
+inline constexpr std::size_t kPortCounterFields = 0 GOSSAMER_PORT_COUNTERS(GOSSAMER_COUNTER_ONE);
 
 // Host-wide dataplane counters.
 struct HostCounters {
@@ -102,6 +107,16 @@ static_assert(offsetof(ConnCounters, frames_sent) == 0);
 static_assert(std::is_trivially_copyable_v<HostCounters> && std::is_trivially_copyable_v<CoreCounters> &&
               std::is_trivially_copyable_v<ConnCounters>);
 
+// One DPDK port of the dataplane: its counters, and the hosts it reaches.
+struct PortCounters {
+  GOSSAMER_PORT_COUNTERS(GOSSAMER_COUNTER_FIELD)
+  std::uint64_t peers;           // bit h: host h is reached through this port
+  std::uint64_t reserved[8 - kPortCounterFields - 1];
+};
+static_assert(sizeof(PortCounters) == 64);
+static_assert(kMaxRackHosts <= 64, "PortCounters::peers has a bit per host");
+static_assert(std::is_trivially_copyable_v<PortCounters>);
+
 struct AppEntry {
   std::uint32_t pid;
   std::uint32_t first_thread;    // rack-wide id of the instance's first local thread
@@ -117,8 +132,8 @@ static_assert(sizeof(AppEntry) == 64);
 inline constexpr std::uint64_t kMetricsHostOffset = sizeof(MetricsHeader);
 inline constexpr std::uint64_t kMetricsCoreOffset = kMetricsHostOffset + sizeof(HostCounters);
 inline constexpr std::uint64_t kMetricsDropNamesOffset = kMetricsCoreOffset + kMetricsCores * sizeof(CoreCounters);
-inline constexpr std::uint64_t kMetricsConnOffset =
-    page_round(kMetricsDropNamesOffset + kMetricsDropReasons * kMetricsNameBytes);
+inline constexpr std::uint64_t kMetricsPortOffset = kMetricsDropNamesOffset + kMetricsDropReasons * kMetricsNameBytes;
+inline constexpr std::uint64_t kMetricsConnOffset = page_round(kMetricsPortOffset + kMetricsPorts * sizeof(PortCounters));
 
 struct MetricsLayout {
   std::uint64_t conns, apps, threads, bytes;
@@ -144,15 +159,19 @@ constexpr bool metrics_layout(std::uint32_t host_count, std::uint32_t conns_per_
   Counter<CoreCounters>{&CoreCounters::f, #f, CounterSource::kCounted, CounterKind::k, st, total, p, h},
 #define GOSSAMER_CONN_ROW(f, src, st, k, p, h) \
   Counter<ConnCounters>{&ConnCounters::f, #f, CounterSource::src, CounterKind::k, st, "", p, h},
+#define GOSSAMER_PORT_ROW(f, st, k, p, h) \
+  Counter<PortCounters>{&PortCounters::f, #f, CounterSource::kCounted, CounterKind::k, st, "", p, h},
 #define GOSSAMER_THREAD_ROW(f, k, p, h) \
   Counter<ThreadCounters>{&ThreadCounters::f, #f, CounterSource::kCounted, CounterKind::k, "", "", p, h},
 inline constexpr Counter<HostCounters> kHostCounters[] = {GOSSAMER_HOST_COUNTERS(GOSSAMER_HOST_ROW)};
 inline constexpr Counter<CoreCounters> kCoreCounters[] = {GOSSAMER_CORE_COUNTERS(GOSSAMER_CORE_ROW)};
 inline constexpr Counter<ConnCounters> kConnCounters[] = {GOSSAMER_CONN_COUNTERS(GOSSAMER_CONN_ROW)};
+inline constexpr Counter<PortCounters> kPortCounters[] = {GOSSAMER_PORT_COUNTERS(GOSSAMER_PORT_ROW)};
 inline constexpr Counter<ThreadCounters> kThreadCounters[] = {GOSSAMER_THREAD_COUNTERS(GOSSAMER_THREAD_ROW)};
 #undef GOSSAMER_HOST_ROW
 #undef GOSSAMER_CORE_ROW
 #undef GOSSAMER_CONN_ROW
+#undef GOSSAMER_PORT_ROW
 #undef GOSSAMER_THREAD_ROW
 
 }  // namespace gossamer::abi
