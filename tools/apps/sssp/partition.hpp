@@ -198,6 +198,7 @@ class Partition {
     sent_parent_.assign(n_remote_, 0);
     in_settled_.assign(n_local_, 0);
     settled_.clear();
+    heavy_keep_ = heavy_next_ = 0;
     buckets_.clear();
     scan_from_ = 0;
     active_ = kNoBucket;
@@ -219,9 +220,20 @@ class Partition {
   // light arcs were relaxed at its current distance, in a bucket below g
   // (no light work is left below g anywhere, so that distance is final
   // unless another heavy arc lowers it).
-  void heavy(std::uint32_t g) {
-    std::size_t keep = 0;
-    for (std::uint32_t v : settled_) {
+  // After `budget` relaxations it stops and returns false; the next call
+  // goes on where it stopped (kernel.hpp yields between calls, so that the
+  // thread sends what it has queued and applies the other partitions'
+  // pieces). True once done.
+  bool heavy(std::uint32_t g, std::uint64_t budget = ~std::uint64_t(0)) {
+    const std::uint64_t stop = budget > ~stats_.relaxations ? ~std::uint64_t(0) : stats_.relaxations + budget;
+    std::size_t keep = heavy_keep_, i = heavy_next_;
+    for (; i < settled_.size(); ++i) {
+      if (stats_.relaxations >= stop) {
+        heavy_keep_ = keep;
+        heavy_next_ = i;
+        return false;
+      }
+      const std::uint32_t v = settled_[i];
       const float d = key_[v];
       if (bucket_of(d) >= g || relaxed_at_[v] != d) {  // not final yet: wait
         settled_[keep++] = v;
@@ -232,6 +244,8 @@ class Partition {
       for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
     }
     settled_.resize(keep);
+    heavy_keep_ = heavy_next_ = 0;
+    return true;
   }
 
   // The light phase: the light arcs of buckets g .. g + window - 1, in
@@ -544,6 +558,7 @@ class Partition {
   std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
   std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
   std::vector<std::uint8_t> in_settled_;
+  std::size_t heavy_keep_ = 0, heavy_next_ = 0;  // a heavy phase cut short: where it goes on
   std::vector<std::vector<std::uint32_t>> buckets_;
   std::uint32_t scan_from_ = 0;            // no live entry below this bucket
   static constexpr std::uint32_t kInboxes = 4;
