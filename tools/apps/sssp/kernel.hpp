@@ -62,7 +62,8 @@ struct Deliver {
 struct Tuning {
   std::uint32_t window = 1;  // light buckets a round processes (Partition::light)
   // Relaxations of the light phase between two sends of its updates to
-  // the other partitions (README.md, "Chunks"). At scale 20 on 2
+  // the other partitions (README.md, "Chunks"), and of the heavy phase
+  // between two yields. At scale 20 on 2
   // partitions (4 roots): 4 Ki 144.7 M relaxations, 16 Ki 137.1 M, 64 Ki
   // 138.1 M; 1 partition 135.0 M, and one send at the end 149.5 M.
   std::uint64_t chunk = std::uint64_t(1) << 14;

@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e9));
   app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
-  app.add_option("--chunk", p.chunk, "light relaxations between two sends of their updates to the other partitions")
+  app.add_option("--chunk", p.chunk, "relaxations between two sends of the light phase's updates (and two yields of the heavy phase)")
       ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
   app.add_option("--message-cost", p.message_cost, "what waiting for a message adds to path=, in relaxations")
       ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1) << 40));
