@@ -2,7 +2,8 @@
 # tools/apps/sssp end to end: the Graph500 validation (distances and parent
 # tree, run on host 0 for every root; the program exits 1 when it fails)
 # passes on every root at scales 10..14, standalone on 1, 2, 3 and 4
-# partitions and on a 2-host rack in a box through `gossamerctl run`; a
+# partitions (also with small light-phase chunks) and on a 2-host rack in a
+# box through `gossamerctl run`; a
 # deliberately spoiled distance or parent (--corrupt-for-test) must be
 # caught; the results block carries the reference's field names; the graph
 # (first root, vertices reached, edges in the component) must not depend on
@@ -56,11 +57,11 @@ check_run() {
   else
     fail "$label: exit $rc"; cat "$f"; return
   fi
-  # Batching: at most one request per (partition, destination) per round
-  # (batches are split only above 2^17 updates, more than these graphs have).
+  # Every round ends with one piece from each partition to each other one
+  # (the light phase's chunks come on top).
   local p r b
   p=$(field threads "$f"); r=$(field rounds "$f"); b=$(field batches "$f")
-  [ "$b" -le $((r * p * (p - 1))) ] || fail "$label: $b batches in $r rounds on $p partitions"
+  [ "$b" -ge $((r * p * (p - 1))) ] || fail "$label: $b pieces in $r rounds on $p partitions, fewer than one a round"
 }
 
 # same_graph LABEL A B: two runs of one (scale, seed) saw the same graph.
@@ -104,8 +105,31 @@ else
 fi
 timeout 120 "$app" --scale 10 --threads 2 >"$out/s10" 2>&1
 check_run "standalone scale 10, 2 partitions" "$out/s10" $? 1
+# Without chunks (one send at the end of the light phase), 2 partitions
+# send each other exactly one piece a round (batches are split only above
+# 2^17 updates, more than this graph has; with 3 or more, a partition may
+# relax what one has sent while it waits for another, and send that early).
+timeout 120 "$app" --scale 12 --threads 2 --roots 16 --chunk 1099511627776 >"$out/s12nochunk" 2>&1
+check_run "standalone scale 12, 2 partitions, no chunks" "$out/s12nochunk" $? 1 16
+r=$(field rounds "$out/s12nochunk"); b=$(field batches "$out/s12nochunk")
+if [ -n "$b" ] && [ "$b" -eq $((r * 2)) ]; then
+  pass "no chunks: $b pieces in $r rounds on 2 partitions, one each way a round"
+else
+  fail "no chunks: $b pieces in $r rounds on 2 partitions (not 2 a round)"
+fi
 timeout 120 "$app" --scale 14 --threads 2 --roots 8 >"$out/s14" 2>&1
 check_run "standalone scale 14, 2 partitions" "$out/s14" $? 1 8
+# Small chunks: the light phase sends its updates every 256 relaxations and
+# relaxes the others' while it waits for a round's end (pieces of up to three
+# rounds in flight). These graphs are too small for the default 16 Ki to cut
+# a light phase; here the pieces must outnumber one per pair and round.
+for t in 2 3 4; do
+  timeout 120 "$app" --scale 14 --threads $t --roots 8 --chunk 256 >"$out/s14c$t" 2>&1
+  check_run "standalone scale 14, $t partitions, --chunk 256" "$out/s14c$t" $? 1 8
+  r=$(field rounds "$out/s14c$t"); b=$(field batches "$out/s14c$t")
+  [ -n "$b" ] && [ "$b" -gt $((r * t * (t - 1))) ] && pass "--chunk 256, $t partitions: $b pieces in $r rounds" ||
+    fail "--chunk 256, $t partitions: $b pieces in $r rounds, no chunk sent"
+done
 # Three partitions (uneven shares), another seed and edge factor, other deltas.
 timeout 120 "$app" --scale 12 --threads 3 --roots 16 >"$out/s12t3" 2>&1
 check_run "standalone scale 12, 3 partitions" "$out/s12t3" $? 1 16
@@ -174,8 +198,8 @@ grun() { "$rib" exec 0 -- timeout 150 "$ctl" run "$@"; }
 grun -- "$app" --scale 10 --threads 2 >"$out/r10" 2>&1
 check_run "2-host rack scale 10, 2 partitions" "$out/r10" $? 2
 check_block "2-host rack scale 10" "$out/r10" 64
-grun -- "$app" --scale 12 --threads 4 --roots 16 >"$out/r12" 2>&1
-check_run "2-host rack scale 12, 4 partitions" "$out/r12" $? 2 16
+grun -- "$app" --scale 12 --threads 4 --roots 16 --chunk 512 >"$out/r12" 2>&1
+check_run "2-host rack scale 12, 4 partitions, --chunk 512" "$out/r12" $? 2 16
 same_graph "scale 12 standalone and on the rack" "$out/s12t4" "$out/r12"
 # gossamerctl's --threads overrides the program's count: 6 partitions, 3 a host.
 grun --threads 6 -- "$app" --scale 12 --threads 4 --roots 8 >"$out/r12t6" 2>&1

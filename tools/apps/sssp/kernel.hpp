@@ -22,9 +22,9 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Above this, a destination's updates of one round go as several requests
-// (1 MiB each), so that no single slot chain grows without bound. Even: an
-// update is two words.
+// Above this, a destination's updates of one chunk or of a round's last
+// piece go as several requests (1 MiB each), so that no single slot chain
+// grows without bound. Even: an update is two words.
 inline constexpr std::size_t kMaxBatch = std::size_t(1) << 17;
 static_assert(kMaxBatch % kUpdateWords == 0);
 
@@ -40,29 +40,47 @@ inline void for_each_concurrently(std::size_t n, F&& fn) {
 
 // ---- closures sent to partitions (trivially copyable functors) ----------------
 
-// One piece of a round's batch from one partition to another, with the
-// sender's report; applied at once by the receiver (Partition::receive).
+// A piece of one partition's updates for another, sent in round `round`:
+// a chunk during the light phase (last = false), or the round's last piece,
+// with the sender's report and how many pieces it sent this destination in
+// the round, this one included. Applied at once by the receiver
+// (Partition::receive), whatever round it is in.
 struct Deliver {
-  std::uint32_t round, piece, pieces;
+  std::uint32_t round, pieces;
+  bool last;
   Reports report;
   std::uint64_t stamp;  // the sender's critical path when it sent this (Summary::path)
   void operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
     const double t0 = thread_cpu_s();
     auto p = l.lock();
-    const std::uint64_t r0 = p->relaxations();
-    p->receive(round, piece, pieces, report, stamp, batch);
-    p->add_round_work(round, thread_cpu_s() - t0, p->relaxations() - r0);
+    p->receive(round, last, pieces, report, stamp, batch);
+    p->add_round_work(round, thread_cpu_s() - t0, 0);
   }
+};
+
+// How a run goes; the same on every partition.
+struct Tuning {
+  std::uint32_t window = 1;  // light buckets a round processes (Partition::light)
+  // Relaxations of the light phase between two sends of its updates to
+  // the other partitions (README.md, "Chunks"), and of the heavy phase
+  // between two yields. At scale 20 on 2
+  // partitions (4 roots): 4 Ki 144.7 M relaxations, 16 Ki 137.1 M, 64 Ki
+  // 138.1 M; 1 partition 135.0 M, and one send at the end 149.5 M.
+  std::uint64_t chunk = std::uint64_t(1) << 14;
+  std::uint64_t message_cost = kMessageCost;  // Summary::path's price of waiting for a message
 };
 
 // A whole run on one partition, in a fiber on its trustee's thread (launch),
 // in rounds that the partitions synchronize among themselves: in each, a
-// partition does its heavy phase and its light phase, sends every other
-// partition its batch (maybe empty) with its report, and waits for theirs.
-// Every partition then holds the same reports and takes the same decision
-// (README.md, "The algorithm"). Returns the number of rounds.
+// partition does its heavy phase, then its light phase in chunks, sending
+// each chunk's updates as it goes and applying the others' between chunks;
+// then it sends every other partition its round's last piece (maybe empty)
+// with its report, and waits for theirs, relaxing meanwhile what their
+// chunks bring (as its next round's work). Every partition then holds the
+// same reports and takes the same decision (README.md, "The algorithm").
+// Returns the number of rounds.
 struct Solve {
-  std::uint32_t window = 1;  // light buckets a round processes (Partition::light)
+  Tuning tuning;
   std::uint32_t operator()(Latch<Partition>& l) const {
     PartitionRef refs[kMaxParts];
     std::uint32_t parts, self;
@@ -72,53 +90,127 @@ struct Solve {
       self = p->setup().index;
       std::copy_n(p->setup().refs.begin(), parts, refs);
     }
-    std::uint32_t g = 0;  // the root is in bucket 0
-    for (std::uint32_t round = 0;; ++round) {
+    const std::uint64_t budget = parts > 1 ? tuning.chunk : ~std::uint64_t(0);
+    // Pieces sent to each partition in the current round (chunks, then the
+    // last piece), and in all.
+    std::vector<std::uint32_t> pieces(parts, 0);
+    std::uint64_t sent = 0;
+    const auto send = [&](std::uint32_t to, Deliver d, std::vector<std::uint64_t> b) {
+      refs[to].apply_with_then(d, [] {}, std::move(b));
+      ++pieces[to];
+      ++sent;
+    };
+    // Chunks: a destination's updates, in pieces of at most kMaxBatch words.
+    const auto send_chunks = [&](std::uint32_t r, std::vector<std::vector<std::uint64_t>>& batches, std::uint64_t stamp) {
+      for (std::uint32_t to = 0; to < parts; ++to) {
+        auto& b = batches[to];
+        if (b.size() <= kMaxBatch) {
+          if (!b.empty()) send(to, Deliver{r, 0, false, {}, stamp}, std::move(b));
+          continue;
+        }
+        for (std::size_t lo = 0; lo < b.size(); lo += kMaxBatch)
+          send(to, Deliver{r, 0, false, {}, stamp},
+               std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(lo),
+                                          b.begin() + std::ptrdiff_t(std::min(b.size(), lo + kMaxBatch))));
+      }
+    };
+    // At most `budget` relaxations of the light phase from bucket g, counted
+    // as round r's work, and their updates sent (unless the window is done
+    // and `eager` false: the round's last piece takes them); true when the
+    // window is empty here. Between two calls, the fiber yields, so that the
+    // other partitions' pieces are applied.
+    const auto light_chunk = [&](std::uint32_t r, std::uint32_t g, bool eager) {
       std::vector<std::vector<std::uint64_t>> batches;
-      Reports all;
+      bool done;
       std::uint64_t stamp;
       {
-        // Held only while computing: no blocking call under it, so a batch
+        // Held only while computing: no blocking call under it, so a piece
         // from another partition always finds it free.
         const double t0 = thread_cpu_s();
         auto p = l.lock();
         const std::uint64_t r0 = p->relaxations();
-        p->heavy(g);
-        p->light(g, window);
-        batches = p->take_updates();
-        all = p->end_round();
-        p->add_round_work(round, thread_cpu_s() - t0, p->relaxations() - r0);
+        done = p->light(g, tuning.window, budget);
+        if (!done || eager) batches = p->take_updates();
+        p->add_round_work(r, thread_cpu_s() - t0, p->relaxations() - r0);
         stamp = p->clock();
       }
-      const Reports mine = all;
-      std::uint64_t sent = 0;
+      if (!batches.empty()) send_chunks(r, batches, stamp);
+      return done;
+    };
+
+    std::uint32_t g = 0;  // the root is in bucket 0
+    for (std::uint32_t round = 0;; ++round) {
+      // The heavy phase, in chunks too: a fiber that computes does not
+      // let its thread send what it has queued (a round's last pieces wait
+      // in the runtime's channel until the thread's loop runs) nor answer
+      // the others' pieces. At scale 20 one heavy phase is 14.7 M
+      // relaxations a partition; without the yields, the partition that
+      // sent the last piece of the round before it kept that piece for the
+      // whole phase, and the other started its own after it.
+      for (bool done = false; !done;) {
+        {
+          const double t0 = thread_cpu_s();
+          auto p = l.lock();
+          const std::uint64_t r0 = p->relaxations();
+          done = p->heavy(g, budget);
+          p->add_round_work(round, thread_cpu_s() - t0, p->relaxations() - r0);
+        }
+        if (!done) gossamer::yield();
+      }
+      while (!light_chunk(round, g, false)) gossamer::yield();
+      // The round's last pieces: the heavy phase's updates and the light
+      // phase's since its last chunk, with the report.
+      Reports mine;
+      std::vector<std::vector<std::uint64_t>> rest;
+      std::uint64_t stamp;
+      {
+        auto p = l.lock();
+        rest = p->take_updates();
+        mine = p->end_round();
+        stamp = p->clock();
+      }
       for (std::uint32_t to = 0; to < parts; ++to) {
         if (to == self) continue;
-        auto& b = batches[to];
-        const auto pieces = std::uint32_t(std::max<std::size_t>(1, (b.size() + kMaxBatch - 1) / kMaxBatch));
-        for (std::uint32_t i = 0; i < pieces; ++i) {
-          const std::size_t lo = std::size_t(i) * kMaxBatch, hi = std::min(b.size(), lo + kMaxBatch);
-          std::vector<std::uint64_t> piece =
-              pieces == 1 ? std::move(b)
-                          : std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(lo), b.begin() + std::ptrdiff_t(hi));
-          refs[to].apply_with_then(Deliver{round, i, pieces, mine, stamp}, [] {}, std::move(piece));
-          ++sent;
+        auto& b = rest[to];
+        if (b.size() > kMaxBatch) {  // all but the last kMaxBatch words go first, as chunks
+          std::vector<std::vector<std::uint64_t>> head(parts);
+          head[to].assign(b.begin(), b.end() - std::ptrdiff_t(kMaxBatch));
+          b.erase(b.begin(), b.end() - std::ptrdiff_t(kMaxBatch));
+          send_chunks(round, head, stamp);
         }
+        send(to, Deliver{round, pieces[to] + 1, true, mine, stamp}, std::move(b));
       }
+      std::fill(pieces.begin(), pieces.end(), 0);
+      // Wait for the others' last pieces of this round. Their chunks that
+      // refill the window meanwhile are relaxed at once, as the next
+      // round's work: a report of this round that comes later counts the
+      // updates that caused it, so no partition ends the run or moves its
+      // heavy phase past them (README.md).
+      Reports all = mine;
       for (;;) {
+        bool work;
         {
           auto p = l.lock();
           Reports theirs;
           if (p->take_reports(round, theirs)) {
             all.add(theirs.low, theirs.settled);
-            p->count_batches(sent);
             break;
           }
+          work = g != kNoBucket && p->window_live(g, tuning.window);
+          if (!work) p->wait_here();  // the next non-empty piece, or the one that completes the round, wakes us
         }
-        gossamer::detail::suspend_current();  // the batch that completes the round wakes us
+        if (!work) {
+          gossamer::detail::suspend_current();
+          continue;
+        }
+        light_chunk(round + 1, g, true);
+        gossamer::yield();
       }
       // Nothing anywhere: done, on every partition in this same round.
-      if (all.low == kNoBucket && !all.settled) return round + 1;
+      if (all.low == kNoBucket && !all.settled) {
+        l.lock()->count_batches(sent);
+        return round + 1;
+      }
       // Otherwise the next round's heavy phase takes the vertices below
       // all.low, and its light phase the window from all.low (README.md).
       g = all.low;
@@ -144,13 +236,13 @@ struct Run {
 
 // The timed kernel, from resetting the distances and parents to the end of
 // the last round, then the (untimed) counters.
-inline Run run_kernel(Parts& parts, std::uint32_t root, std::uint32_t window) {
+inline Run run_kernel(Parts& parts, std::uint32_t root, const Tuning& tuning) {
   const std::size_t nparts = parts.size();
   Run run;
   const auto t0 = Clock::now();
-  for_each_concurrently(nparts, [&](std::size_t i) { parts[i].apply([root](Latch<Partition>& l) { l.lock()->start(root); }); });
+  for_each_concurrently(nparts, [&](std::size_t i) { parts[i].apply([root, cost = tuning.message_cost](Latch<Partition>& l) { l.lock()->start(root, cost); }); });
   std::vector<std::uint32_t> rounds(nparts);
-  for_each_concurrently(nparts, [&](std::size_t i) { rounds[i] = parts[i].launch(Solve{window}); });
+  for_each_concurrently(nparts, [&](std::size_t i) { rounds[i] = parts[i].launch(Solve{tuning}); });
   run.rounds = rounds[0];  // the same on every partition
   run.time_s = seconds_since(t0);
 

@@ -105,15 +105,20 @@ struct Summary {
   std::uint64_t updates_sent = 0;   // (vertex, distance, parent) updates sent to other partitions
   std::uint64_t batches_sent = 0;   // apply_with requests that carried them
   // The longest chain of work to the end of the run on this partition, in
-  // relaxations: its relaxations and applied updates, and for each batch
-  // it applied, the sender's chain when it sent it plus kMessageCost. The
-  // largest over the partitions is the run's critical path: how long it
-  // would take with a free CPU per partition, whatever the machine's load.
+  // relaxations: its relaxations and applied updates, and wherever it had
+  // to wait for a message (a round's last pieces, or a chunk that woke it
+  // while it had nothing to do), the sender's chain when it sent it plus
+  // the message's cost. A chunk that arrives while the partition is busy
+  // costs only its updates. The largest over the partitions is the run's
+  // critical path: how long it would take with a free CPU per partition,
+  // whatever the machine's load.
   std::uint64_t path = 0;
 };
-// What a message between partitions costs on the critical path, in
-// relaxations: about 100 µs at 10 ns a relaxation (scale 20, 1 thread, on
-// this VM when quiet), the cost of a round measured at scale 10.
+// What a message between partitions costs on the critical path by default,
+// in relaxations: about 100 µs at 10 ns a relaxation (scale 20, 1 thread,
+// on this VM when quiet), the cost of a round measured at scale 10 when host
+// 0 drove the rounds. A round between 2 polling threads of one host costs
+// about 3 µs (scale 8), 300 relaxations (`--message-cost`).
 inline constexpr std::uint64_t kMessageCost = 10000;
 
 class Partition {
@@ -185,17 +190,20 @@ class Partition {
 
   // ---- a run ---------------------------------------------------------------
   // Forget any previous run; the root's owner puts it in bucket 0.
-  void start(std::uint32_t root) {
+  void start(std::uint32_t root, std::uint64_t message_cost = kMessageCost) {
+    message_cost_ = message_cost;
     key_.assign(std::size_t(n_local_) + n_remote_, kInf);
     parent_.assign(n_local_, kNone);
     relaxed_at_.assign(n_local_, -1.0f);
     sent_parent_.assign(n_remote_, 0);
     in_settled_.assign(n_local_, 0);
     settled_.clear();
+    heavy_keep_ = heavy_next_ = 0;
     buckets_.clear();
     scan_from_ = 0;
     active_ = kNoBucket;
-    inbox_[0] = inbox_[1] = {};
+    for (Inbox& in : inbox_) in = {};
+    for (auto& q : sub_) q.clear();
     sent_min_ = kInf;
     waiter_ = nullptr;
     stats_ = {};
@@ -212,9 +220,20 @@ class Partition {
   // light arcs were relaxed at its current distance, in a bucket below g
   // (no light work is left below g anywhere, so that distance is final
   // unless another heavy arc lowers it).
-  void heavy(std::uint32_t g) {
-    std::size_t keep = 0;
-    for (std::uint32_t v : settled_) {
+  // After `budget` relaxations it stops and returns false; the next call
+  // goes on where it stopped (kernel.hpp yields between calls, so that the
+  // thread sends what it has queued and applies the other partitions'
+  // pieces). True once done.
+  bool heavy(std::uint32_t g, std::uint64_t budget = ~std::uint64_t(0)) {
+    const std::uint64_t stop = budget > ~stats_.relaxations ? ~std::uint64_t(0) : stats_.relaxations + budget;
+    std::size_t keep = heavy_keep_, i = heavy_next_;
+    for (; i < settled_.size(); ++i) {
+      if (stats_.relaxations >= stop) {
+        heavy_keep_ = keep;
+        heavy_next_ = i;
+        return false;
+      }
+      const std::uint32_t v = settled_[i];
       const float d = key_[v];
       if (bucket_of(d) >= g || relaxed_at_[v] != d) {  // not final yet: wait
         settled_[keep++] = v;
@@ -225,6 +244,8 @@ class Partition {
       for (std::uint64_t a = light_end_[v]; a < offsets_[v + 1]; ++a) relax_arc(d, gv, arcs_[a]);
     }
     settled_.resize(keep);
+    heavy_keep_ = heavy_next_ = 0;
+    return true;
   }
 
   // The light phase: the light arcs of buckets g .. g + window - 1, in
@@ -234,22 +255,29 @@ class Partition {
   // Improvements of our own vertices are applied at once (and processed in
   // this same call when they fall in the window); relaxations of other
   // partitions' vertices are combined per target (minimum distance) until
-  // take_updates().
-  void light(std::uint32_t g, std::uint32_t window) {
+  // take_updates(). After `budget` relaxations it stops, leaving the rest
+  // of its bucket in the sub-buckets (active_), and returns false; the next
+  // call goes on from there (kernel.hpp sends the chunk's updates between
+  // calls), or puts it back in its bucket if that is no longer in the window.
+  // True once the window is empty here.
+  bool light(std::uint32_t g, std::uint32_t window, std::uint64_t budget = ~std::uint64_t(0)) {
     const std::uint64_t before = stats_.relaxations;
+    const std::uint64_t stop = budget > ~before ? ~std::uint64_t(0) : before + budget;
     const std::uint64_t end = std::uint64_t(g) + window;  // buckets_ may grow meanwhile
+    if (active_ != kNoBucket && (active_ < g || active_ >= end)) park();
+    bool done = true;
     for (std::uint64_t b = g; b < end && b < buckets_.size(); ++b) {
-      if (buckets_[b].empty()) continue;
-      active_ = std::uint32_t(b);
+      if (active_ != b) {
+        if (buckets_[b].empty()) continue;
+        if (active_ != kNoBucket) park();  // a bucket below the half-done one was refilled
+        active_ = std::uint32_t(b);
+      }
       for (std::uint32_t v : buckets_[b])
         if (live(v, active_)) sub_[sub_of(key_[v])].push_back(v);
       buckets_[b].clear();
-      // A light arc lands in this sub-bucket or a later one, so one pass
-      // over them empties the bucket (the check after it only guards
-      // against a rounding surprise).
-      for (bool again = true; again;) {
+      for (bool again = true; again && done;) {
         for (auto& q : sub_) {
-          while (!q.empty()) {
+          while (!q.empty() && done) {
             const std::uint32_t v = q.back();
             q.pop_back();
             const float d = key_[v];
@@ -261,13 +289,32 @@ class Partition {
             }
             const std::uint32_t gv = global(v);
             for (std::uint64_t a = offsets_[v]; a < light_end_[v]; ++a) relax_arc(d, gv, arcs_[a]);
+            done = stats_.relaxations < stop;
           }
+          if (!done) break;
         }
         again = std::any_of(sub_.begin(), sub_.end(), [](const auto& q) { return !q.empty(); });
       }
+      if (!done) break;  // out of budget: the rest waits in sub_, active_ stays
       active_ = kNoBucket;
     }
     stats_.light_relaxations += stats_.relaxations - before;
+    return done;
+  }
+  // Whether the window has light work here (dropping the stale entries it
+  // walks over).
+  bool window_live(std::uint32_t g, std::uint32_t window) {
+    if (active_ != kNoBucket && std::any_of(sub_.begin(), sub_.end(), [](const auto& q) { return !q.empty(); }))
+      return true;
+    const std::uint64_t end = std::uint64_t(g) + window;
+    for (std::uint64_t b = g; b < end && b < buckets_.size(); ++b) {
+      auto& q = buckets_[b];
+      while (!q.empty()) {
+        if (live(q.back(), std::uint32_t(b))) return true;
+        q.pop_back();
+      }
+    }
+    return false;
   }
 
   // The relaxations of other partitions' vertices queued since the last
@@ -303,40 +350,44 @@ class Partition {
     return r;
   }
 
-  // ---- the exchange at the end of a round ------------------------------------
-  // A batch from another partition, piece `piece` of `pieces` it sent us in
-  // round `round` (it splits big ones), with its report. The updates are
-  // applied at once, whichever round we are in: taking minima commutes.
-  // Round r+1's batches can arrive before we have all of round r's (a
-  // partition is at most one round ahead of another), hence two inboxes.
-  void receive(std::uint32_t round, std::uint32_t piece, std::uint32_t pieces, Reports report,
-               std::uint64_t stamp, const std::vector<std::uint64_t>& batch) {
-    clock_ = std::max(clock_, stamp + kMessageCost) + batch.size() / kUpdateWords;
+  // ---- the exchange ----------------------------------------------------------
+  // A piece from another partition, sent in its round `round`: a chunk of
+  // its light phase, or (last) the round's last piece, with its report and
+  // the number of pieces it sent us in that round. The updates are applied
+  // at once, whichever round we are in: taking minima commutes. A partition
+  // waiting for round r's last pieces may already relax round r+1's work,
+  // and send its chunks, and the partition it sends them to may then do the
+  // same with round r+2's: pieces of three rounds can be in flight, hence
+  // kInboxes (> 3) inboxes, by round.
+  void receive(std::uint32_t round, bool last, std::uint32_t pieces, Reports report, std::uint64_t stamp,
+               const std::vector<std::uint64_t>& batch) {
+    if (waiter_) clock_ = std::max(clock_, stamp + message_cost_);  // we were idle: our next work waited for this
+    clock_ += batch.size() / kUpdateWords;
     apply_updates(batch);
-    Inbox& in = inbox_[round & 1];
-    if (piece == 0) {
+    Inbox& in = inbox_[round % kInboxes];
+    ++in.received;
+    if (last) {
       ++in.senders;
       in.expected += pieces;
+      in.reports.add(report.low, report.settled);
+      in.stamp = std::max(in.stamp, stamp);
     }
-    ++in.received;
-    in.reports.add(report.low, report.settled);
-    if (waiter_ && waiting_for_ == round && complete(in)) gossamer::detail::make_ready(std::exchange(waiter_, nullptr));
+    if (waiter_ && (!batch.empty() || complete(in))) gossamer::detail::make_ready(std::exchange(waiter_, nullptr));
   }
   // The round fiber: true, with every other partition's report of `round`
-  // in `r` (and its inbox emptied for round + 2), once all of that round's
-  // batches are in; otherwise false, and the batch that completes them
-  // wakes the calling fiber, which must then suspend (kernel.hpp).
+  // in `r` (and its inbox emptied for round + kInboxes), once all of that
+  // round's pieces are in; otherwise false.
   bool take_reports(std::uint32_t round, Reports& r) {
-    Inbox& in = inbox_[round & 1];
-    if (!complete(in)) {
-      waiter_ = gossamer::detail::current_fiber();
-      waiting_for_ = round;
-      return false;
-    }
+    Inbox& in = inbox_[round % kInboxes];
+    if (!complete(in)) return false;
+    if (in.senders) clock_ = std::max(clock_, in.stamp + message_cost_);  // the round's end waits for the last of them
     r = in.reports;
     in = {};
     return true;
   }
+  // The round fiber, about to suspend: the next non-empty piece, or the one
+  // that completes a round, wakes it.
+  void wait_here() { waiter_ = gossamer::detail::current_fiber(); }
 
   // A batch of updates from another partition.
   void apply_updates(const std::vector<std::uint64_t>& batch) {
@@ -391,6 +442,17 @@ class Partition {
 
  private:
   std::uint32_t bucket_of(float d) const { return std::uint32_t(d / setup_.delta); }
+  // The light phase leaves bucket active_ half done: its vertices go back
+  // to its bucket.
+  void park() {
+    auto& q = buckets_[active_];
+    for (auto& sq : sub_) {
+      q.insert(q.end(), sq.begin(), sq.end());
+      sq.clear();
+    }
+    scan_from_ = std::min(scan_from_, active_);
+    active_ = kNoBucket;
+  }
   // d's sub-bucket within its bucket, for the light phase's order.
   std::uint32_t sub_of(float d) const {
     const float f = d / setup_.delta;
@@ -471,6 +533,7 @@ class Partition {
     std::uint32_t senders = 0;
     std::uint64_t expected = 0, received = 0;
     Reports reports;
+    std::uint64_t stamp = 0;  // the latest sender's chain among the last pieces
   };
   bool complete(const Inbox& in) const { return in.senders + 1 == setup_.parts && in.received == in.expected; }
 
@@ -495,11 +558,12 @@ class Partition {
   std::vector<float> relaxed_at_;          // distance at which the light arcs were last relaxed
   std::vector<std::uint32_t> settled_;     // vertices of the current bucket, for its heavy phase
   std::vector<std::uint8_t> in_settled_;
+  std::size_t heavy_keep_ = 0, heavy_next_ = 0;  // a heavy phase cut short: where it goes on
   std::vector<std::vector<std::uint32_t>> buckets_;
   std::uint32_t scan_from_ = 0;            // no live entry below this bucket
-  Inbox inbox_[2];                         // round r's batches and reports, by r % 2
-  gossamer::detail::Fiber* waiter_ = nullptr;  // the round fiber, suspended until round waiting_for_ is in
-  std::uint32_t waiting_for_ = 0;
+  static constexpr std::uint32_t kInboxes = 4;
+  Inbox inbox_[kInboxes];
+  gossamer::detail::Fiber* waiter_ = nullptr;
   float sent_min_ = kInf;                  // lowest distance sent in the current round
   static constexpr std::uint32_t kSub = 32;  // scale 18, 1 partition: light relaxations 7.0 M with 1, 3.5 M with 32
   std::uint32_t active_ = kNoBucket;       // the bucket the light phase is in, if any
@@ -515,6 +579,7 @@ class Partition {
   Summary stats_{};
   std::vector<RoundWork> round_work_;  // by round
   std::uint64_t clock_ = 0;            // the run's critical path to here (Summary::path)
+  std::uint64_t message_cost_ = kMessageCost;
 };
 
 // A Latch<Partition> is what host 0 entrusts. cereal finds this by

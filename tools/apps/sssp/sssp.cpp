@@ -8,7 +8,8 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--window 0] [--threads 4] [--skip-validation]
+//        [--delta 0.05] [--window 0] [--chunk 16384] [--message-cost 10000]
+//        [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
 //   sssp scale=14 edgefactor=16 hosts=2 threads=4 roots=64 time_s=... teps=... validated=yes ...
@@ -48,6 +49,8 @@ struct Params {
   // at scale 16 on 2 partitions
   float delta = 0.05f;
   std::size_t threads = 4;
+  std::uint64_t chunk = Tuning{}.chunk;  // light relaxations between sends (kernel.hpp)
+  std::uint64_t message_cost = kMessageCost;  // path='s price of a message, in relaxations
   std::uint32_t window = 0;  // light buckets per round; 0: 1 (SCALING.md: 2 cut rounds but cost wall-clock)
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
@@ -126,7 +129,7 @@ int drive(const Params& prm) {
     return 2;
   }
 
-  const std::uint32_t window = prm.window ? prm.window : 1;
+  const Tuning tuning{prm.window ? prm.window : 1, prm.chunk, prm.message_cost};
   Parts parts(nparts);
   const Built built = construct(parts, spec, prm.delta);
   Results res;
@@ -159,11 +162,11 @@ int drive(const Params& prm) {
     for (std::uint64_t e = 0; e < edges.size(); ++e) edges[e] = gen.edge(e);
   }
 
-  run_kernel(parts, roots[0], window);  // warm-up, untimed, as in the reference
+  run_kernel(parts, roots[0], tuning);  // warm-up, untimed, as in the reference
   Run first, total;  // the first root's run; counters summed over all roots
   bool valid = true;
   for (std::size_t i = 0; i < roots.size() && valid; ++i) {
-    const Run run = run_kernel(parts, roots[i], window);
+    const Run run = run_kernel(parts, roots[i], tuning);
     res.times.push_back(run.time_s);
     res.edges.push_back(double(run.edges()));
     if (i == 0) first = run;
@@ -236,6 +239,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e9));
   app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
+  app.add_option("--chunk", p.chunk, "relaxations between two sends of the light phase's updates (and two yields of the heavy phase)")
+      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
+  app.add_option("--message-cost", p.message_cost, "what waiting for a message adds to path=, in relaxations")
+      ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1) << 40));
   app.add_option("--threads", p.threads, "runtime threads in the whole rack, one partition each")
       ->check(CLI::Range(1, 4096));
   app.add_option("--roots", p.roots, "search keys, as the reference's NBFS")->check(CLI::Range(1, 1 << 20));
