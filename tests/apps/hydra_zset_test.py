@@ -48,6 +48,10 @@ def single_key(ports):
         ("ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"), ("ZRANGEBYSCORE", "z", "2", "(10", "LIMIT", "0", "-1"),
         ("ZRANGEBYSCORE", "z", "a", "b"), ("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "LIMIT", "1", "3", "WITHSCORES"),
         ("ZRANGEBYSCORE", "nokey", "0", "1"), ("ZRANGE", "nokey", "0", "-1"),
+        # an exclusive +inf minimum is empty (nothing is above +inf)
+        ("ZADD", "zinf", "inf", "a", "1", "b"), ("ZRANGEBYSCORE", "zinf", "(inf", "+inf"),
+        ("ZCOUNT", "zinf", "(inf", "+inf"), ("ZREMRANGEBYSCORE", "zinf", "(inf", "+inf"), ("ZCARD", "zinf"),
+        ("ZRANGEBYSCORE", "zinf", "-inf", "(-inf"), ("ZCOUNT", "zinf", "(1", "inf"),
         ("ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e"), ("ZRANGEBYLEX", "lex", "-", "+"),
         ("ZRANGEBYLEX", "lex", "[b", "(d"), ("ZRANGEBYLEX", "lex", "(a", "[z", "LIMIT", "1", "2"),
         ("ZREVRANGEBYLEX", "lex", "+", "[c"), ("ZRANGEBYLEX", "lex", "b", "d"), ("ZLEXCOUNT", "lex", "[b", "+"),
@@ -112,7 +116,10 @@ def sort_checks(ports, shards):
             ("SORT", "l", "BY", "w_*", "GET", "v_*", "STORE", "dst"), ("LRANGE", "dst", "0", "-1"),
             ("SORT", "nokey", "STORE", "dst"), ("EXISTS", "dst"), ("SORT_RO", "l", "DESC"), ("SORT_RO", "l", "STORE", "x"),
             ("SORT", "l", "FOO"), ("SORT", "l", "LIMIT", "x", "1"), ("SET", "str", "v"), ("SORT", "str"),
-            ("RPUSH", "bad", "a", "1"), ("SORT", "bad"), ("SORT", "bad", "ALPHA"), ("SORT", "l", "BY", "h_*->f", "ALPHA")]
+            ("RPUSH", "bad", "a", "1"), ("SORT", "bad"), ("SORT", "bad", "ALPHA"), ("SORT", "l", "BY", "h_*->f", "ALPHA"),
+            # LIMIT's start and count near LLONG_MAX: clamped, no overflow
+            ("SORT", "l", "LIMIT", "1", "9223372036854775807"), ("SORT", "l", "LIMIT", "9223372036854775807", "1"),
+            ("SORT", "l", "LIMIT", "2", "9223372036854775807", "STORE", "dst"), ("LRANGE", "dst", "0", "-1")]
     assert len(w) >= 2
     raw_both(ports, cmds, "SORT, RESP2")
     raw_both(ports, [("HELLO", "3")] + cmds, "SORT, RESP3")
@@ -149,6 +156,37 @@ def blocking(ports, servers, shards):
             got.append(out)
         check(got[0] == got[1] and len(got[0]) == 1 and got[0][0] is not None, f"{what}: hydra as redis-server",
               f"hydra {got[0]!r}, redis-server {got[1]!r}")
+
+
+def mixed_waiters(servers, shards):
+    """A BLPOP first in line on a key does not hold back a BZPOPMIN behind
+    it once the key holds a sorted set: Redis serves the waiters whose kind
+    matches the key's type, in order, and the BLPOP just times out."""
+    a = keys_on_distinct_shards("mx", shards)[0]
+    got = []
+    for r in servers:
+        r.delete(a)
+        port = r.connection_pool.connection_kwargs["port"]
+        outs = {}
+
+        def run(name, *cmd):
+            outs[name] = redis.Redis(port=port, socket_timeout=20).execute_command(*cmd)
+
+        t1 = threading.Thread(target=run, args=("blpop", "BLPOP", a, "2"))
+        t1.start()
+        time.sleep(0.3)
+        t2 = threading.Thread(target=run, args=("bz", "BZPOPMIN", a, "5"))
+        t2.start()
+        time.sleep(0.3)
+        t0 = time.time()
+        r.zadd(a, {"m": 3})
+        t2.join(10)
+        waited = time.time() - t0
+        t1.join(10)
+        got.append((outs.get("bz"), outs.get("blpop"), waited < 1.5))
+    check(got[0] == got[1] and got[0][0] is not None and got[0][2],
+          "a BZPOPMIN behind a BLPOP on the same key is served by ZADD at once, as on redis-server",
+          f"hydra {got[0]!r}, redis-server {got[1]!r}")
 
 
 def keyspace(servers):
@@ -258,6 +296,7 @@ def main():
         multi_key(ports, 4)
         sort_checks(ports, 4)
         blocking(ports, clients(ports), 4)
+        mixed_waiters(clients(ports), 4)
         keyspace(clients(ports))
         concurrency([("127.0.0.1", ports[0])], 4)
     return finish()

@@ -217,14 +217,21 @@ void serve_key(Shard& s, const std::string& key) noexcept {
       if (std::find(s.ready.begin(), s.ready.end(), key) == s.ready.end()) s.ready.push_back(key);
       return;
     }
-    for (;;) {
+    // In blocking order, skipping waiters of the other kind (a list waiter
+    // on a key that now holds a sorted set, or the reverse), as Redis
+    // serves only the clients whose blocking type matches the key's.
+    for (std::size_t i = 0;;) {
       auto b = s.blocked.find(key);
-      if (b == s.blocked.end() || b->second.empty()) return;
-      bool wrong;
-      const BlockedOn w = b->second.front();
+      if (b == s.blocked.end() || i >= b->second.size()) return;
+      bool wrong = false;
+      const BlockedOn w = b->second[i];
       std::vector<std::string> popped = pop_key(s, key, w.where, w.count, wrong);
-      if (popped.empty()) return;  // empty, or a waiter of the other kind (list / sorted set) first in line
-      forget_waiter(s, w.id);
+      if (popped.empty()) {
+        if (!wrong) return;  // the key is empty or gone
+        ++i;                 // the other kind: the next waiter may match
+        continue;
+      }
+      forget_waiter(s, w.id);  // out of this queue: index i names the next one
       tl_served.push_back(Served{w.id, key, std::move(popped), w.where});
     }
   } catch (...) {

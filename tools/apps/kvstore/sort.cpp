@@ -143,8 +143,10 @@ bool Loop::execute_sort(std::uint32_t slot, const std::string& name, Pending& p,
     if (dontsort && d.type != Dump::kSet && o->desc) std::reverse(elems->begin(), elems->end());
     // LIMIT's window (sortCommandGeneric's start/end)
     const long long len = static_cast<long long>(elems->size());
-    long long start = o->limited ? std::max(0LL, o->start) : 0;
-    long long end = o->limited && o->count >= 0 ? start + o->count - 1 : len - 1;
+    // (start and count clamped to the length first: LIMIT 5 LLONG_MAX must
+    // not overflow start + count)
+    long long start = o->limited ? std::min(std::max(0LL, o->start), len) : 0;
+    long long end = o->limited && o->count >= 0 ? start + std::min(o->count, len) - 1 : len - 1;
     if (start >= len) start = len - 1, end = len - 2;
     if (end >= len) end = len - 1;
     // The keys the patterns read: BY's (when sorting), then each GET's.

@@ -96,6 +96,8 @@ std::pair<std::size_t, std::size_t> bounds(const ZSet& z, const Query& q) {
   if (n == 0) return {0, 0};
   std::size_t first = 0, last = n;
   if (q.by == Query::kScore) {
+    // (+inf: nothing is above +inf, and nextafter(+inf) is +inf itself
+    if (q.score.minex && q.score.min == INFINITY) return {n, n};
     const double lo = q.score.minex ? std::nextafter(q.score.min, INFINITY) : q.score.min;
     first = z.tree.order_of_key({lo, std::string_view()});
     if (!(q.score.max == INFINITY && !q.score.maxex)) {
