@@ -450,7 +450,9 @@ void Loop::evict(std::uint32_t slot, Connection& c, std::size_t owed, const char
 // the host; when the host's total is over the bound, this loop disconnects
 // its connections owed the most (at least 64 KiB each, not CLIENT NO-EVICT)
 // until the total fits. Clients that read their replies owe little and are
-// never chosen while slower ones hold more. Run every 1024 rounds.
+// never chosen while slower ones hold more. Run every 1024 rounds, and in
+// a round whose flushes left a connection's backlog 64 KiB larger than at
+// its last check (Loop::flush).
 void Loop::bound_replies() {
   if (!g_config.max_reply_memory) return;
   std::size_t mine = 0;

@@ -86,7 +86,7 @@ void map(std::string& out, std::size_t n, bool resp3);  // %n or *2n, then n key
 void verbatim(std::string& out, std::string_view s, bool resp3);  // =len txt:s, or a bulk
 void null_array(std::string& out, bool resp3);       // _ or *-1 (EXEC after a WATCHed key changed)
 void set(std::string& out, std::size_t n, bool resp3);  // ~n or *n, then n values (SMEMBERS, SINTER...)
-void push(std::string& out, std::size_t n, bool resp3);
-void dbl(std::string& out, std::string_view text, bool resp3);  // ,text or a bulk (a score: "inf", %.17g)  // >n or *n, then n values (pub/sub messages)
+void push(std::string& out, std::size_t n, bool resp3);  // >n or *n, then n values (pub/sub messages)
+void dbl(std::string& out, std::string_view text, bool resp3);  // ,text or a bulk (a score: "inf", %.17g)
 
 }  // namespace hydra::resp

@@ -184,6 +184,7 @@ struct Connection {
   std::uint64_t base = 0;
   std::string out;
   std::size_t written = 0;
+  std::size_t checked_owed = 0;  // unsent bytes when the last flush asked for a reply-bound check
   // Bytes of shard answers already in `pending` replies (not yet in `out`):
   // counted against max_output with the unsent output, so a client that
   // pipelines GETs of large values and never reads cannot grow us without
