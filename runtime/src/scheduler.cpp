@@ -116,10 +116,13 @@ void Worker::loop() {
     // Everything quiescence reads changes only in an iteration that worked;
     // idle ones publish the cycle counters every kIdlePublish iterations.
     if (worked || (idle_streak_ + 1) % kIdlePublish == 0) publish_counters();
-    idle_backoff(worked);
-    if (!worked) {  // pausing, yielding the core, or asleep
+    // Pausing, yielding the core or asleep is idle; when the look for work
+    // before a sleep found some, doing it was busy (serve_cycles counts the
+    // batches it served, and must stay within busy_cycles).
+    const bool found = idle_backoff(worked);
+    if (!worked) {
       last = cycles();
-      idle_cycles_ += last - now;
+      (found ? busy_cycles_ : idle_cycles_) += last - now;
     }
   }
   publish_counters();
@@ -155,23 +158,23 @@ void Worker::publish_counters() {
   pub.activity.store(activity_, std::memory_order_release);
 }
 
-void Worker::idle_backoff(bool worked) {
+bool Worker::idle_backoff(bool worked) {
   // Activity counts what can create work (fibers, requests, completions),
   // where it happens; serving a request or polling does not bump it, so
   // that rack probes, which are served like requests, leave it unchanged.
   if (worked) {
     idle_streak_ = 0;
-    return;
+    return false;
   }
   ++idle_streak_;
   if (rt_.busy_polling() || idle_streak_ < kSpinIterations) {
     cpu_relax();
-    return;
+    return false;
   }
   if (idle_streak_ == kSpinIterations) yield_until_ = std::chrono::steady_clock::now() + kYieldWindow;
   if (std::chrono::steady_clock::now() < yield_until_) {
     ::sched_yield();
-    return;
+    return false;
   }
   // Sleep. Announce it first, then look for work once more: a thread that
   // hands us work publishes it, fences, then reads wake_word_ (Dekker), so
@@ -182,13 +185,14 @@ void Worker::idle_backoff(bool worked) {
     wake_word_->store(0, std::memory_order_relaxed);
     idle_streak_ = 0;
     publish_counters();  // what it found may have changed what quiescence reads
-    return;
+    return found;
   }
   publish_counters();  // the last idle cycles, before sleeping
   // Worker 0 re-checks quiescence on its own after the timeout.
   timespec ts{0, kSleepNanos};
   futex(wake_word_, shared_wake_ ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, 1, &ts);
   wake_word_->store(0, std::memory_order_relaxed);
+  return false;
 }
 
 void Worker::wake() {

@@ -220,7 +220,9 @@ class Worker {
   // client.cpp; min_batch: a channel to this host with fewer queued
   // requests is not flushed (between fibers: kEagerBatch)
   bool flush_and_poll(std::uint32_t min_batch = 1);
-  void idle_backoff(bool worked);
+  // Spin, yield or sleep after a pass that found nothing; true when the
+  // look for work before a sleep found some (and did it) instead.
+  bool idle_backoff(bool worked);
   bool flush(ThreadId to);
   bool poll_responses(ThreadId to, std::uint32_t min_batch = 1);
   // flush_and_poll sends the channel's queue now (its slot is free).
