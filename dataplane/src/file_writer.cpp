@@ -24,12 +24,21 @@ std::string FileWriter::write_now(const std::string& path, const std::string& te
     if (n <= 0) {
       const std::string err = "write " + tmp + ": " + std::strerror(n < 0 ? errno : EIO);
       ::close(fd);
+      ::unlink(tmp.c_str());  // no partial file left behind
       return err;
     }
     done += std::size_t(n);
   }
-  if (::close(fd) != 0) return "close " + tmp + ": " + std::strerror(errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return "rename " + tmp + ": " + std::strerror(errno);
+  if (::close(fd) != 0) {
+    const std::string err = "close " + tmp + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = "rename " + tmp + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return err;
+  }
   return "";
 }
 

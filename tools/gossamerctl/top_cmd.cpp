@@ -231,11 +231,11 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   else if (is(s, kCqPolls)) v.cq_polls.add(d);
   else if (is(s, kQpErrors)) v.qp_errors.add(d);
   else if (is(s, kPortRx) || is(s, kPortTx)) {
-    if (auto port = s.label("port"); port && v.ports.size() < 64)
+    if (auto port = s.label("port"); port && (v.ports.count(std::string(*port)) || v.ports.size() < 64))
       (is(s, kPortRx) ? v.ports[std::string(*port)].rx : v.ports[std::string(*port)].tx).add(d);
   } else if (s.name == kPortPeer) {
     auto port = s.label("port"), peer = s.label("peer");
-    if (port && peer && v.ports.size() < 64) v.ports[std::string(*port)].peers.push_back(std::string(*peer));
+    if (port && peer && (v.ports.count(std::string(*port)) || v.ports.size() < 64)) v.ports[std::string(*port)].peers.push_back(std::string(*peer));
   } else {
     for (std::size_t i = 0; i < std::size(kStages); ++i)
       if (is(s, kStages[i])) v.stages[i].add(d);
