@@ -65,8 +65,10 @@ constexpr std::uint64_t kYieldUs = 2'000;
 }  // namespace
 
 void Dataplane::run(const std::atomic<bool>& stop) {
-  // Before core 0 is placed: the writer keeps the main thread's CPUs (the
-  // whole mask), and yields to the polling cores where they share a CPU.
+  // Before core 0 is placed: the writer inherits the main thread's CPUs,
+  // the whole mask unless dataplane.eal_args pinned the main thread (-l,
+  // -c, --lcores: then it shares core 0's CPU), and at nice 10 yields to
+  // the polling cores where they share a CPU.
   files_.start([] {
     ::pthread_setname_np(::pthread_self(), "gsm-files");
     ::setpriority(PRIO_PROCESS, ::gettid(), 10);
