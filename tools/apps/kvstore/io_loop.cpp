@@ -527,15 +527,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
       c.out.erase(0, c.written);
       c.written = 0;
     }
-    // --max-reply-memory: a backlog of 64 KiB or more asks for a check this
-    // round, again each time it has grown by another 64 KiB (not every
-    // flush: the check scans every connection of the loop).
-    if (const std::size_t unsent = c.out.size() - c.written; unsent < c.checked_owed) {
-      c.checked_owed = unsent;
-    } else if (unsent >= c.checked_owed + (64u << 10)) {
-      c.checked_owed = unsent;
-      reply_check_ = true;
-    }
+    note_backlog(c);  // --max-reply-memory (pubsub.cpp)
     blocked = blocked && c.out.empty() && can_execute(c);
   }
   // Done: asked to close (QUIT, protocol error) or the peer stopped sending,

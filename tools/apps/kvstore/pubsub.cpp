@@ -446,13 +446,31 @@ void Loop::evict(std::uint32_t slot, Connection& c, std::size_t owed, const char
   close_connection(slot);
 }
 
+namespace {
+// A connection owed less is never disconnected for --max-reply-memory.
+constexpr std::size_t kMinEvictable = 64u << 10;
+}  // namespace
+
+// After a flush: a backlog of kMinEvictable or more asks for a
+// bound_replies this round, again each time it has grown by another
+// kMinEvictable (not on every flush: bound_replies scans every connection
+// of the loop).
+void Loop::note_backlog(Connection& c) {
+  const std::size_t unsent = c.out.size() - c.written;
+  if (unsent < c.checked_owed) {
+    c.checked_owed = unsent;
+  } else if (unsent >= c.checked_owed + kMinEvictable) {
+    c.checked_owed = unsent;
+    reply_check_ = true;
+  }
+}
+
 // --max-reply-memory: this loop's connections' owed replies, published for
 // the host; when the host's total is over the bound, this loop disconnects
 // its connections owed the most (at least 64 KiB each, not CLIENT NO-EVICT)
 // until the total fits. Clients that read their replies owe little and are
 // never chosen while slower ones hold more. Run every 1024 rounds, and in
-// a round whose flushes left a connection's backlog 64 KiB larger than at
-// its last check (Loop::flush).
+// a round whose flushes grew a backlog (note_backlog).
 void Loop::bound_replies() {
   if (!g_config.max_reply_memory) return;
   std::size_t mine = 0;
@@ -462,7 +480,7 @@ void Loop::bound_replies() {
     if (!c || c->fd < 0) continue;
     const std::size_t owed = c->out.size() - c->written + c->reply_bytes;
     mine += owed;
-    if (owed >= (64u << 10) && !c->no_evict) big.emplace_back(owed, slot);
+    if (owed >= kMinEvictable && !c->no_evict) big.emplace_back(owed, slot);
   }
   g_owed[local_index_].value.store(mine, std::memory_order_relaxed);
   std::size_t total = 0;

@@ -364,6 +364,7 @@ class Loop {
   std::string client_info(std::uint32_t slot, const Connection& c, std::size_t current_request) const;
   void silence(Connection& c, std::size_t first);
   void bound_replies();
+  void note_backlog(Connection& c);
   // memory.cpp
   void check_memory(std::chrono::steady_clock::time_point now);
   bool oom_refused(Connection& c, const std::string& name);
