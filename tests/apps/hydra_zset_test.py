@@ -88,6 +88,9 @@ def multi_key(ports, shards):
         ("ZDIFF", "2", b, a, "WITHSCORES"), ("ZINTERCARD", "2", a, b), ("ZINTERCARD", "2", a, b, "LIMIT", "1"),
         ("ZINTERCARD", "2", a, b, "LIMIT", "-1"), ("ZINTERCARD", "0", a), ("ZUNION", "3", a, b),
         ("ZUNION", "x", a), ("ZUNIONSTORE", d, "1", a, "WEIGHTS", "x"), ("ZUNIONSTORE", d, "1", a, "AGGREGATE", "avg"),
+        # weights read as scores are (getDoubleFromObject): out of range, leading space, exponents
+        ("ZUNION", "1", a, "WEIGHTS", "1e999", "WITHSCORES"), ("ZUNION", "1", a, "WEIGHTS", " 1"),
+        ("ZUNION", "1", a, "WEIGHTS", "2e0", "WITHSCORES"),
         ("ZUNIONSTORE", d, "1", a, "WITHSCORES"), ("ZDIFF", "1", a, "WEIGHTS", "2"), ("ZUNION", "2", a, "str"),
         ("ZUNION", "2", "str", a, "FOO"), ("ZRANGESTORE", d, a, "1", "-1"), ("ZRANGE", d, "0", "-1", "WITHSCORES"),
         ("ZRANGESTORE", d, b, "(10", "+inf", "BYSCORE", "LIMIT", "0", "1"), ("ZRANGE", d, "0", "-1", "WITHSCORES"),

@@ -22,6 +22,16 @@ std::string format_score(double d) {
   return std::string(buf, std::size_t(n));
 }
 
+// Redis's getDoubleFromObject (zset.hpp).
+bool parse_score(const std::string& t, double& d) {
+  if (t.empty() || t.size() > 5120 || std::isspace(static_cast<unsigned char>(t[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || std::isnan(d)) return false;
+  return !(errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || d == 0));
+}
+
 namespace {
 
 std::mt19937_64& tl_rng() {
@@ -36,16 +46,6 @@ constexpr const char* kSyntax = "ERR syntax error";
 Reply of_kind(std::uint8_t kind, std::int64_t n = 0, std::string s = {}) { return Reply{kind, n, std::move(s), {}, {}}; }
 Reply error(std::string text) { return of_kind(Reply::kError, 0, std::move(text)); }
 Reply integer(std::int64_t n) { return of_kind(Reply::kInt, n); }
-
-// Redis's getDoubleFromObject: the whole text, no leading space, no NaN.
-bool parse_score(const std::string& t, double& d) {
-  if (t.empty() || t.size() > 5120 || std::isspace(static_cast<unsigned char>(t[0]))) return false;
-  char* end = nullptr;
-  errno = 0;
-  d = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size() || std::isnan(d)) return false;
-  return !(errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || d == 0));
-}
 
 // ZRANGEBYSCORE's bounds: "(x" exclusive, else inclusive (zslParseRange).
 struct ScoreRange {

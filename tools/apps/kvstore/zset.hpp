@@ -76,5 +76,8 @@ struct ZSet {
 
 // Redis 7.0's addReplyDouble text: "inf", "-inf", else %.17g.
 std::string format_score(double d);
+// A score or weight as Redis's getDoubleFromObject reads it: the whole
+// text, no leading space, not NaN, not out of range.
+bool parse_score(const std::string& t, double& d);
 
 }  // namespace hydra

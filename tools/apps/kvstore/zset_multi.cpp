@@ -24,14 +24,6 @@ constexpr auto restore_closure = [](Shard& s, std::string key, Dump d, bool repl
 };
 constexpr auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
 
-bool parse_double(std::string_view t, double& d) {
-  const std::string s(t);
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
-  char* end = nullptr;
-  d = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size() && !std::isnan(d);
-}
-
 // One input: a set (scores 1) or a sorted set, as member -> score.
 using Input = std::unordered_map<std::string, double>;
 Input input_of(const Dump& d) {
@@ -226,7 +218,7 @@ bool Loop::execute_zset_multi(std::uint32_t slot, const std::string& name, Pendi
       const std::size_t remaining = o.size() - j;
       if (op != 'd' && !card && remaining >= n + 1 && w == "weights") {
         for (std::size_t i = 0; i < n; ++i)
-          if (!parse_double(o[++j], weights[i])) return fail("ERR weight value is not a float");
+          if (!parse_score(std::string(o[++j]), weights[i])) return fail("ERR weight value is not a float");
       } else if (op != 'd' && !card && remaining >= 2 && w == "aggregate") {
         const std::string a = resp::lower(o[++j]);
         if (a == "sum") agg = Agg::kSum;
