@@ -65,6 +65,9 @@ class Daemon {
     std::shared_ptr<TcpLink> link;  // authenticated
     bool up = false;
     Clock::time_point last_heard{};
+    // absent_ when last_heard was set: what this daemon's own absence since
+    // then is (heartbeat_tick), granted to the peer as grace.
+    Clock::duration absent_at_heard{};
     Heartbeat last;
     std::unique_ptr<asio::steady_timer> redial;
     bool dialing = false;
@@ -167,6 +170,11 @@ class Daemon {
   asio::steady_timer heartbeat_timer_;
   std::vector<Peer> peers_;
   std::uint64_t heartbeat_seq_ = 0;
+  // When the next heartbeat tick is due, and the sum of the ticks' lateness
+  // (those more than an interval late): time this daemon did not run
+  // (stopped, descheduled, its loop held up), which no peer is blamed for.
+  Clock::time_point heartbeat_due_{};
+  Clock::duration absent_{};
 
   std::map<std::string, std::shared_ptr<Run>> runs_;
   // Authenticated bulk connections for runs not known here yet, oldest

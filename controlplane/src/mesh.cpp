@@ -165,6 +165,7 @@ void Daemon::peer_authenticated(std::uint32_t h, std::shared_ptr<TcpLink> link) 
   p.dialing = false;
   p.up = true;
   p.last_heard = Clock::now();
+  p.absent_at_heard = absent_;
   spdlog::info("{} is up", host_name(h));
   publish_view();
   Heartbeat hb;
@@ -210,26 +211,59 @@ void Daemon::peer_down(std::uint32_t h, const std::string& why) {
   if (h > self_) schedule_redial(h);
 }
 
+// A peer is down when it has been silent for heartbeat_timeout_ms of the
+// time this daemon ran. When this daemon itself did not run (stopped,
+// descheduled on a loaded machine, its loop held up), the timer fires first
+// when it runs again, before the io_context has read the heartbeats that
+// waited in the sockets meanwhile: judging then blamed the peers for our own
+// absence (both gossamerds of a loaded rack in a box once declared each other
+// down at once). So a tick more than an interval late adds its lateness to
+// absent_, which is taken off every peer's silence; and a peer whose socket
+// holds bytes we have not read yet is judged at the next tick, once they are.
+// A peer that really stops is still declared down within the timeout of the
+// time we run (see controlplane/README.md, "Heartbeats").
 void Daemon::heartbeat_tick() {
   publish_view();
   const auto now = Clock::now();
+  const auto interval = std::chrono::milliseconds(cfg_.controlplane.heartbeat_interval_ms);
+  const auto timeout = std::chrono::milliseconds(cfg_.controlplane.heartbeat_timeout_ms);
+  if (heartbeat_due_ != Clock::time_point{} && now - heartbeat_due_ > interval) {
+    const auto late = now - heartbeat_due_;
+    absent_ += late;
+    const auto late_ms = std::chrono::duration_cast<std::chrono::milliseconds>(late).count();
+    if (late * 2 >= timeout)
+      spdlog::warn("heartbeat tick {} ms late (this gossamerd did not run); that time is not held against peers",
+                   late_ms);
+    else
+      spdlog::debug("heartbeat tick {} ms late; that time is not held against peers", late_ms);
+  }
   Heartbeat hb;
   hb.seq = ++heartbeat_seq_;
   hb.dataplane = std::uint8_t(dataplane_state_);
   hb.dataplane_restarts = dataplane_restarts_;
   hb.instances = local_instances();
-  const auto timeout = std::chrono::milliseconds(cfg_.controlplane.heartbeat_timeout_ms);
   for (std::uint32_t h = 0; h < hosts_; ++h) {
     auto& p = peers_[h];
     if (!p.link || !p.up) continue;
-    if (now - p.last_heard > timeout) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_heard).count();
-      peer_down(h, "stopped answering heartbeats (last one " + std::to_string(ms) + " ms ago)");
-      continue;
+    const auto silent = (now - p.last_heard) - (absent_ - p.absent_at_heard);
+    if (silent > timeout) {
+      boost::system::error_code ec;
+      const std::size_t unread = p.link->socket().available(ec);
+      if (ec || unread == 0) {
+        auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+        std::string why = "stopped answering heartbeats (last one " + std::to_string(ms(now - p.last_heard)) + " ms ago";
+        if (absent_ != p.absent_at_heard)
+          why += ", " + std::to_string(ms(absent_ - p.absent_at_heard)) + " ms of which this gossamerd did not run";
+        peer_down(h, why + ")");
+        continue;
+      }
+      spdlog::debug("{}: silent for {} ms, but {} bytes from it wait unread; judged at the next tick", host_name(h),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(), unread);
     }
     p.link->send(Type::kHeartbeat, hb);
   }
-  heartbeat_timer_.expires_after(std::chrono::milliseconds(cfg_.controlplane.heartbeat_interval_ms));
+  heartbeat_due_ = Clock::now() + interval;
+  heartbeat_timer_.expires_at(heartbeat_due_);
   heartbeat_timer_.async_wait([this](boost::system::error_code e) {
     if (!e && !shutting_down_) heartbeat_tick();
   });
@@ -238,6 +272,7 @@ void Daemon::heartbeat_tick() {
 void Daemon::on_peer_message(std::uint32_t h, Type t, std::string_view body) {
   auto& p = peers_[h];
   p.last_heard = Clock::now();
+  p.absent_at_heard = absent_;
   if (t == Type::kHeartbeat) publish_view();  // the heartbeat age starts again
   auto bad = [&] {
     ++protocol_errors_;
