@@ -175,6 +175,7 @@ class Daemon {
   // (stopped, descheduled, its loop held up), which no peer is blamed for.
   Clock::time_point heartbeat_due_{};
   Clock::duration absent_{};
+  std::size_t log_lines_dropped_ = 0;  // by the logger's queue (main.cpp), as last reported
 
   std::map<std::string, std::shared_ptr<Run>> runs_;
   // Authenticated bulk connections for runs not known here yet, oldest

@@ -11,6 +11,7 @@
 #include <gossamer/config.hpp>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
+#include <spdlog/async.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -61,7 +62,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   gossamer::config::Config cfg = std::move(result).config();
-  spdlog::set_default_logger(spdlog::stderr_color_mt("gossamerd"));
+  // Log lines are written by a thread of their own: a slow stderr (a pipe
+  // nobody drains, a busy journal, a log file on a disk that throttles its
+  // writers) must not hold the io thread, which sends and judges heartbeats
+  // (README.md, "Heartbeats"). When 8192 lines wait, the oldest are dropped;
+  // heartbeat_tick says how many.
+  spdlog::init_thread_pool(8192, 1);
+  spdlog::set_default_logger(std::make_shared<spdlog::async_logger>(
+      "gossamerd", std::make_shared<spdlog::sinks::stderr_color_sink_mt>(), spdlog::thread_pool(),
+      spdlog::async_overflow_policy::overrun_oldest));
+  struct FlushLogs {
+    ~FlushLogs() { spdlog::shutdown(); }  // writes what waits, on every return below
+  } flush_logs;
   spdlog::set_pattern("[%H:%M:%S.%e] gossamerd[%P] " + cfg.self().name + " %l: %v");
 
   std::string key, error;

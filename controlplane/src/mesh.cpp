@@ -1,5 +1,6 @@
 // The mesh: the authenticated TCP connection to every other host's gossamerd
 // (the lower index dials), heartbeats, and a peer's messages.
+#include <spdlog/async.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon.hpp"
@@ -236,6 +237,13 @@ void Daemon::heartbeat_tick() {
                    late_ms);
     else
       spdlog::debug("heartbeat tick {} ms late; that time is not held against peers", late_ms);
+  }
+  if (auto pool = spdlog::thread_pool()) {
+    const std::size_t dropped = pool->overrun_counter();
+    if (dropped != log_lines_dropped_)
+      spdlog::warn("{} log lines dropped: stderr was not written as fast as gossamerd logged",
+                   dropped - log_lines_dropped_);
+    log_lines_dropped_ = dropped;
   }
   Heartbeat hb;
   hb.seq = ++heartbeat_seq_;
