@@ -35,6 +35,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   for (auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
   ev.push_back(nullptr);
   const pid_t parent = ::getpid();
+  const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = ::fork();
   if (pid < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
@@ -85,6 +86,10 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   do n = ::read(status_pipe[0], msg, sizeof msg);  // EOF on a successful exec
   while (n < 0 && errno == EINTR);
   ::close(status_pipe[0]);
+  // Nothing else runs meanwhile: heartbeats wait (README.md, "Heartbeats").
+  if (const auto held = std::chrono::steady_clock::now() - t0; held >= kSlowSpawn)
+    spdlog::warn("starting {} held gossamerd's loop {} ms (fork until exec)", argv[0],
+                 std::chrono::duration_cast<std::chrono::milliseconds>(held).count());
   if (n > 0) {
     *error = std::string(msg, std::size_t(n));
     ::waitpid(pid, nullptr, 0);

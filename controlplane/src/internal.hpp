@@ -25,6 +25,7 @@ inline constexpr auto kDataplaneStable = std::chrono::seconds(10);
 inline constexpr std::size_t kOutputBacklog = 8u << 20;  // pause an instance's pipes above this
 inline constexpr std::size_t kCtlBacklogLimit = 64u << 20;  // gossamerctl not reading: fail the run
 inline constexpr std::size_t kHashChunk = 4u << 20;         // bytes hashed between other work
+inline constexpr auto kSlowSpawn = std::chrono::milliseconds(100);  // logged: spawn() held the loop
 inline constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 // A host that is not the origin gives up on its bulk connections this long
 // after the Prepare, and says which one is missing: before the origin's
@@ -44,7 +45,8 @@ std::string describe_exit(int code, int sig);
 // with this daemon. Of the other descriptors it keeps `keep` (>= 3) only.
 // With `as`, the child takes that user's groups, gid and uid (run_as.hpp
 // become) before anything else it does. Returns the pid, or -1 with *error.
-// (children.cpp)
+// It waits, on the io thread, until the child has called exec (or failed);
+// a wait of kSlowSpawn or more is logged. (children.cpp)
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
             int out_fd, int err_fd, bool own_group, const std::vector<int>& keep, const RunAs* as,
             std::string* error);
