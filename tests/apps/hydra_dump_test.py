@@ -20,6 +20,10 @@
 3. Robustness: 3000 random corruptions of real payloads (bytes flipped,
    cut, inserted; the CRC made right) sent to Hydra: each answers OK or
    an error, and Hydra is still up after.
+4. `hydra_dump_test.py rack HOST:PORT HOST:PORT` (hydra_test.py's rack
+   part runs it): DUMP through one host, RESTORE through the other into a
+   key on every shard of both hosts, both ways; BUSYKEY and Bad data
+   format through the host that does not own the key.
 Exits 77 (skip) without redis-py or redis-server.
 """
 import os
@@ -28,7 +32,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hydra_pair import check, clients, finish, keys_on_distinct_shards, pair, raw_both  # noqa: E402
+from hydra_pair import check, clients, finish, keys_on_distinct_shards, pair, raw_both, redis  # noqa: E402
 
 
 def crc64(data):
@@ -220,7 +224,46 @@ def corruptions(ports):
     check(h.ping(), "hydra is up after 3000 corrupted payloads")
 
 
+def rack(addrs):
+    """On a 2-host rack (hydra_test.py's rack part): values of every type
+    dumped through one host and restored through the other into a key on
+    every shard (so across hosts both ways: the value travels to the
+    target's trustee serialized), compared; BUSYKEY and a corrupted payload
+    through the host that does not own the key."""
+    h0, h1 = (redis.Redis(host=h, port=p, socket_timeout=30) for h, p in addrs)
+    shards = int(h0.info("server").get("gossamer_shards", 4))
+    targets = keys_on_distinct_shards("rt", shards)
+    h0.flushall()
+    for cmds in setups().values():
+        for cmd in cmds:
+            h0.execute_command(*cmd)
+    for name in setups():
+        for src, dst, how in ((h0, h1, "host 0 to host 1"), (h1, h0, "host 1 to host 0")):
+            dumped = src.dump(name)
+            ok = True
+            for t in targets:
+                dst.restore(t, 0 if name != "ttl" else 50000, dumped, replace=True)
+                ok = ok and value_of(src, t) == value_of(src, name)
+            check(ok, f"rack: DUMP of {name} restored {how} into a key on each of {shards} shards")
+    for t in targets:
+        for c in (h0, h1):
+            try:
+                got = c.restore(t, 0, h0.dump("s_short"))
+            except redis.exceptions.ResponseError as e:
+                got = str(e)
+            check(str(got).endswith("Target key name already exists."), f"rack: RESTORE of an existing {t} is BUSYKEY", repr(got))
+            try:
+                got = c.restore(t, 0, payload(b"\x01\x00"), replace=True)
+            except redis.exceptions.ResponseError as e:
+                got = str(e)
+            check(got == "Bad data format" and c.exists(t) == 1, f"rack: an empty list's payload for {t}: Bad data format",
+                  repr(got))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "rack":
+        rack([(h, int(p)) for h, p in (a.rsplit(":", 1) for a in sys.argv[2:4])])
+        return finish()
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     with pair(build, threads=4, redis_args=("--enable-debug-command", "yes")) as ports:
         raw_checks(ports, 4)
