@@ -24,10 +24,15 @@
    part runs it): DUMP through one host, RESTORE through the other into a
    key on every shard of both hosts, both ways; BUSYKEY and Bad data
    format through the host that does not own the key.
+5. The payloads of Redis's own tests/integration/corrupt-dump.tcl (when
+   redis-tests has fetched the suite): each answered as redis-server with
+   sanitize-dump-payload yes answers it.
 Exits 77 (skip) without redis-py or redis-server.
 """
+import glob
 import os
 import random
+import re
 import struct
 import sys
 
@@ -224,6 +229,44 @@ def corruptions(ports):
     check(h.ping(), "hydra is up after 3000 corrupted payloads")
 
 
+def redis_corpus(ports):
+    """The payloads of Redis's own tests/integration/corrupt-dump.tcl (most
+    of them corrupt: listpacks, ziplists, intsets, quicklists, streams), if
+    redis-tests has fetched the suite: Hydra must answer each as
+    redis-server does with sanitize-dump-payload yes (deep checks)."""
+    cache = os.environ.get("GOSSAMER_CACHE", os.path.expanduser("~/.cache/gossamer"))
+    found = sorted(glob.glob(os.path.join(cache, "redis-*", "tests", "integration", "corrupt-dump.tcl")))
+    if not found:
+        print(f"note: no Redis test suite in {cache} (tools/apps/kvstore/redis-tests --fetch-only): "
+              "corrupt-dump.tcl's payloads not tried")
+        return
+    payloads = []
+    for m in re.finditer(r'restore \S+ 0 "((?:\\x[0-9A-Fa-f]{2}|[^"\\])*)"', open(found[-1]).read()):
+        text, b, i = m.group(1), bytearray(), 0
+        while i < len(text):
+            if text.startswith("\\x", i):
+                b.append(int(text[i + 2:i + 4], 16))
+                i += 4
+            else:
+                b.append(ord(text[i]))
+                i += 1
+        payloads.append(bytes(b))
+    h, r = clients(ports)
+    r.config_set("sanitize-dump-payload", "yes")
+    same = 0
+    for p in payloads:
+        got = []
+        for c in (h, r):
+            try:
+                got.append(repr(c.restore("cd", 0, p, replace=True)))
+            except redis.exceptions.ResponseError as e:
+                got.append(str(e))
+        same += got[0] == got[1]
+        check(got[0] == got[1], f"corrupt-dump.tcl payload {p[:12].hex()}...: hydra as redis-server", repr(got))
+    check(len(payloads) >= 20, f"{len(payloads)} payloads of {found[-1]} tried, {same} answered alike")
+    r.config_set("sanitize-dump-payload", "no")
+
+
 def rack(addrs):
     """On a 2-host rack (hydra_test.py's rack part): values of every type
     dumped through one host and restored through the other into a key on
@@ -269,6 +312,7 @@ def main():
         raw_checks(ports, 4)
         round_trips(ports, 4)
         corruptions(ports)
+        redis_corpus(ports)
     return finish()
 
 
