@@ -81,7 +81,9 @@ def maxmemory(build):
         while got.count(b"\r\n") < 2:
             got += s.recv(4096)
         r.config_set("maxmemory", "1")
-        time.sleep(0.5)  # the heap is read every 100 ms
+        end = time.time() + 10  # the heap is read every 100 ms: until a SET elsewhere is refused
+        while raw_set(port) != OOM and time.time() < end:
+            time.sleep(0.1)
         s.sendall(b"*1\r\n$4\r\nEXEC\r\n")
         reply = s.recv(4096)
         s.close()
