@@ -78,7 +78,9 @@ def collections(servers):
     for r in servers:
         r.set("str", "x")
         r.sadd("st", "m")
-    bad = [("HINCRBYFLOAT", "h", "a", "1"), ("HINCRBYFLOAT", "h", "n", "x"), ("LINSERT", k1, "MIDDLE", "a", "b"),
+    bad = [("HINCRBYFLOAT", "h", "a", "1"), ("HINCRBYFLOAT", "h", "n", "x"), ("HINCRBYFLOAT", "h", "n", "+inf"),
+           ("HINCRBYFLOAT", "str", "n", "-inf"), ("HINCRBYFLOAT", "nokey", "n", "inf"), ("EXISTS", "nokey"),
+           ("LINSERT", k1, "MIDDLE", "a", "b"),
            ("LPOS", k1, "b", "RANK", "0"), ("LPOS", k1, "b", "COUNT", "-1"), ("LPOS", k1, "b", "MAXLEN", "-1"),
            ("LPOS", k1, "b", "FOO", "1"), ("LMOVE", k1, k2, "UP", "LEFT"), ("LMOVE", "str", k2, "LEFT", "LEFT"),
            ("LMOVE", k2, "str", "LEFT", "LEFT"), ("SMOVE", "str", "st", "m"), ("SMOVE", "st", "str", "m"),

@@ -72,6 +72,25 @@ def maxmemory(build):
         check(r.config_set("maxmemory", "1") and raw_set(port) == OOM,
               "CONFIG SET maxmemory 1: the next SET gets Redis's OOM error byte for byte", repr(raw_set(port)))
         check(r.config_set("maxmemory", "0") and r.set("free", "v"), "CONFIG SET maxmemory 0: writes again")
+        # A MULTI queued before the host went over: its EXEC counts as the
+        # writes it holds and is refused, the transaction discarded (Redis
+        # 7.0's execCommandAbort; unit/multi checks the same).
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n1\r\n")
+        got = b""
+        while got.count(b"\r\n") < 2:
+            got += s.recv(4096)
+        r.config_set("maxmemory", "1")
+        end = time.time() + 10  # the heap is read every 100 ms: until a SET elsewhere is refused
+        while raw_set(port) != OOM and time.time() < end:
+            time.sleep(0.1)
+        s.sendall(b"*1\r\n$4\r\nEXEC\r\n")
+        reply = s.recv(4096)
+        s.close()
+        want = b"-EXECABORT Transaction discarded because of: OOM command not allowed when used memory > 'maxmemory'.\r\n"
+        check(got == b"+OK\r\n+QUEUED\r\n" and reply == want, "EXEC of a queued SET while over: EXECABORT ... OOM",
+              repr((got, reply)))
+        check(r.config_set("maxmemory", "0") and r.exists("x") == 0, "the aborted transaction wrote nothing")
     finally:
         proc.terminate()
         proc.wait(timeout=20)

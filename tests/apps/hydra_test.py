@@ -475,7 +475,8 @@ def rack(build, root, hydra, port):
         # Pub/sub and blocking pops across the hosts (their scripts' rack parts).
         for script, what in (("hydra_pubsub_test.py", "pub/sub on the rack (subscribers and publishers on both hosts)"),
                              ("hydra_blocking_test.py", "blocking pops on the rack (blocked via one host, woken via the other)"),
-                             ("hydra_zset_test.py", "ZUNIONSTORE/SORT atomic on the rack (writers and readers via both hosts)")):
+                             ("hydra_zset_test.py", "ZUNIONSTORE/SORT atomic on the rack (writers and readers via both hosts)"),
+                             ("hydra_dump_test.py", "DUMP/RESTORE on the rack (dumped via one host, restored via the other)")):
             p = in_h0(os.path.join(os.path.dirname(me), script), "rack",  # its #! python has redis-py
                       f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=90)
             print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)

@@ -36,6 +36,8 @@ def raw_checks(ports, shards):
              "MULTI with a runtime error inside EXEC")
     raw_both(ports, [("MULTI",), ("SET", a), ("NOSUCH", "x"), ("SET", b, "2"), ("EXEC",), ("GET", b)],
              "EXECABORT after a wrong arity and an unknown command")
+    raw_both(ports, [("MULTI",), ("SET", a, "4"), ("SHUTDOWN",), ("EXEC",), ("GET", a)],
+             "SHUTDOWN inside MULTI: not allowed, the EXEC aborted")
     raw_both(ports, [("MULTI",), ("SET", a, "3"), ("DISCARD",), ("GET", a), ("MULTI", "x"), ("EXEC", "x"),
                      ("WATCH",), ("UNWATCH",), ("MULTI",), ("EXEC",)], "DISCARD, arity of MULTI/EXEC/WATCH")
     raw_both(ports, [("MULTI",), ("PING",), ("ECHO", "hi"), ("SET", a, "v", "NX", "XX"), ("MSET", a, "1", b, "2"),

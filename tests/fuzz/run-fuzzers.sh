@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the five libFuzzer targets (DESIGN.md §5: fuzzers on
+# Builds and runs the six libFuzzer targets (DESIGN.md §5: fuzzers on
 # every parser) for SECONDS each (default 20):
 #   fuzz_frame   wire::parse_frame and RecordCursor on any frame
 #   fuzz_attach  check_attach on any attach message and segment header
@@ -9,6 +9,8 @@
 #                tags (every byte covered) on any body
 #   fuzz_metrics gossamerd's reader of the dataplane's metrics file
 #   fuzz_exposition gossamerctl top's Prometheus text parser
+#   fuzz_rdb     Hydra's RESTORE payload decoder (tools/apps/kvstore/rdb.cpp),
+#                seeded with redis-server 7.0's DUMPs (tests/fuzz/seeds/fuzz_rdb)
 # The dataplane ones link dataplane/src/wire.cpp, app.cpp, auth.cpp and rack_keys.cpp (with
 # libsodium) alone (no DPDK,
 # no meson); fuzz_cp links controlplane/src/proto.cpp, handshake.cpp and -lcrypto;
@@ -66,17 +68,19 @@ done
   -o "$out/fuzz_metrics" || exit 1
 "$cxx" "${flags[@]}" -I tools/gossamerctl tests/fuzz/fuzz_exposition.cpp tools/gossamerctl/exposition.cpp \
   -o "$out/fuzz_exposition" || exit 1
+"$cxx" "${flags[@]}" -I tools/apps/kvstore tests/fuzz/fuzz_rdb.cpp tools/apps/kvstore/rdb.cpp -o "$out/fuzz_rdb" || exit 1
 rm -rf "$out/seeds"
 "$out/make_seeds" "$out/seeds" || exit 1
 
 status=0
-for t in frame attach cp metrics exposition; do
+for t in frame attach cp metrics exposition rdb; do
   case $t in frame) max_len=1600 ;; attach) max_len=600 ;; cp) max_len=2048 ;; metrics) max_len=2400 ;;
-    exposition) max_len=2048 ;; esac
+    exposition) max_len=2048 ;; rdb) max_len=4096 ;; esac
   corpus=$out/corpus/$t
   mkdir -p "$corpus" "$out/artifacts"
   dirs=("$corpus")
   [ -d "$out/seeds/$t" ] && dirs+=("$out/seeds/$t")
+  [ -d "tests/fuzz/seeds/fuzz_$t" ] && dirs+=("tests/fuzz/seeds/fuzz_$t")
   [ -d "tests/fuzz/regressions/fuzz_$t" ] && dirs+=("tests/fuzz/regressions/fuzz_$t")
   log=$out/$t.log
   echo "== fuzz_$t: $secs s"

@@ -75,6 +75,8 @@ constexpr CommandSpec kCommands[] = {
     {"subscribe", -2, 0, 0, 0, false}, {"unsubscribe", -1, 0, 0, 0, false}, {"psubscribe", -2, 0, 0, 0, false},
     {"punsubscribe", -1, 0, 0, 0, false}, {"publish", 3, 0, 0, 0, false}, {"pubsub", -2, 0, 0, 0, false},
     {"client", -2, 0, 0, 0, false}, {"reset", 1, 0, 0, 0, false},
+    // DUMP, RESTORE (dump.cpp)
+    {"dump", 2, 1, 1, 1, false}, {"restore", -4, 1, 1, 1, false},
 };
 
 }  // namespace

@@ -232,7 +232,8 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   } else if (!execute_keyspace(slot, name, p, seq, gen, args) && !execute_types(slot, name, p, seq, gen, args) &&
              !execute_keys(slot, name, p, seq, gen, args) && !execute_pubsub(slot, c, name, p, seq, args) &&
              !execute_client(slot, c, name, p, seq, args) && !execute_blocking(slot, c, name, p, seq, args) &&
-             !execute_zset_multi(slot, name, p, seq, gen, args) && !execute_sort(slot, name, p, seq, gen, args)) {
+             !execute_zset_multi(slot, name, p, seq, gen, args) && !execute_sort(slot, name, p, seq, gen, args) &&
+             !execute_dump(slot, name, p, seq, gen, args)) {
     resp::error(p.reply, unknown_command(args));
   }
 }

@@ -7,6 +7,8 @@
 //   OBJECT key              Redis's line: the value's address (stable while
 //                           the key lives), refcount, encoding as OBJECT
 //                           ENCODING, serializedlength the value's bytes
+//   HTSTATS-KEY key         Redis's hash table statistics of a hashtable-
+//                           encoded value, from its std::unordered_* buckets
 //   SLEEP s                 this connection's thread sleeps (Redis's whole
 //                           server does); at most 10 s
 //   QUICKLIST-PACKED-THRESHOLD n   accepted, no effect: Hydra's lists have no nodes
@@ -200,6 +202,18 @@ void Loop::debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std:
               std::string(args[i]), object);
     return;
   }
+  if (sub == "htstats-key" && args.size() == 3) {  // htstats.cpp
+    p.waiting = 1;
+    ask(shard_of(args[2], nshards_), [](Shard& s, std::string k) { return shard_htstats(s, std::move(k)); },
+        [this, slot, gen, seq](Value v) {
+          settle(slot, gen, seq, [&v](Pending& q) {
+            if (v.kind == Value::kError) resp::error(q.reply, v.data);
+            else resp::verbatim(q.reply, v.data, q.resp3);
+          });
+        },
+        std::string(args[2]));
+    return;
+  }
   if (sub == "sleep" && args.size() == 3) {
     const double s = std::strtod(std::string(args[2]).c_str(), nullptr);
     if (s > 0) std::this_thread::sleep_for(std::chrono::microseconds(std::llround(std::min(s, 10.0) * 1e6)));
@@ -214,6 +228,7 @@ void Loop::debug_command(std::uint32_t slot, Pending& p, std::uint64_t seq, std:
         "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DIGEST-VALUE <key> [<key> ...]", "    Output a digest of each key's value (not Redis's SHA1 bytes).",
         "OBJECT <key>", "    Show low level info about the value at <key>.",
+        "HTSTATS-KEY <key>", "    Hash table statistics of the value at <key> (hashtable encodings only).",
         "PROTOCOL <type>", "    Reply with a sample of a RESP type (string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false).",
         "SET-ACTIVE-EXPIRE <0|1>", "    Turn active expiry off or on, on every shard of the rack.",
         "SLEEP <seconds>", "    Stop this connection's thread for <seconds> (at most 10).",

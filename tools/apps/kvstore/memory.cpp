@@ -123,6 +123,21 @@ void Loop::check_memory(std::chrono::steady_clock::time_point now) {
 // (Redis 7.0's processCommand; the refusal fails the MULTI).
 bool Loop::oom_refused(Connection& c, const std::string& name) {
   if (!g_oom.load(std::memory_order_relaxed)) return false;
+  // EXEC of a MULTI that queued a command that may grow the data counts as
+  // such a command, and its refusal discards the transaction (Redis 7.0's
+  // rejectCommand -> execCommandAbort).
+  if (name == "exec" && c.in_multi) {
+    bool grows = false;
+    for (const auto& q : c.queued) grows = grows || (!q.empty() && denyoom(resp::lower(q[0])));
+    if (!grows) return false;
+    c.in_multi = c.multi_error = false;
+    c.queued.clear();
+    unwatch_all(c);
+    Pending& p = c.pending.emplace_back();
+    p.resp3 = c.resp3;
+    resp::error(p.reply, "EXECABORT Transaction discarded because of: OOM command not allowed when used memory > 'maxmemory'.");
+    return true;
+  }
   const bool in_multi = c.in_multi && name != "exec" && name != "discard" && name != "quit" && name != "reset";
   if (!in_multi && !denyoom(name)) return false;
   c.multi_error = c.in_multi;

@@ -453,6 +453,9 @@ class Loop {
   void dump_keys(const std::vector<std::string>& keys, std::function<void(std::vector<Dump>)> done);
   bool execute_sort(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                     const std::vector<std::string_view>& args);
+  // dump.cpp: DUMP, RESTORE
+  bool execute_dump(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
+                    const std::vector<std::string_view>& args);
   // types.cpp: hashes, lists, sets (single-key commands)
   bool execute_types(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                      const std::vector<std::string_view>& args);

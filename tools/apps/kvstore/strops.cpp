@@ -273,6 +273,8 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
     case Op::kHincrbyfloat: {
       long double by, old = 0;
       if (!parse_ld(a[1], by)) return error(kNotFloat);
+      // Redis 7.0 refuses an infinite increment before it looks at the key.
+      if (std::isnan(by) || std::isinf(by)) return error("ERR value is NaN or Infinity");
       Hash* h = make_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
       auto [it, inserted] = h->try_emplace(a[0]);

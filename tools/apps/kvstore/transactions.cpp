@@ -134,6 +134,10 @@ bool Loop::transaction_command(std::uint32_t slot, Connection& c, const std::str
       if (!spec) return reply([&](std::string& r) { resp::error(r, unknown_command(args)); });
       return reply([&](std::string& r) { resp::error(r, "ERR wrong number of arguments for '" + name + "' command"); });
     }
+    if (name == "shutdown") {  // Redis 7.0's CMD_NO_MULTI (of the commands Hydra knows)
+      c.multi_error = true;
+      return reply([](std::string& r) { resp::error(r, "ERR Command not allowed inside a transaction"); });
+    }
     c.queued.emplace_back(args.begin(), args.end());
     return reply([](std::string& r) { resp::simple(r, "QUEUED"); });
   }

@@ -131,6 +131,8 @@ Reply shard_scan(Shard& s, std::int64_t from, std::int64_t count, std::string pa
 Reply shard_random(Shard& s) noexcept;
 // OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key: kNil for a missing key.
 Reply shard_object(Shard& s, std::string sub, std::string key) noexcept;
+// DEBUG HTSTATS-KEY key (htstats.cpp): the text, or kError.
+Value shard_htstats(Shard& s, std::string key) noexcept;
 // A key's place in SCAN's order: 56 bits, the same on every host.
 std::int64_t scan_hash(std::string_view key) noexcept;
 // What OBJECT ENCODING says of a string value.
