@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0] [--window 0] [--chunk 16384] [--message-cost 10000]
+//        [--delta 0.05] [--window 1] [--chunk 16384] [--message-cost 10000]
 //        [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
@@ -47,26 +47,23 @@ struct Params {
   std::size_t roots = 64;             // the reference's NBFS
   bool validate = true;
   Corrupt corrupt = Corrupt::none;
-  // 0: the default for the rack's size (below, kDelta and kRackDelta)
-  float delta = 0;
+  float delta = 0;  // 0: kDelta (below)
   std::size_t threads = 4;
   std::uint64_t chunk = Tuning{}.chunk;  // light relaxations between sends (kernel.hpp)
   std::uint64_t message_cost = kMessageCost;  // path='s price of a message, in relaxations
-  std::uint32_t window = 0;  // light buckets per round; 0: the default for the rack's size (below)
+  std::uint32_t window = 0;  // light buckets per round; 0: kWindow (below)
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
 
-// The defaults of --delta and --window. On one host, where a round between
-// two threads costs about 3 µs (300 relaxations), Δ = 0.05 (~1.6 / the
-// average degree, 32: near-minimal relaxations) and a window of 1. Across
-// hosts a round waits for a piece through both dataplanes, about 300 µs on
-// this VM (30000 relaxations), and fewer, wider rounds pay: scale 18, 2
-// partitions, 16 roots, critical path (path=) at --message-cost 30000:
-// 105.5 M relaxations with Δ 0.05 and window 1 (1112 rounds), 85.0 M
-// with Δ 0.1 and window 2 (454 rounds, about as many relaxations); at 300
-// a message those are 73.2 M and 76.1 M (SCALING.md, "Across hosts").
-inline constexpr float kDelta = 0.05f, kRackDelta = 0.1f;
-inline constexpr std::uint32_t kWindow = 1, kRackWindow = 2;
+// The defaults of --delta and --window, on one host and on a rack alike.
+// Δ = 0.05 is ~1.6 / the average degree (32): near-minimal relaxations.
+// Across hosts, where a round waits for a piece through both dataplanes
+// (about 300 µs on this VM against 3 µs between two threads), Δ = 0.1 with
+// a window of 2 halves the rounds, but the chunks' later arrival there
+// costs 11 % more relaxations and 24 % more on the busier partition, and
+// it was no faster (SCALING.md, "Across hosts").
+inline constexpr float kDelta = 0.05f;
+inline constexpr std::uint32_t kWindow = 1;
 
 // ---- roots, results on host 0, spoiled results for the tests -------------------
 
@@ -149,9 +146,8 @@ double rack_cpu_s(Parts& parts) {
 
 int drive(Params prm) {
   const std::size_t nparts = gossamer::thread_count();
-  const bool rack = gossamer::host_count() > 1;
-  if (prm.delta == 0) prm.delta = rack ? kRackDelta : kDelta;
-  if (prm.window == 0) prm.window = rack ? kRackWindow : kWindow;
+  if (prm.delta == 0) prm.delta = kDelta;
+  if (prm.window == 0) prm.window = kWindow;
   const GraphSpec& spec = prm.spec;
   const std::uint64_t n = spec.vertices();
   if (nparts > kMaxParts) {
@@ -274,9 +270,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", p.spec.seed, "generates the graph (the same on every host) and the default root");
   auto* root_opt = app.add_option("--root", root, "run this one source vertex instead of --roots sampled ones");
   app.add_option("--delta", p.delta,
-                 "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds; 0: 0.05 on one host, 0.1 on a rack)")
+                 "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds; 0: the default, 0.05)")
       ->check(CLI::Number & (CLI::IsMember({0.0f}) | CLI::Range(0.001, 1e9)));
-  app.add_option("--window", p.window, "light buckets a round processes (0: 1 on one host, 2 on a rack)")
+  app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
   app.add_option("--chunk", p.chunk, "relaxations between two sends of the light phase's updates (and two yields of the heavy phase)")
       ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
