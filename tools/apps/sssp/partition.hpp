@@ -71,9 +71,9 @@ struct Setup {
 // A remote relaxation travels as three 32-bit words: the local index at the
 // owner, the tentative distance's bits and the parent (global), so a batch
 // is a std::vector<std::uint32_t> that cereal copies as one block instead of
-// element by element (12 bytes an update; it was 16, with the parent in a
-// 64-bit word of its own, when every body above 4 KiB crossed hosts over
-// TCP with its bytes tagged: README.md, "Across hosts").
+// element by element. 12 bytes an update (16 before, the parent in a
+// 64-bit word of its own): across hosts nearly every batch is above 4 KiB
+// and crosses over TCP with its bytes tagged (SCALING.md, "Across hosts").
 using Batch = std::vector<std::uint32_t>;
 inline constexpr std::size_t kUpdateWords = 3;
 inline void push_update(Batch& b, std::uint32_t local, float d, std::uint32_t parent) {
