@@ -83,6 +83,10 @@ for t in 1 2 4; do
   check_run "standalone scale 12, $t partition(s)" "$out/s12t$t" $? 1
 done
 check_block "standalone scale 12, 2 partitions" "$out/s12t2" 64
+# The defaults: delta 0.05, a window of 1.
+[ "$(field delta "$out/s12t2")/$(field window "$out/s12t2")" = 0.05/1 ] &&
+  pass "standalone: delta 0.05 and window 1 by default" ||
+  fail "standalone: delta $(field delta "$out/s12t2"), window $(field window "$out/s12t2") by default, not 0.05 and 1"
 # With --window 2 (the default is 1: fewer rounds, but slower on this VM,
 # tools/apps/sssp/SCALING.md) a second partition adds few rounds: its light phases cover two buckets,
 # so a bucket refilled by the other partition shares its extra round with
@@ -198,6 +202,10 @@ grun() { "$rib" exec 0 -- timeout 150 "$ctl" run "$@"; }
 grun -- "$app" --scale 10 --threads 2 >"$out/r10" 2>&1
 check_run "2-host rack scale 10, 2 partitions" "$out/r10" $? 2
 check_block "2-host rack scale 10" "$out/r10" 64
+# Wider buckets and a window of 2 across hosts (fewer rounds; SCALING.md, "Across hosts").
+grun -- "$app" --scale 11 --threads 2 --roots 16 --delta 0.1 --window 2 >"$out/r11" 2>&1
+check_run "2-host rack scale 11, --delta 0.1 --window 2" "$out/r11" $? 2 16
+[ "$(field delta "$out/r11")/$(field window "$out/r11")" = 0.1/2 ] || fail "2-host rack: --delta 0.1 --window 2 not taken"
 grun -- "$app" --scale 12 --threads 4 --roots 16 --chunk 512 >"$out/r12" 2>&1
 check_run "2-host rack scale 12, 4 partitions, --chunk 512" "$out/r12" $? 2 16
 same_graph "scale 12 standalone and on the rack" "$out/s12t4" "$out/r12"

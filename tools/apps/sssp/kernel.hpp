@@ -23,9 +23,9 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 // Above this, a destination's updates of one chunk or of a round's last
-// piece go as several requests (1 MiB each), so that no single slot chain
-// grows without bound. Even: an update is two words.
-inline constexpr std::size_t kMaxBatch = std::size_t(1) << 17;
+// piece go as several requests (2^16 updates, 768 KiB, each), so that no
+// single body grows without bound.
+inline constexpr std::size_t kMaxBatch = kUpdateWords << 16;
 static_assert(kMaxBatch % kUpdateWords == 0);
 
 // Runs fn(i) for i in [0, n), each in a fiber of its own on this thread, so
@@ -50,7 +50,7 @@ struct Deliver {
   bool last;
   Reports report;
   std::uint64_t stamp;  // the sender's critical path when it sent this (Summary::path)
-  void operator()(Latch<Partition>& l, std::vector<std::uint64_t> batch) const {
+  void operator()(Latch<Partition>& l, Batch batch) const {
     const double t0 = thread_cpu_s();
     auto p = l.lock();
     p->receive(round, last, pieces, report, stamp, batch);
@@ -95,13 +95,13 @@ struct Solve {
     // last piece), and in all.
     std::vector<std::uint32_t> pieces(parts, 0);
     std::uint64_t sent = 0;
-    const auto send = [&](std::uint32_t to, Deliver d, std::vector<std::uint64_t> b) {
+    const auto send = [&](std::uint32_t to, Deliver d, Batch b) {
       refs[to].apply_with_then(d, [] {}, std::move(b));
       ++pieces[to];
       ++sent;
     };
     // Chunks: a destination's updates, in pieces of at most kMaxBatch words.
-    const auto send_chunks = [&](std::uint32_t r, std::vector<std::vector<std::uint64_t>>& batches, std::uint64_t stamp) {
+    const auto send_chunks = [&](std::uint32_t r, std::vector<Batch>& batches, std::uint64_t stamp) {
       for (std::uint32_t to = 0; to < parts; ++to) {
         auto& b = batches[to];
         if (b.size() <= kMaxBatch) {
@@ -110,8 +110,7 @@ struct Solve {
         }
         for (std::size_t lo = 0; lo < b.size(); lo += kMaxBatch)
           send(to, Deliver{r, 0, false, {}, stamp},
-               std::vector<std::uint64_t>(b.begin() + std::ptrdiff_t(lo),
-                                          b.begin() + std::ptrdiff_t(std::min(b.size(), lo + kMaxBatch))));
+               Batch(b.begin() + std::ptrdiff_t(lo), b.begin() + std::ptrdiff_t(std::min(b.size(), lo + kMaxBatch))));
       }
     };
     // At most `budget` relaxations of the light phase from bucket g, counted
@@ -120,7 +119,7 @@ struct Solve {
     // window is empty here. Between two calls, the fiber yields, so that the
     // other partitions' pieces are applied.
     const auto light_chunk = [&](std::uint32_t r, std::uint32_t g, bool eager) {
-      std::vector<std::vector<std::uint64_t>> batches;
+      std::vector<Batch> batches;
       bool done;
       std::uint64_t stamp;
       {
@@ -161,7 +160,7 @@ struct Solve {
       // The round's last pieces: the heavy phase's updates and the light
       // phase's since its last chunk, with the report.
       Reports mine;
-      std::vector<std::vector<std::uint64_t>> rest;
+      std::vector<Batch> rest;
       std::uint64_t stamp;
       {
         auto p = l.lock();
@@ -173,7 +172,7 @@ struct Solve {
         if (to == self) continue;
         auto& b = rest[to];
         if (b.size() > kMaxBatch) {  // all but the last kMaxBatch words go first, as chunks
-          std::vector<std::vector<std::uint64_t>> head(parts);
+          std::vector<Batch> head(parts);
           head[to].assign(b.begin(), b.end() - std::ptrdiff_t(kMaxBatch));
           b.erase(b.begin(), b.end() - std::ptrdiff_t(kMaxBatch));
           send_chunks(round, head, stamp);

@@ -68,16 +68,19 @@ struct Setup {
   std::array<PartitionRef, kMaxParts> refs{};  // every partition, by index
 };
 
-// A remote relaxation: (local index at the owner, tentative distance) in one
-// word and the parent (global) in the next, so a batch is a
-// std::vector<std::uint64_t> that cereal copies as one block instead of
-// element by element.
-inline constexpr std::size_t kUpdateWords = 2;
-inline std::uint64_t pack_update(std::uint32_t local, float d) {
-  return std::uint64_t(local) << 32 | std::bit_cast<std::uint32_t>(d);
+// A remote relaxation travels as three 32-bit words: the local index at the
+// owner, the tentative distance's bits and the parent (global), so a batch
+// is a std::vector<std::uint32_t> that cereal copies as one block instead of
+// element by element. 12 bytes an update (16 before, the parent in a
+// 64-bit word of its own): across hosts nearly every batch is above 4 KiB
+// and crosses over TCP with its bytes tagged (SCALING.md, "Across hosts").
+using Batch = std::vector<std::uint32_t>;
+inline constexpr std::size_t kUpdateWords = 3;
+inline void push_update(Batch& b, std::uint32_t local, float d, std::uint32_t parent) {
+  b.push_back(local);
+  b.push_back(std::bit_cast<std::uint32_t>(d));
+  b.push_back(parent);
 }
-inline std::uint32_t update_vertex(std::uint64_t u) { return std::uint32_t(u >> 32); }
-inline float update_distance(std::uint64_t u) { return std::bit_cast<float>(std::uint32_t(u)); }
 inline constexpr std::uint32_t kNone = ~std::uint32_t(0);  // no parent: unreached
 
 // A half-edge on its way to its owner during construction: (local index at
@@ -320,8 +323,8 @@ class Partition {
   // The relaxations of other partitions' vertices queued since the last
   // call, one batch per destination (empty for ourselves); the lowest
   // distance sent counts toward this round's report.
-  std::vector<std::vector<std::uint64_t>> take_updates() {
-    std::vector<std::vector<std::uint64_t>> out(setup_.parts);
+  std::vector<Batch> take_updates() {
+    std::vector<Batch> out(setup_.parts);
     for (std::uint32_t p = 0; p < setup_.parts; ++p) {
       auto& b = out[p];
       b.reserve(kUpdateWords * touched_[p].size());
@@ -330,8 +333,7 @@ class Partition {
         sent_parent_[slot] &= ~kQueued;
         const float d = key_[n_local_ + slot];
         sent_min_ = std::min(sent_min_, d);
-        b.push_back(pack_update(local_of_slot(slot), d));
-        b.push_back(sent_parent_[slot]);
+        push_update(b, local_of_slot(slot), d, sent_parent_[slot]);
       }
       stats_.updates_sent += b.size() / kUpdateWords;
       touched_[p].clear();
@@ -360,7 +362,7 @@ class Partition {
   // same with round r+2's: pieces of three rounds can be in flight, hence
   // kInboxes (> 3) inboxes, by round.
   void receive(std::uint32_t round, bool last, std::uint32_t pieces, Reports report, std::uint64_t stamp,
-               const std::vector<std::uint64_t>& batch) {
+               const Batch& batch) {
     if (waiter_) clock_ = std::max(clock_, stamp + message_cost_);  // we were idle: our next work waited for this
     clock_ += batch.size() / kUpdateWords;
     apply_updates(batch);
@@ -390,13 +392,13 @@ class Partition {
   void wait_here() { waiter_ = gossamer::detail::current_fiber(); }
 
   // A batch of updates from another partition.
-  void apply_updates(const std::vector<std::uint64_t>& batch) {
+  void apply_updates(const Batch& batch) {
     if (batch.size() % kUpdateWords != 0) throw std::length_error("a batch of updates ends in the middle of one");
     for (std::size_t i = 0; i < batch.size(); i += kUpdateWords) {
-      const std::uint32_t v = update_vertex(batch[i]);
+      const std::uint32_t v = batch[i];
       if (v >= n_local_) throw std::out_of_range("update for a vertex this partition does not own");
-      const float d = update_distance(batch[i]);
-      if (d < key_[v]) improve(v, d, std::uint32_t(batch[i + 1]));
+      const float d = std::bit_cast<float>(batch[i + 1]);
+      if (d < key_[v]) improve(v, d, batch[i + 2]);
     }
   }
 

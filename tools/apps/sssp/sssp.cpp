@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--window 0] [--chunk 16384] [--message-cost 10000]
+//        [--delta 0.05] [--window 1] [--chunk 16384] [--message-cost 10000]
 //        [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
@@ -22,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <gossamer/gossamer.hpp>
@@ -45,15 +47,23 @@ struct Params {
   std::size_t roots = 64;             // the reference's NBFS
   bool validate = true;
   Corrupt corrupt = Corrupt::none;
-  // ~1.6 / average degree (32): near-minimal relaxations, ~47 rounds a root
-  // at scale 16 on 2 partitions
-  float delta = 0.05f;
+  float delta = 0;  // 0: kDelta (below)
   std::size_t threads = 4;
   std::uint64_t chunk = Tuning{}.chunk;  // light relaxations between sends (kernel.hpp)
   std::uint64_t message_cost = kMessageCost;  // path='s price of a message, in relaxations
-  std::uint32_t window = 0;  // light buckets per round; 0: 1 (SCALING.md: 2 cut rounds but cost wall-clock)
+  std::uint32_t window = 0;  // light buckets per round; 0: kWindow (below)
   gossamer::Polling polling = gossamer::Polling::adaptive;
 };
+
+// The defaults of --delta and --window, on one host and on a rack alike.
+// Δ = 0.05 is ~1.6 / the average degree (32): near-minimal relaxations.
+// Across hosts, where a round waits for a piece through both dataplanes
+// (about 300 µs on this VM against 3 µs between two threads), Δ = 0.1 with
+// a window of 2 halves the rounds, but the chunks' later arrival there
+// costs 11 % more relaxations and 24 % more on the busier partition, and
+// it was no faster (SCALING.md, "Across hosts").
+inline constexpr float kDelta = 0.05f;
+inline constexpr std::uint32_t kWindow = 1;
 
 // ---- roots, results on host 0, spoiled results for the tests -------------------
 
@@ -113,10 +123,31 @@ void corrupt(Result& r, std::uint32_t root, Corrupt how) {
   }
 }
 
+// The CPU time (user and system) of every host's process, summed over the
+// hosts: their runtime threads, polling included, and their I/O threads.
+// Host 0 asks each host's first partition.
+double rack_cpu_s(Parts& parts) {
+  std::vector<double> by_host(gossamer::host_count(), 0.0);
+  for_each_concurrently(parts.size(), [&](std::size_t i) {
+    const auto [host, cpu] = parts[i].apply([](Latch<Partition>&) {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      const double s = double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+      return std::make_pair(std::uint64_t(gossamer::host_index()), s);
+    });
+    if (host < by_host.size()) by_host[host] = cpu;
+  });
+  double total = 0;
+  for (double c : by_host) total += c;
+  return total;
+}
+
 // ---- the driver (host 0's main fiber) -----------------------------------------
 
-int drive(const Params& prm) {
+int drive(Params prm) {
   const std::size_t nparts = gossamer::thread_count();
+  if (prm.delta == 0) prm.delta = kDelta;
+  if (prm.window == 0) prm.window = kWindow;
   const GraphSpec& spec = prm.spec;
   const std::uint64_t n = spec.vertices();
   if (nparts > kMaxParts) {
@@ -129,7 +160,7 @@ int drive(const Params& prm) {
     return 2;
   }
 
-  const Tuning tuning{prm.window ? prm.window : 1, prm.chunk, prm.message_cost};
+  const Tuning tuning{prm.window, prm.chunk, prm.message_cost};
   Parts parts(nparts);
   const Built built = construct(parts, spec, prm.delta);
   Results res;
@@ -165,8 +196,11 @@ int drive(const Params& prm) {
   run_kernel(parts, roots[0], tuning);  // warm-up, untimed, as in the reference
   Run first, total;  // the first root's run; counters summed over all roots
   bool valid = true;
+  double kernel_cpu_s = 0;  // the rack's processes' CPU time in the timed kernels
   for (std::size_t i = 0; i < roots.size() && valid; ++i) {
+    const double cpu0 = rack_cpu_s(parts);
     const Run run = run_kernel(parts, roots[i], tuning);
+    kernel_cpu_s += rack_cpu_s(parts) - cpu0;
     res.times.push_back(run.time_s);
     res.edges.push_back(double(run.edges()));
     if (i == 0) first = run;
@@ -203,15 +237,15 @@ int drive(const Params& prm) {
   for (std::size_t i = 0; i < res.times.size(); ++i) secs_per_edge += res.times[i] / res.edges[i];
   const double hmean_teps = double(res.times.size()) / secs_per_edge;
   std::printf("sssp scale=%u edgefactor=%u hosts=%zu threads=%zu roots=%zu time_s=%.6f teps=%.4g validated=%s "
-              "root=%u delta=%g rounds=%llu reached=%llu edges=%llu relaxations=%llu light=%llu updates=%llu "
-              "batches=%llu cpu_s=%.4f critical_s=%.4f critical_relaxations=%llu path=%llu build_s=%.3f arcs=%llu\n",
+              "root=%u delta=%g window=%u rounds=%llu reached=%llu edges=%llu relaxations=%llu light=%llu updates=%llu "
+              "batches=%llu cpu_s=%.4f proc_cpu_s=%.4f critical_s=%.4f critical_relaxations=%llu path=%llu build_s=%.3f arcs=%llu\n",
               spec.scale, spec.edgefactor, gossamer::host_count(), nparts, res.times.size(), time_stats.median,
-              hmean_teps, !prm.validate ? "skipped" : valid ? "yes" : "no", roots[0], double(prm.delta),
+              hmean_teps, !prm.validate ? "skipped" : valid ? "yes" : "no", roots[0], double(prm.delta), prm.window,
               (unsigned long long)total.rounds, (unsigned long long)first.summary.reached,
               (unsigned long long)first.edges(), (unsigned long long)total.summary.relaxations,
               (unsigned long long)total.summary.light_relaxations,
               (unsigned long long)total.summary.updates_sent, (unsigned long long)total.summary.batches_sent,
-              total.cpu_s, total.critical_s,
+              total.cpu_s, kernel_cpu_s, total.critical_s,
               (unsigned long long)total.critical_relaxations, (unsigned long long)total.summary.path,
               res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
   if (valid)
@@ -235,8 +269,9 @@ int main(int argc, char** argv) {
   app.add_option("--edgefactor", p.spec.edgefactor, "edges per vertex")->check(CLI::Range(1, 1024));
   app.add_option("--seed", p.spec.seed, "generates the graph (the same on every host) and the default root");
   auto* root_opt = app.add_option("--root", root, "run this one source vertex instead of --roots sampled ones");
-  app.add_option("--delta", p.delta, "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds)")
-      ->check(CLI::Range(0.001, 1e9));
+  app.add_option("--delta", p.delta,
+                 "delta-stepping bucket width (>= 1: Bellman-Ford-like rounds; 0: the default, 0.05)")
+      ->check(CLI::Number & (CLI::IsMember({0.0f}) | CLI::Range(0.001, 1e9)));
   app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
   app.add_option("--chunk", p.chunk, "relaxations between two sends of the light phase's updates (and two yields of the heavy phase)")
