@@ -1,7 +1,6 @@
 // Client side of delegation: requests are encoded into the channel's queue,
-// packed into the channel's next request slot (lane) when it is free, and
-// their responses matched to completions in order (papers 001 §5.2-5.3,
-// 000 §3.2.4).
+// packed into the request slot when it is free, and their responses matched
+// to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -143,13 +142,13 @@ inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
   }
   if (remote) return;  // batches to other hosts: at the loop's pace (flush_and_poll)
   if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
-  if (ch.can_send()) {
-    // A lane is free and a batch's worth is queued: send it now, so the
+  if (!ch.inflight) {
+    // The slot is free and a batch's worth is queued: send it now, so the
     // trustee works while this fiber queues the next one.
     flush(to);
   } else if (response_ready(ch)) {
-    // The oldest batch is answered and a batch's worth waits behind every
-    // lane: the fiber's next operation offers the loop a pass to move both.
+    // The batch in the slot is answered and a batch's worth waits behind
+    // it: the fiber's next operation offers the loop a pass to move both.
     tl_state.budget = 1;
   }
 }
@@ -260,13 +259,11 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
     ThreadId to = dirty_[i];
     Channel& ch = channels_[to];
     // The checks inline: a channel still waiting for its response costs one
-    // load of the response's ready word here, not two calls. Up to one
-    // batch per lane each way.
-    for (std::uint32_t k = 0; k < ch.lanes && ch.in_flight() && response_ready(ch); ++k)
-      worked |= poll_responses(to, min_batch);
-    for (std::uint32_t k = 0; k < ch.lanes && ch.can_send() && would_flush(to, ch, min_batch); ++k)
+    // load of the response's ready word here, not two calls.
+    if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
+    if (!ch.inflight && would_flush(to, ch, min_batch))
       worked |= flush(to);
-    if (!ch.in_flight() && ch.queued == 0 && !ch.need_fetch) {
+    if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
       dirty_[i] = dirty_.back();
       dirty_.pop_back();
@@ -282,16 +279,15 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
   return worked;
 }
 
-// Packs whole queued records into the next lane's request slot, if free:
-// primary block first, then the overflow block, never back (so the trustee
-// reads them in order), and publishes the batch.
+// Packs whole queued records into the free request slot: primary block
+// first, then the overflow block, never back (so the trustee reads them in
+// order), and publishes the batch.
 bool Worker::flush(ThreadId to) {
   Channel& ch = channels_[to];
-  if (!ch.can_send() || (!ch.queued && !ch.need_fetch)) return false;
+  if (ch.inflight || (!ch.queued && !ch.need_fetch)) return false;
   bool remote = !rt_.is_local(to);
-  Channel::Lane& lane = ch.lane[ch.send];
-  std::byte* primary = lane.request;
-  std::byte* overflow = square_.request_overflow(to, id_, ch.send);
+  std::byte* primary = square_.request_primary(to, id_);
+  std::byte* overflow = square_.request_overflow(to, id_);
   std::byte* pdata = primary + sizeof(abi::RequestSlotHeader);
   std::uint32_t pl = 0, ol = 0, n = 0;
   bool in_overflow = false;
@@ -399,7 +395,7 @@ bool Worker::flush(ThreadId to) {
     ch.head = 0;
   }
   abi::RequestSlotHeader hdr{};
-  hdr.seq = lane.seq + 1;
+  hdr.seq = ch.seq + 1;
   hdr.count = std::uint16_t(n);
   hdr.primary_len = std::uint16_t(pl);
   hdr.overflow_len = std::uint16_t(ol);
@@ -407,9 +403,8 @@ bool Worker::flush(ThreadId to) {
   // batch only after it sees the new seq.
   std::memcpy(primary + sizeof hdr.seq, reinterpret_cast<std::byte*>(&hdr) + sizeof hdr.seq,
               sizeof hdr - sizeof hdr.seq);
-  lane.seq = hdr.seq;
-  lane.inflight = remote ? 1 : n;  // remote: "the slot is out", responses may come in several
-  ch.send = ch.next(ch.send);
+  ch.seq = hdr.seq;
+  ch.inflight = remote ? 1 : n;  // remote: "the slot is out", responses may come in several
   ch.need_fetch = false;
   store_atomic<std::uint32_t>(primary, hdr.seq, std::memory_order_release);
   if (remote) ring_doorbell(to);
@@ -436,19 +431,16 @@ inline void Worker::complete_next(Channel& ch, std::uint32_t status, const std::
   }
 }
 
-// Walks the response records of the oldest batch in order and runs each
-// completion.
+// Walks the response records of a batch in order and runs each completion.
 bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   Channel& ch = channels_[to];
-  if (!ch.in_flight()) return false;
+  if (!ch.inflight) return false;
   if (!rt_.is_local(to)) return poll_remote_responses(to);
-  const std::uint8_t l = ch.poll;
-  Channel::Lane& lane = ch.lane[l];
-  std::byte* primary = const_cast<std::byte*>(lane.response_seq);
-  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != lane.seq) return false;
+  std::byte* primary = square_.response_primary(id_, to);
+  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
   abi::ResponseSlotHeader h;
   std::memcpy(&h, primary, sizeof h);
-  if (h.count != lane.inflight || h.primary_len > abi::kResponsePrimaryData ||
+  if (h.count != ch.inflight || h.primary_len > abi::kResponsePrimaryData ||
       h.overflow_len > abi::kOverflowBytes)
     fatal("corrupt response slot header");
   auto* spill = reinterpret_cast<std::vector<std::byte>*>(h.spill);
@@ -456,19 +448,17 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   // the trustee before the completions run: it works while we do.
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
-  std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to, l), h.overflow_len);
+  std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
   struct Region {
     const std::byte* p;
     std::uint32_t len;
   } regions[3] = {{copy, h.primary_len},
                   {copy + h.primary_len, h.overflow_len},
                   {spill ? spill->data() : nullptr, spill ? std::uint32_t(spill->size()) : 0}};
-  std::uint32_t n = lane.inflight;
-  lane.inflight = 0;  // completions may send new requests on this channel
-  ch.poll = ch.next(l);
+  std::uint32_t n = ch.inflight;
+  ch.inflight = 0;  // completions may send new requests on this channel
   // The completions below are still at the front of the ring, ahead of
-  // those of the batches in flight or flushed here, so they are popped in
-  // order.
+  // those of the batch flushed here, so they are popped in order.
   if (ch.queued >= min_batch) flush(to);
   int r = 0;
   std::uint32_t off = 0;
@@ -494,9 +484,8 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
 // (kResponseMore) until the next batch fetches it.
 bool Worker::poll_remote_responses(ThreadId to) {
   Channel& ch = channels_[to];
-  Channel::Lane& lane = ch.lane[0];  // one lane across hosts
   std::byte* primary = square_.response_primary(id_, to);
-  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != lane.seq) return false;
+  if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
   abi::ResponseSlotHeader h;
   std::memcpy(&h, primary, sizeof h);
   if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
@@ -515,7 +504,7 @@ bool Worker::poll_remote_responses(ThreadId to) {
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
   std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
-  lane.inflight = 0;
+  ch.inflight = 0;
   ch.need_fetch = h.flags & abi::kResponseMore;
   // Deliver after sending the next batch, as for local trustees: copy out
   // what the completions need first.

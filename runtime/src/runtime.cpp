@@ -66,7 +66,7 @@ Runtime::Runtime(const Options& opts, std::unique_ptr<Rack> rack)
       first_(rack_ ? rack_->first() : 0),
       local_(rack_ ? rack_->local() : n_),
       trustees_(opts.dedicated_trustees ? std::uint32_t(opts.dedicated_trustees) : local_),
-      square_(rack_ ? Square(rack_->segment(), rack_->layout(), n_, first_, local_) : Square(n_)) {
+      square_(rack_ ? Square(rack_->segment(), rack_->layout(), n_) : Square(n_)) {
   invokers_ = finalize_invokers();
   for (ThreadId i = 0; i < local_; ++i) workers_.push_back(std::make_unique<Worker>(*this, first_ + i));
 }

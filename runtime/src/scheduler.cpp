@@ -51,17 +51,9 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const ti
 Worker::Worker(Runtime& rt, ThreadId id)
     : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
-  served_seq_.assign(std::size_t(n) * kLanes, 0);
-  serve_lane_.assign(n, 0);
+  served_seq_.assign(n, 0);
   channels_.resize(n);
-  for (ThreadId to = 0; to < n; ++to) {
-    Channel& ch = channels_[to];
-    ch.lanes = rt.is_local(to) ? kLanes : 1;
-    for (std::uint32_t l = 0; l < ch.lanes; ++l) {
-      ch.lane[l].request = square_.request_primary(to, id_, l);
-      ch.lane[l].response_seq = square_.response_primary(id_, to, l);
-    }
-  }
+  for (ThreadId to = 0; to < n; ++to) channels_[to].response_seq = square_.response_primary(id_, to);
   is_dirty_.assign(n, 0);
   entrust_cursor = 0;
   wake_word_ = &own_wake_;
@@ -247,12 +239,12 @@ bool Worker::run_ready_fibers() {
 bool Worker::loop_has_work(std::uint32_t min_batch) {
   const std::uint32_t n = rt_.size();
   for (ThreadId c = 0; c < n; ++c)
-    if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(request_slot(c, serve_lane_[c])))
-            .load(std::memory_order_relaxed) != served_seq_[c * kLanes + serve_lane_[c]])
+    if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(square_.request_primary(id_, c)))
+            .load(std::memory_order_relaxed) != served_seq_[c])
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
-    if ((ch.in_flight() && response_ready(ch)) || (ch.can_send() && would_flush(to, ch, min_batch))) return true;
+    if (ch.inflight ? response_ready(ch) : would_flush(to, ch, min_batch)) return true;
   }
   return false;
 }

@@ -179,47 +179,33 @@ bool Worker::serve_requests() {
   std::uint64_t t0 = 0;  // the TSC when the first batch was found (serve_cycles_)
   std::uint32_t n = rt_.size();
   for (ThreadId c = 0; c < n; ++c) {
-    // A client's batches are served in the order it sent them: lane after
-    // lane, as long as the next one holds a new batch (square.hpp), one lap
-    // at most: a client that refills each lane as soon as it is answered
-    // would otherwise keep this thread from the rest of its loop.
-    for (std::uint32_t k = 0; k < kLanes; ++k) {
-      const std::uint32_t lane = serve_lane_[c];
-      std::byte* primary = request_slot(c, lane);
-      std::uint32_t seq = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
-                              .load(std::memory_order_acquire);
-      std::uint32_t& served = served_seq_[c * kLanes + lane];
-      if (seq == served) break;
-      if (!t0) t0 = __builtin_ia32_rdtsc();
-      abi::RequestSlotHeader h;
-      std::memcpy(&h, primary, sizeof h);  // copy, then validate
-      h.seq = seq;
-      if (!rt_.is_local(c)) {
-        if (serve_remote_slot(c, h)) {  // else its payload is on its way (TCP)
-          served = seq;
-          worked = true;
-        }
-        break;  // one lane across hosts
-      }
-      serve_slot(c, lane, h);
-      served = seq;
-      worked = true;
-      serve_lane_[c] = lane + 1 == kLanes ? 0 : lane + 1;
-    }
+    std::byte* primary = square_.request_primary(id_, c);
+    std::uint32_t seq = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
+                            .load(std::memory_order_acquire);
+    if (seq == served_seq_[c]) continue;
+    if (!t0) t0 = __builtin_ia32_rdtsc();
+    abi::RequestSlotHeader h;
+    std::memcpy(&h, primary, sizeof h);  // copy, then validate
+    h.seq = seq;
+    if (rt_.is_local(c)) serve_slot(c, h);
+    else if (!serve_remote_slot(c, h)) continue;  // its payload is on its way (TCP)
+    served_seq_[c] = seq;
+    worked = true;
   }
   if (t0) serve_cycles_ += __builtin_ia32_rdtsc() - t0;
   return worked;
 }
 
-void Worker::serve_slot(ThreadId client, std::uint32_t lane, const abi::RequestSlotHeader& h) {
-  SlotResponseWriter out(square_.response_primary(client, id_, lane), square_.response_overflow(client, id_, lane));
+void Worker::serve_slot(ThreadId client, const abi::RequestSlotHeader& h) {
+  SlotResponseWriter out(square_.response_primary(client, id_),
+                         square_.response_overflow(client, id_));
   struct Region {
     const std::byte* p;
     std::uint32_t len;
   } regions[2] = {
-      {request_slot(client, lane) + sizeof(abi::RequestSlotHeader),
+      {square_.request_primary(id_, client) + sizeof(abi::RequestSlotHeader),
        std::min<std::uint32_t>(h.primary_len, abi::kRequestPrimaryData)},
-      {square_.request_overflow(id_, client, lane),
+      {square_.request_overflow(id_, client),
        std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
   std::uint32_t done = 0;
   DelegatedScope scope;

@@ -79,22 +79,9 @@ struct Channel {
   ByteQueue queue;               // encoded records not yet in the slot
   std::size_t head = 0;          // first unsent byte of `queue`
   std::uint32_t queued = 0;      // records in queue[head..]
-  // The published batches awaiting their responses, one per lane (square.hpp):
-  // lanes are used in turn, so the lanes from `poll` up to `send` (cyclic)
-  // hold batches in flight, oldest first. A trustee on another host has one.
-  struct Lane {
-    std::uint32_t inflight = 0;  // records in the slot awaiting responses
-    std::uint32_t seq = 0;       // last request seq published in this lane
-    std::byte* request = nullptr;              // the request slot's primary block
-    const std::byte* response_seq = nullptr;   // the response slot's ready word
-  };
-  Lane lane[kLanes];
-  std::uint8_t lanes = 1, send = 0, poll = 0;
-  // A batch is in flight (then the oldest is in lane `poll`).
-  bool in_flight() const { return lane[poll].inflight != 0; }
-  // The next lane is free for a batch.
-  bool can_send() const { return lane[send].inflight == 0; }
-  std::uint8_t next(std::uint8_t l) const { return l + 1 == lanes ? 0 : l + 1; }
+  std::uint32_t inflight = 0;    // records in the slot awaiting responses
+  std::uint32_t seq = 0;         // last request seq published
+  const std::byte* response_seq = nullptr;  // the response slot's ready word
   // To a trustee on another host: the trustee may hold responses back when
   // they do not fit the slot (abi::kResponseMore); the next batch then
   // fetches them, even if empty. Pieces of a response that spans slots
@@ -242,15 +229,11 @@ class Worker {
   // (runtime_state.hpp)
   bool would_flush(ThreadId to, const Channel& ch, std::uint32_t min_batch) const;
   // The channel's batch has its responses (one load of the ready word).
-  // (The oldest batch's: lane `poll`.)
   static bool response_ready(const Channel& ch) {
-    const Channel::Lane& l = ch.lane[ch.poll];
-    auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(l.response_seq));
-    return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == l.seq;
+    auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
+    return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == ch.seq;
   }
-  // The request slot of `client`'s lane `lane` to this thread.
-  std::byte* request_slot(ThreadId client, std::uint32_t lane) { return square_.request_primary(id_, client, lane); }
-  void serve_slot(ThreadId client, std::uint32_t lane, const abi::RequestSlotHeader& h);
+  void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
   bool poll_remote_responses(ThreadId to);
@@ -312,10 +295,7 @@ class Worker {
 
   // trustee
   PropertyTable props_;
-  // Per client and lane (client * kLanes + lane); the lane whose batch is
-  // served next (a client's batches are served in the order sent).
-  std::vector<std::uint32_t> served_seq_;
-  std::vector<std::uint8_t> serve_lane_;
+  std::vector<std::uint32_t> served_seq_;  // per client
   std::vector<std::unique_ptr<RemoteClient>> remote_clients_;  // per client, lazily
 
   // client
