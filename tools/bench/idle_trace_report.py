@@ -66,7 +66,7 @@ def milestones(ev, dp0, dp1, client):
 
     trustee = None
     for ts, tid, cpu, name, rest, comm in ev:
-        if tid == client and name == "sys_write" and "count: 8" in rest and "dp0 kicked" not in seen:
+        if tid == client and name == "sys_write" and "count: 8" in rest and "client kicks dp0" not in seen:
             once("client kicks dp0", ts)
         elif name == "sched_switch":
             nxt = int(field(rest, "next_pid") or -1)
