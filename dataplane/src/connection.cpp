@@ -463,14 +463,14 @@ void Connection::timers(std::uint64_t now, const Emit& emit) {
 }
 
 void Connection::flush_ack(std::uint64_t now, const Emit& emit) {
-  if (ack_owed_ && ack_due_ <= now) send_ack(0, emit);
+  if (ack_owed_ && ack_deadline() <= now) send_ack(0, emit);
 }
 
 std::uint64_t Connection::next_deadline() const {
   std::uint64_t d = UINT64_MAX;
   if (!unacked_.empty()) d = unacked_.front().sent_at + rto_;
   if (stalled_since_ && unacked_.empty()) d = std::min(d, stalled_since_ + rto_);
-  if (ack_owed_) d = std::min(d, ack_due_);
+  if (ack_owed_) d = std::min(d, ack_deadline());
   if (held_since_ && pending_bytes_) d = std::min(d, held_since_ + hold_);
   return d;
 }

@@ -116,8 +116,11 @@ class Connection {
   // bounded). A connection with nothing in flight sends at once: an
   // unloaded request never waits. `ack_delay`: the ack for an in-order
   // data frame waits up to `ack_delay` for a data frame of ours to carry
-  // it; duplicates, gaps, renewals and activations are still answered at
-  // once (fast retransmit and credit depend on those).
+  // it (up to 5x that while more records are coming, set_more_coming: a
+  // response we owe is on its way, and a lone ack frame in front of it,
+  // a system call of tens of microseconds on a cold af_packet path, would
+  // delay it); duplicates, gaps, renewals and activations are still
+  // answered at once (fast retransmit and credit depend on those).
   void set_batching(std::uint64_t hold, std::uint64_t ack_delay) { hold_ = hold, ack_delay_ = ack_delay; }
   // Whether more records are coming soon (the dataplane: exchanges with the
   // peer are open beyond the requests queued). Only then does a short frame
@@ -251,6 +254,8 @@ class Connection {
   void owe_ack_by(std::uint64_t now) {
     if (!ack_owed_) ack_owed_ = true, ack_due_ = now + ack_delay_;
   }
+  // When the owed ack goes alone (set_batching).
+  std::uint64_t ack_deadline() const { return ack_due_ && more_coming_ ? ack_due_ + 4 * ack_delay_ : ack_due_; }
   void reset(std::uint64_t new_boot);
   void put_record(const wire::WireRecord& w, const std::uint8_t* payload, std::size_t n);
   void renewal_asked(std::uint16_t coalescing, bool probe);

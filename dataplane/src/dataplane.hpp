@@ -175,6 +175,10 @@ class Dataplane {
     bool rx_armed = false;            // ... and it is armed: a frame ends the next sleep (long once the host is quiet)
     std::uint64_t any_stored = 0;     // when it last stored Dataplane::last_work_any_
     std::vector<Periodic> periodic;   // this core's jobs (loop.cpp)
+    // Until then (TSC), the jobs wait while an exchange is open: set on
+    // waking from a sleep, so that the first request after an idle period
+    // and its response pass before the jobs that fell due in the sleep.
+    std::uint64_t jobs_wait_until = 0;
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.
     std::atomic<std::uint64_t> pub_seq{0};
@@ -312,6 +316,7 @@ class Dataplane {
   void place(Core& k);
   void core_loop(Core& k, const std::atomic<bool>& stop);
   void run_periodic(Core& k, std::uint64_t now);
+  bool exchange_open() const;  // with any peer (Peer::open)
   void sleep_until_work(Core& k, std::uint64_t now);
   void job_control(Core& k);
   void job_faults(Core& k);

@@ -62,6 +62,14 @@ constexpr std::uint64_t kSleepShift = 3;
 // yielding for this long after each request, then it sleeps as before: the
 // idle cost (rack-idle) does not change.
 constexpr std::uint64_t kYieldUs = 2'000;
+// After a sleep, the periodic jobs (the QP scheduler, counters, metrics and
+// stats files, the control job) wait up to this long while an exchange is
+// open, i.e. while a request that woke a core, or its response, is on its
+// way: all of them fell due during a long sleep, and run in one go of up to
+// ~100 us on a cold core (the QP scheduler's activations also sent an ack
+// frame per connection at once), in front of the response (idle-trace, in
+// dataplane/README.md "Sleeping"). They run as soon as the exchange closes.
+constexpr std::uint64_t kJobsWaitUs = 1'000;
 }  // namespace
 
 void Dataplane::run(const std::atomic<bool>& stop) {
@@ -142,7 +150,8 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     }
     (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
-    run_periodic(k, now);                     // schedulers, publish, control, faults, metrics, stats
+    if (now >= k.jobs_wait_until || !exchange_open())
+      run_periodic(k, now);                   // schedulers, publish, control, faults, metrics, stats
     if (worked) {
       idle = 0;
       // The host is not quiet while frames of ours, records or doorbells
@@ -170,6 +179,12 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     last = now;
   }
   publish(k);
+}
+
+bool Dataplane::exchange_open() const {
+  for (std::uint32_t h = 0; h < hosts_; ++h)
+    if (h != self_ && peers_[h].open.load(std::memory_order_relaxed) > 0) return true;
+  return false;
 }
 
 void Dataplane::run_periodic(Core& k, std::uint64_t now) {
@@ -260,6 +275,7 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
       }
     }
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
+    if (n > 0) k.jobs_wait_until = tsc_now() + tsc_hz_ / 1'000'000 * kJobsWaitUs;  // woken, not timed out
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
   k.rx_armed = false;  // the next sleep arms it again (what woke us is drained then)

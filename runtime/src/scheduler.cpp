@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <utility>
 
 #include "runtime_state.hpp"
 #include "worker.hpp"
@@ -86,11 +87,13 @@ void Worker::ring_doorbell(std::uint32_t entry) {
   std::atomic_ref<std::uint32_t>(ring_->head).store(ring_head_, std::memory_order_release);
   std::atomic_ref<std::uint32_t> sleeping(*dataplane_sleeping_);
 #if GOSSAMER_TSAN
-  if (sleeping.fetch_or(0, std::memory_order_seq_cst)) rt_.rack()->kick();
+  const bool asleep = sleeping.fetch_or(0, std::memory_order_seq_cst);
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping.load(std::memory_order_relaxed)) rt_.rack()->kick();
+  const bool asleep = sleeping.load(std::memory_order_relaxed);
 #endif
+  if (asleep) rt_.rack()->kick();
+  rang_ = true;
 }
 
 Worker::~Worker() {
@@ -167,6 +170,16 @@ bool Worker::idle_backoff(bool worked) {
     return false;
   }
   ++idle_streak_;
+  if (std::exchange(rang_, false) && !rt_.busy_polling()) {
+    // The dataplane that must carry what we rang for may run on this CPU,
+    // woken by our kick or yielding in its own loop, and wait for us to
+    // stop (the scheduler does not preempt a thread for a waker that keeps
+    // running): let it run now rather than after the spin, which added
+    // ~20 us to each hop of the first request after an idle period
+    // (PERFORMANCE.md "The first request after an idle period").
+    ::sched_yield();
+    return false;
+  }
   if (rt_.busy_polling() || idle_streak_ < kSpinIterations) {
     cpu_relax();
     return false;

@@ -266,6 +266,9 @@ class Worker {
   std::uint32_t* ring_entries_ = nullptr;
   std::uint32_t ring_head_ = 0, ring_mask_ = 0;
   std::uint32_t* dataplane_sleeping_ = nullptr;
+  // We rang a doorbell: the next pass that finds nothing yields at once
+  // instead of spinning (scheduler.cpp, idle_backoff).
+  bool rang_ = false;
   bool control_send_ = false;
   std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 

@@ -19,6 +19,11 @@
 // enough for the dataplanes and the runtime threads to go to sleep), and
 // prints what the first request after an idle period costs:
 //   echo_idle samples=K gap_s=G p50_us=X max_us=Y
+// With --trace DIR (a tracefs instance, e.g. /sys/kernel/tracing/instances/
+// NAME, set up by tools/bench/idle-trace), host 0 turns that instance's
+// tracing on for the idle phase only and writes a marker before and after
+// each of those requests, so the kernel's events (wake-ups, switches,
+// system calls) of every hop can be laid out between the two.
 // B = 32 sends a std::array<char, 32> captured in the closure (the closure
 // is 32 bytes); other sizes send a std::string as an apply_with argument.
 #include <algorithm>
@@ -30,6 +35,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <gossamer/gossamer.hpp>
@@ -46,6 +54,31 @@ struct Params {
   std::size_t after_idle = 0;  // requests sent one at a time after an idle gap
   double idle_gap = 1.0;       // seconds of silence before each of them
   gossamer::Polling polling = gossamer::Polling::adaptive;
+  std::string trace;           // a tracefs instance directory, or ""
+};
+
+// A tracefs instance (--trace): tracing on and off, and markers.
+struct Tracer {
+  int on = -1, marker = -1;
+  explicit Tracer(const std::string& dir) {
+    if (dir.empty()) return;
+    on = ::open((dir + "/tracing_on").c_str(), O_WRONLY | O_CLOEXEC);
+    marker = ::open((dir + "/trace_marker").c_str(), O_WRONLY | O_CLOEXEC);
+    if (on < 0 || marker < 0) std::fprintf(stderr, "echo: --trace %s: cannot open tracing_on/trace_marker\n", dir.c_str());
+  }
+  ~Tracer() {
+    if (on >= 0) ::close(on);
+    if (marker >= 0) ::close(marker);
+  }
+  void enable(bool yes) {
+    if (on >= 0) (void)!::write(on, yes ? "1" : "0", 1);
+  }
+  void mark(const char* what, std::size_t i) {
+    if (marker < 0) return;
+    char buf[64];
+    int n = std::snprintf(buf, sizeof buf, "echo_idle %zu %s", i, what);
+    (void)!::write(marker, buf, std::size_t(n));
+  }
 };
 
 // Filled by one host-0 thread once its fibers are done; read by main.
@@ -162,14 +195,19 @@ int bench(const Params& p) {
   // idle_gap seconds (this thread sleeps in the kernel, as an idle program
   // would), so every poller on the path has gone to sleep and must be woken.
   std::vector<std::uint32_t> idle_lat;
+  Tracer tracer(p.trace);
+  if (p.after_idle) tracer.enable(true);
   for (std::size_t i = 0; i < p.after_idle; ++i) {
     std::this_thread::sleep_for(std::chrono::duration<double>(p.idle_gap));
+    tracer.mark("start", i);
     auto start = Clock::now();
     long v = refs[i % targets].apply([](long& c) { return ++c; });
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    tracer.mark("end", i);
     idle_lat.push_back(std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX)));
     if (v <= 0) ++results[0].mismatches;
   }
+  if (p.after_idle) tracer.enable(false);
 
   std::vector<std::uint32_t> lat;
   std::uint64_t requests = 0, mismatches = 0;
@@ -233,6 +271,7 @@ int main(int argc, char** argv) {
   app.add_option("--after-idle", p.after_idle, "then this many requests, each after an idle gap")
       ->check(CLI::Range(0, 1000));
   app.add_option("--idle-gap", p.idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.01, 60.0));
+  app.add_option("--trace", p.trace, "a tracefs instance: traced during the idle phase, with markers (idle-trace)");
   app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
   CLI11_PARSE(app, argc, argv);
   p.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
