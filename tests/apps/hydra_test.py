@@ -186,6 +186,28 @@ def bulk_checks(w, readers, keys):
     check(first is None, f"[read {readers[0][0]}] {len(want)} pipelined INCR/GET/EXISTS over every shard answered in request order",
           f"first difference at reply {first}")
     check(c.call("DEL", *counts) == 7, "the order counters deleted")
+
+    # GET and plain SET for another thread's shard travel in batches, one
+    # request per shard per round (batch.cpp); other commands leave after
+    # the batches before them. Per key, in one pipeline: batched SET, SET
+    # with an option (not batched), batched GET, APPEND (not batched),
+    # batched GET, and a GET of a hash (WRONGTYPE through the batch). A
+    # command overtaking the one before it on the same key shows here.
+    reqs, want = [], []
+    for i in range(300):
+        k, h = f"batch:{i}", f"batch-h:{i}"
+        reqs += [encode("SET", k, "a"), encode("SET", k, "b", "EX", "1000"), encode("GET", k), encode("APPEND", k, "c"),
+                 encode("GET", k), encode("SET", k, "d"), encode("GET", k), encode("HSET", h, "f", "v"), encode("GET", h)]
+        want += [("+", "OK"), ("+", "OK"), b"b", 2, b"bc", ("+", "OK"), b"d", 1,
+                 ("-", "WRONGTYPE Operation against a key holding the wrong kind of value")]
+    c.send(b"".join(reqs))
+    got = [c.reply() for _ in want]
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    check(first is None, f"[read {readers[0][0]}] {len(want)} pipelined SET/SET EX/GET/APPEND/GET/HSET over every shard: "
+          "each command sees the one before it on its key",
+          f"first difference at reply {first}: {got[first] if first is not None else ''!r} != {want[first] if first is not None else ''!r}")
+    check(c.call("DEL", *[f"batch:{i}" for i in range(300)], *[f"batch-h:{i}" for i in range(300)]) == 600,
+          "the batch keys deleted")
     c.close()
 
 

@@ -82,6 +82,9 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   counter.store(++commands_, std::memory_order_relaxed);
 
   const std::string name = lower(args[0]);
+  // Anything but GET and SET sends what batch.cpp gathered first: its own
+  // requests reach the shards after the commands before it.
+  if (!batch_used_.empty() && name != "get" && name != "set") send_batches();
   if (!c.authed && name != "auth" && name != "hello" && name != "quit") {  // --requirepass
     c.multi_error = c.in_multi;  // refused as Redis's rejectCommand: it fails a MULTI
     resp::error(c.pending.emplace_back().reply, "NOAUTH Authentication required.");

@@ -179,6 +179,7 @@ void Loop::run() {
       check_memory(now);                        // --maxmemory (memory.cpp)
       if (now >= next_sweep_) sweep(now);
     }
+    if (!batch_used_.empty()) send_batches();  // this round's GETs and SETs for other shards (batch.cpp)
     gossamer::yield();                          // the trustee serves, answers arrive
   }
   stop_everything();
@@ -357,6 +358,12 @@ bool Loop::can_execute(const Connection& c) const {
          c.out.size() - c.written + c.reply_bytes < g_config.max_output;
 }
 
+// Replies are held back while answers to the connection's batched
+// commands are owed (they come at the latest with its next batch's answer,
+// which flushes it) and less than 64 KiB wait: 1 send per pipeline instead
+// of 1.5 with 2 threads (README, Performance).
+bool Loop::holding(const Connection& c) { return c.batched > 0 && c.out.size() - c.written < (64u << 10); }
+
 // Requests already buffered are executed after EOF too (can_execute).
 bool Loop::reading_allowed(const Connection& c) const { return !c.eof && can_execute(c); }
 
@@ -509,7 +516,7 @@ void Loop::flush(std::uint32_t slot, Connection& c) {
       process_input(slot, c);  // requests that waited for room
       if (c.base + c.pending.size() == before) break;
     }
-    while (c.written < c.out.size()) {
+    while (c.written < c.out.size() && !holding(c)) {
       ssize_t n = ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
       if (n > 0) {
         c.written += std::size_t(n);
@@ -540,7 +547,7 @@ void Loop::update_events(std::uint32_t slot, Connection& c) {
   std::uint32_t want = 0;
   if (reading_allowed(c)) want |= EPOLLIN | EPOLLRDHUP;
   else if (c.blocked) want |= EPOLLRDHUP;
-  if (c.written < c.out.size()) want |= EPOLLOUT;
+  if (c.written < c.out.size() && !holding(c)) want |= EPOLLOUT;
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;
@@ -565,6 +572,7 @@ void Loop::drain_dirty() {
 // ---- stopping ---------------------------------------------------------------------
 
 void Loop::stop_everything() {
+  send_batches();  // their answers are owed (inflight_)
   if (leader_) propagate_stop();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;

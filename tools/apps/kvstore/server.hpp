@@ -191,6 +191,10 @@ struct Connection {
   // bound.
   std::size_t reply_bytes = 0;
   std::uint32_t events = 0;        // what epoll watches now
+  // Its commands in batches (batch.cpp) whose answers are owed: replies
+  // wait for them, so that a pipeline spread over shards goes out in one
+  // send, not one per shard (Loop::holding).
+  std::uint32_t batched = 0;
   bool eof = false;                // the peer will send nothing more
   bool closing = false;            // QUIT or a protocol error: close once flushed
   bool dirty = false;              // in the loop's dirty list
@@ -318,6 +322,7 @@ class Loop {
   void mark_dirty(std::uint32_t slot);
   void close_connection(std::uint32_t slot, bool force = false);
   bool can_execute(const Connection& c) const;
+  static bool holding(const Connection& c);
   bool reading_allowed(const Connection& c) const;
   void on_event(std::uint32_t slot, std::uint32_t ev);
   bool read_input(std::uint32_t slot, Connection& c);
@@ -463,6 +468,23 @@ class Loop {
   bool execute_string(std::uint32_t slot, const std::string& name, Pending& p, std::uint64_t seq, std::uint32_t gen,
                       const std::vector<std::string_view>& args);
 
+  // batch.cpp: GETs and plain SETs for other threads' shards, one request
+  // per shard per round. batch() false: send it the ordinary way.
+  bool batch(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::size_t shard_index, bool set,
+             const std::vector<std::string_view>& args);
+  void send_batches();
+  void send_batch(std::size_t shard_index);
+  struct BatchTarget {
+    std::uint32_t slot, gen;
+    std::uint64_t seq;
+  };
+  struct Batch {
+    std::string ops;                   // packed operations (batch.cpp)
+    std::vector<BatchTarget> targets;  // whose replies, in order
+  };
+  std::vector<Batch> batches_;         // per shard (sized at the first batch)
+  std::vector<std::uint32_t> batch_used_;  // shards with a batch to send
+
   gossamer::TrustRef<Shard> shard(std::size_t i) const { return shards_.refs[i]; }
   // One request whose answer goes to `k`: a step of a command of several
   // (keyspace.cpp). The steps run inside the command's transaction.
@@ -494,6 +516,7 @@ class Loop {
   bool leader_ = false;                      // this host's first thread: it listens
   std::uint32_t first_local_ = 0, local_count_ = 1, next_target_ = 0;
   std::size_t local_index_ = 0;              // this thread among its host's
+  std::size_t own_shard_ = gossamer::thread_index();  // this thread's shard: applied at once, never batched
   std::uint64_t commands_ = 0;               // published to g_commands for INFO
   std::vector<std::unique_ptr<Connection>> conns_;  // by slot; null = free
   std::vector<std::uint32_t> gens_;

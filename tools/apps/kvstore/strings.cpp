@@ -58,18 +58,29 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
   // A `then` without captures is not captured either: the callback stays
   // the size of the GET/SET ones before (a larger one costs the runtime a
   // heap allocation per request; callgrind, SET/GET -P 16: +40 Ir each).
-  auto to_key = [&](auto fn, auto then, auto&&... extra) {
+  // `at`: the key's shard. Batches (batch.cpp) for that shard leave first,
+  // so that this request reaches it after them.
+  auto to_shard = [&](std::size_t at, auto fn, auto then, auto&&... extra) {
     using Then = decltype(then);
     p.waiting = 1;
     ++inflight_;
+    if (!batch_used_.empty() && at != own_shard_) send_batches();
     auto send = [&](auto callback) {
-      shard(shard_of(args[1], nshards_))
-          .apply_with_then(fn, std::move(callback), std::string(args[1]), std::forward<decltype(extra)>(extra)...);
+      shard(at).apply_with_then(fn, std::move(callback), std::string(args[1]), std::forward<decltype(extra)>(extra)...);
     };
     if constexpr (std::is_empty_v<Then>)
       send([this, slot, gen, seq](auto a) { this->answer(slot, gen, seq, [&](Pending& q) { Then{}(q, a); }); });
     else
       send([this, slot, gen, seq, then](auto a) { this->answer(slot, gen, seq, [&](Pending& q) { then(q, a); }); });
+  };
+  auto to_key = [&](auto fn, auto then, auto&&... extra) {
+    to_shard(shard_of(args[1], nshards_), fn, then, std::forward<decltype(extra)>(extra)...);
+  };
+  // GET and plain SET on another thread's shard join that shard's batch.
+  auto batched = [&](std::size_t at, bool set) {
+    if (at == own_shard_ || !fences_.empty() || !batch(slot, gen, seq, at, set, args)) return false;
+    p.waiting = 1;
+    return true;
   };
   auto integer_reply = [](Pending& q, Count n) {
     if (n.err == Count::kOk) resp::integer(q.reply, n.n);
@@ -79,7 +90,9 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
   if (name == "get") {
     if (!arity(args.size() == 2)) return true;
     if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
-    to_key([](Shard& s, std::string k) { return shard_get(s, std::move(k)); },
+    const std::size_t home = shard_of(args[1], nshards_);
+    if (batched(home, false)) return true;
+    to_shard(home, [](Shard& s, std::string k) { return shard_get(s, std::move(k)); },
            [](Pending& q, const Value& v) {
              if (v.kind == Value::kString) resp::bulk(q.reply, v.data);
              else if (v.kind == Value::kNil) resp::nil(q.reply, q.resp3);
@@ -125,8 +138,10 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
     }
     if (!err.empty()) return resp::error(p.reply, err), true;
     if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
-    if (flags == 0) {  // plain SET: the hot path, no options to carry
-      to_key([](Shard& s, std::string k, std::string v) { return shard_set(s, std::move(k), std::move(v)); },
+    if (flags == 0 && args.size() == 3) {  // plain SET: the hot path, no options to carry
+      const std::size_t home = shard_of(args[1], nshards_);
+      if (batched(home, true)) return true;
+      to_shard(home, [](Shard& s, std::string k, std::string v) { return shard_set(s, std::move(k), std::move(v)); },
              [](Pending& q, Count n) {
                if (n.err == Count::kOk) resp::simple(q.reply, "OK");
                else resp::error(q.reply, count_error(n.err));
