@@ -4,13 +4,16 @@
 // `serialize` member to their own types), read back by BoundedInputArchive,
 // which checks every claimed size against the bytes present. The streams
 // and the archive read and write slot memory directly: no allocation per
-// value.
+// value. Each thread builds its output streams once (SinkStream): a
+// std::ostream's construction looks up its locale's facets (dynamic_casts,
+// ~600 instructions), which per request was most of the encoding cost.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <ostream>
 #include <streambuf>
@@ -34,46 +37,76 @@
 
 namespace gossamer::detail {
 
-// Writes into a request record under construction.
-class RecordStreamBuf final : public std::streambuf {
+// Writes into a request record under construction, or into a growable
+// byte vector (responses of unknown size): whichever it is pointed at.
+class SinkStreamBuf final : public std::streambuf {
  public:
-  explicit RecordStreamBuf(RecordWriter& w) : w_(w) {}
+  void point(RecordWriter* w, std::vector<std::byte>* v) {
+    w_ = w;
+    v_ = v;
+  }
 
  protected:
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    w_.append(s, std::size_t(n));
+    if (w_) {
+      w_->append(s, std::size_t(n));
+    } else {
+      auto* b = reinterpret_cast<const std::byte*>(s);
+      v_->insert(v_->end(), b, b + n);
+    }
     return n;
   }
   int_type overflow(int_type c) override {
     if (!traits_type::eq_int_type(c, traits_type::eof())) {
       char ch = traits_type::to_char_type(c);
-      w_.append(&ch, 1);
+      xsputn(&ch, 1);
     }
     return traits_type::not_eof(c);
   }
 
  private:
-  RecordWriter& w_;
+  RecordWriter* w_ = nullptr;
+  std::vector<std::byte>* v_ = nullptr;
 };
 
-// Writes into a growable byte vector (responses of unknown size).
-class VectorStreamBuf final : public std::streambuf {
+// An output stream over a SinkStreamBuf, built once per thread and lent to
+// one encoding at a time; an encoding that starts while the thread's stream
+// is lent (a serialize() that encodes: not a request, which cannot nest, but
+// a result, say) builds a stream of its own.
+class SinkStream {
  public:
-  explicit VectorStreamBuf(std::vector<std::byte>& v) : v_(v) {}
-
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    auto* b = reinterpret_cast<const std::byte*>(s);
-    v_.insert(v_.end(), b, b + n);
-    return n;
+  SinkStream(RecordWriter* w, std::vector<std::byte>* v) {
+    Shared& sh = shared();
+    if (!sh.lent) {
+      sh.lent = true;
+      mine_ = &sh;
+    } else {
+      own_ = std::make_unique<Shared>();
+      mine_ = own_.get();
+    }
+    mine_->buf.point(w, v);
+    mine_->os.clear();
   }
-  int_type overflow(int_type c) override {
-    if (!traits_type::eq_int_type(c, traits_type::eof())) v_.push_back(std::byte(c));
-    return traits_type::not_eof(c);
+  ~SinkStream() {
+    mine_->buf.point(nullptr, nullptr);
+    if (!own_) mine_->lent = false;
   }
+  SinkStream(const SinkStream&) = delete;
+  SinkStream& operator=(const SinkStream&) = delete;
+  std::ostream& stream() { return mine_->os; }
 
  private:
-  std::vector<std::byte>& v_;
+  struct Shared {
+    SinkStreamBuf buf;
+    std::ostream os{&buf};
+    bool lent = false;
+  };
+  static Shared& shared() {
+    thread_local Shared s;
+    return s;
+  }
+  Shared* mine_;
+  std::unique_ptr<Shared> own_;
 };
 
 // Reads arguments and results from a byte range that may come from another
@@ -213,9 +246,8 @@ void encode_args(RecordWriter& w, Args&&... args) {
   if constexpr (!any_cereal) {
     (w.append(&args, sizeof(std::decay_t<Args>)), ...);
   } else {
-    RecordStreamBuf buf(w);
-    std::ostream os(&buf);
-    cereal::BinaryOutputArchive ar(os);
+    SinkStream os(&w, nullptr);
+    cereal::BinaryOutputArchive ar(os.stream());
     auto one = [&](auto&& a) {
       using A = std::decay_t<decltype(a)>;
       if constexpr (is_cereal_type_v<A>) ar(a);
@@ -263,9 +295,8 @@ void encode_result(ResponseWriter& out, R& r) {
     thread_local std::vector<std::byte> scratch;
     scratch.clear();
     {
-      VectorStreamBuf buf(scratch);
-      std::ostream os(&buf);
-      cereal::BinaryOutputArchive ar(os);
+      SinkStream os(nullptr, &scratch);
+      cereal::BinaryOutputArchive ar(os.stream());
       ar(r);
     }
     std::byte* dst = out.reserve(std::uint32_t(scratch.size()));
@@ -280,9 +311,8 @@ std::vector<std::byte> encode_result_bytes(R& r) {
     v.resize(sizeof(R));
     std::memcpy(v.data(), &r, sizeof(R));
   } else {
-    VectorStreamBuf buf(v);
-    std::ostream os(&buf);
-    cereal::BinaryOutputArchive ar(os);
+    SinkStream os(nullptr, &v);
+    cereal::BinaryOutputArchive ar(os.stream());
     ar(r);
   }
   return v;
