@@ -2,12 +2,12 @@
 // loop round and sent as one request per shard.
 //
 // A request through a slot costs far more than the command it carries: the
-// runtime encodes a std::string argument and a Value result through cereal,
-// whose archive builds a std::ostream (an ios_base, a locale, facets found
-// by dynamic_cast) and two hash maps, on both sides, for every request.
-// Under callgrind (2 threads, redis-benchmark -P 16, README, Performance)
-// that was about a third of the instructions of a command for the other
-// shard. A batch pays it once for all the commands a round sends to one
+// runtime encodes a std::string argument and a Value result through cereal
+// (an archive and its hash maps, on both sides, for every request; until
+// the runtime kept one std::ostream per thread, also an ios_base, a locale
+// and facets found by dynamic_cast). Under callgrind (2 threads,
+// redis-benchmark -P 16, README, Performance) that was about a third of
+// the instructions of a command for the other shard. A batch pays it once for all the commands a round sends to one
 // shard: the request is one string of packed operations, the answer one
 // string of the operations' RESP replies, each built by the trustee with
 // the same shard functions and reply texts as strings.cpp's path.
