@@ -358,12 +358,6 @@ bool Loop::can_execute(const Connection& c) const {
          c.out.size() - c.written + c.reply_bytes < g_config.max_output;
 }
 
-// Replies are held back while answers to the connection's batched
-// commands are owed (they come at the latest with its next batch's answer,
-// which flushes it) and less than 64 KiB wait: 1 send per pipeline instead
-// of 1.5 with 2 threads (README, Performance).
-bool Loop::holding(const Connection& c) { return c.batched > 0 && c.out.size() - c.written < (64u << 10); }
-
 // Requests already buffered are executed after EOF too (can_execute).
 bool Loop::reading_allowed(const Connection& c) const { return !c.eof && can_execute(c); }
 

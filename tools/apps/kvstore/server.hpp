@@ -474,10 +474,7 @@ class Loop {
              const std::vector<std::string_view>& args);
   void send_batches();
   void send_batch(std::size_t shard_index);
-  struct BatchTarget {
-    std::uint32_t slot, gen;
-    std::uint64_t seq;
-  };
+  struct BatchTarget { std::uint32_t slot, gen; std::uint64_t seq; };
   struct Batch {
     std::string ops;                   // packed operations (batch.cpp)
     std::vector<BatchTarget> targets;  // whose replies, in order
