@@ -112,8 +112,12 @@ if grep -Eq '^    ports \(frames/s received/sent\): 0 to h1 [0-9.kMG]+/[0-9.kMG]
 else
   fail "gossamerctl top shows no ports line for host 0 (ports 0 to h1, 1 to h2):"; sed 's/^/  /' <<<"$top_out" | head -30
 fi
+# Through the kernel, every frame of the dataplane would cross veth0 too;
+# veth0 carries gossamerd's TCP (heartbeats, the run's start and end), about
+# a tenth of the dataplane's frames since acks ride on responses (1080
+# against 108 once): a quarter is the margin.
 dp=$(( $(stat_of 0 rx_frames) + $(stat_of 0 frames_sent) ))
-if [ "$dp" -gt 1000 ] && [ $((v1 - v0)) -lt $((dp / 10)) ]; then
+if [ "$dp" -gt 500 ] && [ $((v1 - v0)) -lt $((dp / 4)) ]; then
   pass "kernel bypassed: host 0's dataplane exchanged $dp frames, its veth0 $((v1 - v0)) (gossamerd's TCP)"
 else
   fail "host 0's dataplane exchanged $dp frames, veth0 $((v1 - v0)): the data went through the kernel?"
