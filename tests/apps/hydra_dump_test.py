@@ -303,6 +303,29 @@ def rack(addrs):
                   repr(got))
 
 
+def zset_budget(build):
+    """--max-shard-request 64 KiB: a sorted set of 4-byte members is charged
+    its scores too (each travels on as text with its member), so 1500
+    members (~100 KiB decoded) are refused where 700 (~47 KiB) restore.
+    Charging the members alone let 1500 through (review, 2026-11-27)."""
+    def zset(n):
+        body = bytes([5, 0x40 | (n >> 8), n & 0xFF])  # RDB_TYPE_ZSET_2, 14-bit length
+        for i in range(n):
+            body += b"\x04" + struct.pack("<I", i) + struct.pack("<d", float(i))
+        return payload(body)
+    with pair(build, threads=2, hydra_args=("--max-shard-request", "65536")) as ports:
+        r = redis.Redis(port=ports[0])
+        try:
+            r.execute_command("RESTORE", "zbig", "0", zset(1500))
+            got = "OK"
+        except redis.exceptions.ResponseError as e:
+            got = str(e)
+        check(got == "DUMP payload expands past --max-shard-request",
+              "RESTORE of a sorted set whose members and scores exceed --max-shard-request is refused", got)
+        check(r.execute_command("RESTORE", "zsmall", "0", zset(700)) == b"OK" and r.zcard("zsmall") == 700,
+              "RESTORE of a sorted set within --max-shard-request (700 members)")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "rack":
         rack([(h, int(p)) for h, p in (a.rsplit(":", 1) for a in sys.argv[2:4])])
@@ -313,6 +336,7 @@ def main():
         round_trips(ports, 4)
         corruptions(ports)
         redis_corpus(ports)
+    zset_budget(build)
     return finish()
 
 

@@ -457,6 +457,9 @@ bool decode_object(Reader& r, std::uint8_t type, Object& o) {
           }
         }
         if (std::isnan(d)) return false;
+        // The score travels on as text (up to 24 characters and a length)
+        // with the member: charged like a short string.
+        if (!r.charge(0)) return false;
         o.items.push_back(std::move(s));
         o.scores.push_back(d);
       }
