@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -279,3 +280,22 @@ TEST(ClaimedSizeTest, StandardTypesUnderAnAddressSpaceLimit) {
 #endif
 
 }  // namespace
+
+// A result travels with a 32-bit length that the response writers round up
+// and add a header to: past kMaxResultBytes encode_result refuses it (the
+// closure's caller gets kException) instead of cutting the length and
+// copying past what it reserved (found by review: a Hydra batch answer of
+// over 4 GiB overran the trustee's heap). The bound itself, since a real
+// 4 GiB result is too large for a test.
+TEST(ResultSizeTest, OverWhatAResponseHoldsIsRefusedNotCut) {
+  using gossamer::detail::check_result_size;
+  using gossamer::detail::kMaxResultBytes;
+  EXPECT_NO_THROW(check_result_size(kMaxResultBytes));
+  EXPECT_THROW(check_result_size(kMaxResultBytes + 1), std::length_error);
+  EXPECT_THROW(check_result_size(std::size_t(UINT32_MAX) + 1), std::length_error);
+  // What the writers compute from the largest accepted length fits 32 bits.
+  const std::uint64_t record = sizeof(gossamer::abi::ResponseHeader) +
+                               ((std::uint64_t(kMaxResultBytes) + gossamer::abi::kRecordAlign - 1) &
+                                ~std::uint64_t(gossamer::abi::kRecordAlign - 1));
+  EXPECT_LE(record, std::uint64_t(UINT32_MAX));
+}

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -286,6 +287,15 @@ std::tuple<Args...> decode_args(const std::byte* p, std::size_t n) {
   }
 }
 
+// A result's bytes travel with a 32-bit length (abi::ResponseHeader), which
+// the response writers round up and add a header to: larger results are
+// refused with an exception (the caller answers kException), never cut.
+inline constexpr std::size_t kMaxResultBytes = UINT32_MAX - 65535;
+inline void check_result_size(std::size_t n) {
+  if (n > kMaxResultBytes)
+    throw std::length_error("gossamer: the result is " + std::to_string(n) + " bytes, over the 4 GiB a response holds");
+}
+
 // Encodes a result into `out` (trustee side).
 template <class R>
 void encode_result(ResponseWriter& out, R& r) {
@@ -299,6 +309,7 @@ void encode_result(ResponseWriter& out, R& r) {
       cereal::BinaryOutputArchive ar(os.stream());
       ar(r);
     }
+    check_result_size(scratch.size());
     std::byte* dst = out.reserve(std::uint32_t(scratch.size()));
     if (!scratch.empty()) std::memcpy(dst, scratch.data(), scratch.size());
   }
@@ -315,6 +326,7 @@ std::vector<std::byte> encode_result_bytes(R& r) {
     cereal::BinaryOutputArchive ar(os.stream());
     ar(r);
   }
+  check_result_size(v.size());
   return v;
 }
 
