@@ -34,6 +34,13 @@ enum : char { kOpGet = 'g', kOpGet3 = 'G', kOpSet = 's' };
 constexpr std::size_t kBatchBytes = 64u << 10;  // a batch larger than this leaves at once
 constexpr std::size_t kBatchOps = 512;          // ... and one with this many operations
 constexpr std::size_t kBatchArg = 16u << 10;    // a key and value larger than this go alone
+// A batch's answer is one string, which a response carries (and across
+// hosts, at most 1 GiB): a GET whose value would take it past this is
+// answered with an error instead (a pipeline of hundreds of GETs of
+// megabyte values; its other operations run).
+constexpr std::size_t kBatchAnswerMax = std::size_t(1) << 30;
+constexpr const char* kTooLargeForBatch =
+    "ERR the replies of this pipeline's GETs on one shard would exceed 1 GiB: send fewer large GETs at once";
 
 void put_len(std::string& out, std::size_t n) {
   const auto v = std::uint32_t(n);
@@ -58,6 +65,7 @@ bool take(std::string_view in, std::size_t& at, std::string_view& field) {
 // operations left without a reply with an error.
 std::string shard_batch(Shard& s, const std::string& ops) noexcept {
   std::string out;
+  std::size_t mark = 0;  // where the reply being built starts
   try {
     std::string_view in(ops);
     std::size_t at = 0;
@@ -65,11 +73,12 @@ std::string shard_batch(Shard& s, const std::string& ops) noexcept {
       const char op = in[at++];
       std::string_view key, value;
       if (!take(in, at, key) || (op == kOpSet && !take(in, at, value))) break;
-      const std::size_t mark = out.size();
+      mark = out.size();
       put_len(out, 0);
       if (op == kOpGet || op == kOpGet3) {
         Value v = shard_get(s, std::string(key));
-        if (v.kind == Value::kString) resp::bulk(out, v.data);
+        if (v.kind == Value::kString && out.size() + v.data.size() > kBatchAnswerMax) resp::error(out, kTooLargeForBatch);
+        else if (v.kind == Value::kString) resp::bulk(out, v.data);
         else if (v.kind == Value::kNil) resp::nil(out, op == kOpGet3);
         else resp::error(out, v.data);
       } else if (op == kOpSet) {
@@ -84,6 +93,7 @@ std::string shard_batch(Shard& s, const std::string& ops) noexcept {
       std::memcpy(out.data() + mark, &len, sizeof len);
     }
   } catch (...) {  // out of memory: the replies so far stand, the rest are errors
+    out.resize(mark);  // without the one that was being built (shrinking does not allocate)
   }
   return out;
 }
