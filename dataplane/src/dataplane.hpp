@@ -179,6 +179,7 @@ class Dataplane {
     // waking from a sleep, so that the first request after an idle period
     // and its response pass before the jobs that fell due in the sleep.
     std::uint64_t jobs_wait_until = 0;
+    bool jobs_looked = true;          // run_periodic was called since the last wait began
     // Published for core 0 (sequence lock): Stats, then ConnCounters of
     // the connections this core owns.
     std::atomic<std::uint64_t> pub_seq{0};

@@ -150,8 +150,10 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
     }
     (worked ? k.stats.busy_cycles : k.stats.idle_cycles) += now - last;
     last = now;
-    if (now >= k.jobs_wait_until || !exchange_open())
+    if (now >= k.jobs_wait_until || !exchange_open()) {
       run_periodic(k, now);                   // schedulers, publish, control, faults, metrics, stats
+      k.jobs_looked = true;
+    }
     if (worked) {
       idle = 0;
       // The host is not quiet while frames of ours, records or doorbells
@@ -275,7 +277,14 @@ void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
       }
     }
     if (n >= 0 && k.index == 0) slept_ = true;  // else it did not wait: the control job looks
-    if (n > 0) k.jobs_wait_until = tsc_now() + tsc_hz_ / 1'000'000 * kJobsWaitUs;  // woken, not timed out
+    // Woken, not timed out: the jobs wait, unless they have not been looked
+    // at since the last wait began (wake-ups that bring no traffic of ours,
+    // such as frames of gossamerd's on a shared port, must not put them
+    // off for ever while an exchange stays open).
+    if (n > 0 && k.jobs_looked) {
+      k.jobs_wait_until = tsc_now() + tsc_hz_ / 1'000'000 * kJobsWaitUs;
+      k.jobs_looked = false;
+    }
     if (n >= 0) k.stats.cpu = std::uint64_t(::sched_getcpu());  // a vDSO read; the scheduler may have moved it
   }
   k.rx_armed = false;  // the next sleep arms it again (what woke us is drained then)
