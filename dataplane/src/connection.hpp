@@ -35,6 +35,7 @@
 // the partial slot. A reset (peer restart) forgets the partial slot.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -255,7 +256,11 @@ class Connection {
     if (!ack_owed_) ack_owed_ = true, ack_due_ = now + ack_delay_;
   }
   // When the owed ack goes alone (set_batching).
-  std::uint64_t ack_deadline() const { return ack_due_ && more_coming_ ? ack_due_ + 4 * ack_delay_ : ack_due_; }
+  // (Extended while a response is expected, at most to a quarter of the
+  // peer's first retransmit timeout, whatever ack_delay_us says.)
+  std::uint64_t ack_deadline() const {
+    return ack_due_ && more_coming_ ? ack_due_ + std::min(4 * ack_delay_, rto_base_ / 4) : ack_due_;
+  }
   void reset(std::uint64_t new_boot);
   void put_record(const wire::WireRecord& w, const std::uint8_t* payload, std::size_t n);
   void renewal_asked(std::uint16_t coalescing, bool probe);
