@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -93,13 +94,21 @@ int main(int argc, char** argv) {
   }
   ::signal(SIGPIPE, SIG_IGN);
 
-  boost::asio::io_context io;
-  gossamer::cp::Daemon daemon(io, std::move(cfg), opt, std::move(key));
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  signals.async_wait([&](boost::system::error_code ec, int sig) {
-    if (!ec) daemon.shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  });
-  if (!daemon.start()) return 1;
-  io.run();
+  // An exception out of the daemon would end the process in
+  // std::terminate, before ~FlushLogs wrote the lines queued for the log
+  // thread (the ones that tell what happened): it is logged and returned.
+  try {
+    boost::asio::io_context io;
+    gossamer::cp::Daemon daemon(io, std::move(cfg), opt, std::move(key));
+    boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
+      if (!ec) daemon.shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    });
+    if (!daemon.start()) return 1;
+    io.run();
+  } catch (const std::exception& e) {
+    spdlog::critical("stopping: {}", e.what());
+    return 1;
+  }
   return 0;
 }
