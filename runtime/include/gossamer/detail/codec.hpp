@@ -240,12 +240,108 @@ constexpr void check_sendable() {
                 "`template <class Ar> void serialize(Ar&)` member.");
 }
 
-// Raw types first (fixed size, memcpy), then one cereal archive for the rest.
+// Types with a direct encoding: the bytes cereal's binary archive writes
+// for them (a 64-bit count, then the elements), written and read without an
+// archive (its construction and hash maps, its per-field calls): strings,
+// vectors of numbers (not of bool, which cereal writes bit by bit) and
+// vectors of strings, what most requests carry besides raw values.
+template <class A>
+struct is_direct_t : std::false_type {};
+template <>
+struct is_direct_t<std::string> : std::true_type {};
+template <class T, class Al>
+  requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+struct is_direct_t<std::vector<T, Al>> : std::true_type {};
+template <class Al>
+struct is_direct_t<std::vector<std::string, Al>> : std::true_type {};
+template <class A>
+constexpr bool is_direct_v = is_direct_t<A>::value;
+template <class A>
+constexpr bool is_plain_v = is_raw_type_v<A> || is_direct_v<A>;
+
+template <class A>
+std::size_t direct_size(const A& a) {
+  if constexpr (is_raw_type_v<A>) {
+    return sizeof(A);
+  } else if constexpr (std::is_same_v<A, std::string>) {
+    return sizeof(cereal::size_type) + a.size();
+  } else if constexpr (std::is_same_v<typename A::value_type, std::string>) {
+    std::size_t n = sizeof(cereal::size_type);
+    for (const std::string& e : a) n += sizeof(cereal::size_type) + e.size();
+    return n;
+  } else {
+    return sizeof(cereal::size_type) + a.size() * sizeof(typename A::value_type);
+  }
+}
+
+// Hands `a`'s encoding to put(const void*, std::size_t), in order.
+template <class A, class Put>
+void put_direct(const A& a, Put& put) {
+  if constexpr (is_raw_type_v<A>) {
+    put(&a, sizeof(A));
+  } else {
+    const cereal::size_type n = a.size();
+    put(&n, sizeof n);
+    if constexpr (std::is_same_v<A, std::string>) put(a.data(), a.size());
+    else if constexpr (std::is_same_v<typename A::value_type, std::string>) for (const std::string& e : a) put_direct(e, put);
+    else put(a.data(), a.size() * sizeof(typename A::value_type));
+  }
+}
+
+// Reads what put_direct wrote, each length checked against the bytes left
+// before anything is sized (as BoundedInputArchive does).
+class DirectReader {
+ public:
+  DirectReader(const std::byte* p, std::size_t n) : p_(p), left_(n) {}
+  template <class A>
+  void get(A& a) {
+    if constexpr (is_raw_type_v<A>) {
+      take(&a, sizeof(A));
+    } else if constexpr (std::is_same_v<A, std::string>) {
+      a.resize(count(1));
+      take(a.data(), a.size());
+    } else if constexpr (std::is_same_v<typename A::value_type, std::string>) {
+      a.resize(count(sizeof(cereal::size_type)));
+      for (std::string& e : a) get(e);
+    } else {
+      using T = typename A::value_type;
+      a.resize(count(sizeof(T)));
+      take(a.data(), a.size() * sizeof(T));
+    }
+  }
+
+ private:
+  void take(void* d, std::size_t n) {
+    if (n > left_)
+      throw cereal::Exception("gossamer: the body ends " + std::to_string(left_) + " bytes into a " +
+                              std::to_string(n) + "-byte field");
+    if (n) std::memcpy(d, p_, n);
+    p_ += n;
+    left_ -= n;
+  }
+  std::size_t count(std::size_t min_bytes) {
+    cereal::size_type c;
+    take(&c, sizeof c);
+    if (c > left_ / min_bytes)
+      throw cereal::Exception("gossamer: the body claims " + std::to_string(c) + " elements where only " +
+                              std::to_string(left_) + " bytes remain (each takes at least " +
+                              std::to_string(min_bytes) + ")");
+    return std::size_t(c);
+  }
+  const std::byte* p_;
+  std::size_t left_;
+};
+
+// Raw types first (fixed size, memcpy); raw and direct types written in
+// place; one cereal archive for the rest.
 template <class... Args>
 void encode_args(RecordWriter& w, Args&&... args) {
   constexpr bool any_cereal = (is_cereal_type_v<std::decay_t<Args>> || ...);
   if constexpr (!any_cereal) {
     (w.append(&args, sizeof(std::decay_t<Args>)), ...);
+  } else if constexpr ((is_plain_v<std::decay_t<Args>> && ...)) {
+    auto put = [&w](const void* d, std::size_t n) { w.append(d, n); };
+    (put_direct(args, put), ...);
   } else {
     SinkStream os(&w, nullptr);
     cereal::BinaryOutputArchive ar(os.stream());
@@ -269,6 +365,11 @@ std::tuple<Args...> decode_args(const std::byte* p, std::size_t n) {
     std::tuple<Args...> t;
     std::size_t off = 0;
     std::apply([&](auto&... a) { ((std::memcpy(&a, p + off, sizeof a), off += sizeof a), ...); }, t);
+    return t;
+  } else if constexpr ((is_plain_v<Args> && ...)) {
+    DirectReader r(p, n);
+    std::tuple<Args...> t;
+    std::apply([&](auto&... a) { (r.get(a), ...); }, t);
     return t;
   } else {
     BoundedInputArchive ar(p, n);
@@ -301,6 +402,13 @@ template <class R>
 void encode_result(ResponseWriter& out, R& r) {
   if constexpr (is_raw_type_v<R>) {
     std::memcpy(out.reserve(sizeof(R)), &r, sizeof(R));
+  } else if constexpr (is_direct_v<R>) {
+    std::byte* at = out.reserve(std::uint32_t(direct_size(r)));
+    auto put = [&at](const void* d, std::size_t n) {
+      if (n) std::memcpy(at, d, n);
+      at += n;
+    };
+    put_direct(r, put);
   } else {
     thread_local std::vector<std::byte> scratch;
     scratch.clear();
@@ -321,6 +429,14 @@ std::vector<std::byte> encode_result_bytes(R& r) {
   if constexpr (is_raw_type_v<R>) {
     v.resize(sizeof(R));
     std::memcpy(v.data(), &r, sizeof(R));
+  } else if constexpr (is_direct_v<R>) {
+    v.resize(direct_size(r));
+    std::byte* at = v.data();
+    auto put = [&at](const void* d, std::size_t n) {
+      if (n) std::memcpy(at, d, n);
+      at += n;
+    };
+    put_direct(r, put);
   } else {
     SinkStream os(nullptr, &v);
     cereal::BinaryOutputArchive ar(os.stream());
