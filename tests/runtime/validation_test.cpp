@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -298,4 +299,45 @@ TEST(ResultSizeTest, OverWhatAResponseHoldsIsRefusedNotCut) {
                                ((std::uint64_t(kMaxResultBytes) + gossamer::abi::kRecordAlign - 1) &
                                 ~std::uint64_t(gossamer::abi::kRecordAlign - 1));
   EXPECT_LE(record, std::uint64_t(UINT32_MAX));
+}
+
+// Strings, vectors of numbers and vectors of strings are encoded without a
+// cereal archive (codec.hpp, put_direct): the bytes must stay those of
+// cereal's binary archive, which the other types' encodings (and hosts
+// built before) write for them, and decode back.
+template <class T>
+std::vector<std::byte> cereal_bytes(const T& x) {
+  std::ostringstream os;
+  {
+    cereal::BinaryOutputArchive ar(os);
+    ar(x);
+  }
+  const std::string b = os.str();
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(b.data()),
+                                reinterpret_cast<const std::byte*>(b.data()) + b.size());
+}
+
+TEST(DirectCodecTest, TheSameBytesAsCerealAndBack) {
+  using gossamer::detail::decode_result;
+  using gossamer::detail::encode_result_bytes;
+  using gossamer::detail::is_direct_v;
+  static_assert(is_direct_v<std::string> && is_direct_v<std::vector<double>> &&
+                is_direct_v<std::vector<std::string>> && !is_direct_v<std::vector<bool>>);
+  std::string s("bytes\0and more", 14), empty;
+  std::vector<double> d{1.5, -2.25, 1e300};
+  std::vector<std::int16_t> small{1, -1, 32767};
+  std::vector<std::string> strings{"", "a", std::string(300, 'x'), s};
+  EXPECT_EQ(encode_result_bytes(s), cereal_bytes(s));
+  EXPECT_EQ(encode_result_bytes(empty), cereal_bytes(empty));
+  EXPECT_EQ(encode_result_bytes(d), cereal_bytes(d));
+  EXPECT_EQ(encode_result_bytes(small), cereal_bytes(small));
+  EXPECT_EQ(encode_result_bytes(strings), cereal_bytes(strings));
+  auto bs = cereal_bytes(strings);
+  EXPECT_EQ(decode_result<std::vector<std::string>>(bs.data(), bs.size()), strings);
+  auto bd = cereal_bytes(d);
+  EXPECT_EQ(decode_result<std::vector<double>>(bd.data(), bd.size()), d);
+  // A count the bytes cannot hold is refused before anything is sized.
+  auto cut = cereal_bytes(strings);
+  cut.resize(cut.size() - 1);
+  EXPECT_THROW((void)decode_result<std::vector<std::string>>(cut.data(), cut.size()), std::exception);
 }

@@ -403,7 +403,9 @@ void encode_result(ResponseWriter& out, R& r) {
   if constexpr (is_raw_type_v<R>) {
     std::memcpy(out.reserve(sizeof(R)), &r, sizeof(R));
   } else if constexpr (is_direct_v<R>) {
-    std::byte* at = out.reserve(std::uint32_t(direct_size(r)));
+    const std::size_t size = direct_size(r);
+    check_result_size(size);
+    std::byte* at = out.reserve(std::uint32_t(size));
     auto put = [&at](const void* d, std::size_t n) {
       if (n) std::memcpy(at, d, n);
       at += n;
@@ -430,6 +432,7 @@ std::vector<std::byte> encode_result_bytes(R& r) {
     v.resize(sizeof(R));
     std::memcpy(v.data(), &r, sizeof(R));
   } else if constexpr (is_direct_v<R>) {
+    check_result_size(direct_size(r));
     v.resize(direct_size(r));
     std::byte* at = v.data();
     auto put = [&at](const void* d, std::size_t n) {
