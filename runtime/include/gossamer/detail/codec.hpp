@@ -119,12 +119,14 @@ class SinkStream {
 // `count * the least bytes one element takes` (min_encoded_size below; one
 // byte for any type it does not know, so a container of a type that
 // serializes to nothing holds at most as many elements as bytes follow it).
-class BoundedInputArchive final
-    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
+//
+// BoundedBytes holds the range and its checks, for this archive and for
+// DirectReader (below), which reads strings and vectors without one.
+class BoundedBytes {
  public:
-  BoundedInputArchive(const std::byte* p, std::size_t n) : InputArchive(this), p_(p), left_(n) {}
+  BoundedBytes(const std::byte* p, std::size_t n) : p_(p), left_(n) {}
 
-  void loadBinary(void* data, std::size_t size) {
+  void take(void* data, std::size_t size) {
     if (size > left_)
       throw cereal::Exception("gossamer: the body ends " + std::to_string(left_) + " bytes into a " +
                               std::to_string(size) + "-byte field");
@@ -132,19 +134,15 @@ class BoundedInputArchive final
     p_ += size;
     left_ -= size;
   }
-
-  // Refuses `count` elements of at least `min_bytes` each when fewer bytes remain.
-  void check_count(std::uint64_t count, std::size_t min_bytes) const { check(count, min_bytes, left_); }
-  // The same for the size tag about to be read (a container's load reads it
-  // first), with the element type the container knows.
-  void check_next_count(std::size_t min_bytes) const {
+  // Reads a count, refused when that many elements of at least `min_bytes`
+  // each cannot fit the bytes left.
+  std::size_t take_count(std::size_t min_bytes) {
     cereal::size_type count;
-    if (left_ < sizeof count) return;  // reading the tag fails
-    std::memcpy(&count, p_, sizeof count);
-    check(count, min_bytes, left_ - sizeof count);
+    take(&count, sizeof count);
+    check(count, min_bytes, left_);
+    return std::size_t(count);
   }
-
- private:
+  // Refuses `count` elements of at least `min_bytes` each when `left` bytes remain.
   static void check(std::uint64_t count, std::size_t min_bytes, std::size_t left) {
     min_bytes = std::max<std::size_t>(min_bytes, 1);
     if (count > left / min_bytes)
@@ -152,8 +150,36 @@ class BoundedInputArchive final
                               std::to_string(left) + " bytes remain (each takes at least " +
                               std::to_string(min_bytes) + ")");
   }
+  const std::byte* data() const { return p_; }
+  std::size_t left() const { return left_; }
+
+ private:
   const std::byte* p_;
   std::size_t left_;
+};
+
+class BoundedInputArchive final
+    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
+ public:
+  BoundedInputArchive(const std::byte* p, std::size_t n) : InputArchive(this), in_(p, n) {}
+
+  void loadBinary(void* data, std::size_t size) { in_.take(data, size); }
+
+  // Refuses `count` elements of at least `min_bytes` each when fewer bytes remain.
+  void check_count(std::uint64_t count, std::size_t min_bytes) const {
+    BoundedBytes::check(count, min_bytes, in_.left());
+  }
+  // The same for the size tag about to be read (a container's load reads it
+  // first), with the element type the container knows.
+  void check_next_count(std::size_t min_bytes) const {
+    cereal::size_type count;
+    if (in_.left() < sizeof count) return;  // reading the tag fails
+    std::memcpy(&count, in_.data(), sizeof count);
+    BoundedBytes::check(count, min_bytes, in_.left() - sizeof count);
+  }
+
+ private:
+  BoundedBytes in_;
 };
 
 // The least bytes a value of T takes in a BoundedInputArchive's input.
@@ -289,47 +315,29 @@ void put_direct(const A& a, Put& put) {
 }
 
 // Reads what put_direct wrote, each length checked against the bytes left
-// before anything is sized (as BoundedInputArchive does).
+// before anything is sized (BoundedBytes, as BoundedInputArchive does).
 class DirectReader {
  public:
-  DirectReader(const std::byte* p, std::size_t n) : p_(p), left_(n) {}
+  DirectReader(const std::byte* p, std::size_t n) : in_(p, n) {}
   template <class A>
   void get(A& a) {
     if constexpr (is_raw_type_v<A>) {
-      take(&a, sizeof(A));
+      in_.take(&a, sizeof(A));
     } else if constexpr (std::is_same_v<A, std::string>) {
-      a.resize(count(1));
-      take(a.data(), a.size());
+      a.resize(in_.take_count(1));
+      in_.take(a.data(), a.size());
     } else if constexpr (std::is_same_v<typename A::value_type, std::string>) {
-      a.resize(count(sizeof(cereal::size_type)));
+      a.resize(in_.take_count(sizeof(cereal::size_type)));
       for (std::string& e : a) get(e);
     } else {
       using T = typename A::value_type;
-      a.resize(count(sizeof(T)));
-      take(a.data(), a.size() * sizeof(T));
+      a.resize(in_.take_count(sizeof(T)));
+      in_.take(a.data(), a.size() * sizeof(T));
     }
   }
 
  private:
-  void take(void* d, std::size_t n) {
-    if (n > left_)
-      throw cereal::Exception("gossamer: the body ends " + std::to_string(left_) + " bytes into a " +
-                              std::to_string(n) + "-byte field");
-    if (n) std::memcpy(d, p_, n);
-    p_ += n;
-    left_ -= n;
-  }
-  std::size_t count(std::size_t min_bytes) {
-    cereal::size_type c;
-    take(&c, sizeof c);
-    if (c > left_ / min_bytes)
-      throw cereal::Exception("gossamer: the body claims " + std::to_string(c) + " elements where only " +
-                              std::to_string(left_) + " bytes remain (each takes at least " +
-                              std::to_string(min_bytes) + ")");
-    return std::size_t(c);
-  }
-  const std::byte* p_;
-  std::size_t left_;
+  BoundedBytes in_;
 };
 
 // Raw types first (fixed size, memcpy); raw and direct types written in
