@@ -98,6 +98,11 @@ std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t 
     drop_if_empty(s, key, *z);
   }
   touch(s, key);
+  if (notifying()) [[unlikely]] {  // BLPOP..., BZPOPMIN... served: Redis's pop events, "del" if emptied
+    static const char* const kPops[] = {"lpop", "rpop", "zpopmin", "zpopmax"};
+    notify(where < 2 ? kNotifyList : kNotifyZset, kPops[where & 3], key);
+    if (!s.objs.count(key)) notify(kNotifyGeneric, "del", key);
+  }
   return out;
 }
 

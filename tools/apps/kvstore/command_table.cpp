@@ -23,6 +23,7 @@ constexpr CommandSpec kCommands[] = {
     {"dbsize", 1, 0, 0, 0, true}, {"flushall", -1, 0, 0, 0, true}, {"flushdb", -1, 0, 0, 0, true},
     {"info", -1, 0, 0, 0, true}, {"ping", -1, 0, 0, 0, false}, {"echo", 2, 0, 0, 0, false},
     {"quit", -1, 0, 0, 0, false}, {"select", 2, 0, 0, 0, false}, {"config", -2, 0, 0, 0, false},
+    {"monitor", 1, 0, 0, 0, false},
     {"shutdown", -1, 0, 0, 0, false}, {"auth", -2, 0, 0, 0, false}, {"function", -2, 0, 0, 0, false},
     {"time", 1, 0, 0, 0, false}, {"setnx", 3, 1, 1, 1, false}, {"debug", -2, 0, 0, 0, false},
     // hashes, lists, sets (types.cpp)

@@ -94,6 +94,7 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   if (g_oom.load(std::memory_order_relaxed) && oom_refused(c, name)) return;  // --maxmemory (memory.cpp)
   c.set_last_cmd(name);
   if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
+  if (g_monitors.load(std::memory_order_relaxed)) [[unlikely]] feed_monitors(c, args);  // MONITOR (monitor.cpp)
   const std::uint64_t seq = c.base + c.pending.size();
   const std::uint32_t gen = c.gen;
   Pending& p = c.pending.emplace_back();
@@ -201,7 +202,11 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
     else if (db != 0) resp::error(p.reply, "ERR DB index is out of range");
     else resp::simple(p.reply, "OK");
   } else if (name == "config") {
-    if (arity(args.size() >= 2)) config_command(p, args);  // config.cpp
+    if (!arity(args.size() >= 2)) return;
+    config_command(p, args);                  // config.cpp
+    notify_rack(slot, gen, seq, p, args);     // notify-keyspace-events: to the other hosts (notify.cpp)
+  } else if (name == "monitor") {
+    if (arity(args.size() == 1)) monitor(slot, c, p);  // monitor.cpp
   } else if (name == "time") {  // seconds and microseconds of this host's clock, as bulk strings
     if (!arity(args.size() == 1)) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -12,10 +12,11 @@
 // - Parameters of Redis's that mean nothing to Hydra but that clients and
 //   Redis's test suite set (save, appendonly, list-compress-depth,
 //   lua-time-limit, ...): accepted, kept, shown by CONFIG GET, and without
-//   effect. Except notify-keyspace-events, which only takes "" (none): a
-//   client waiting for notifications would wait forever.
-// CONFIG SET changes this host's process only: on a rack each host keeps its
-// own values.
+//   effect.
+// - notify-keyspace-events (notify.cpp): Redis's flag letters; a SET reaches
+//   every host of the rack (Loop::notify_rack) before it answers.
+// Other CONFIG SETs change this host's process only: on a rack each host
+// keeps its own values.
 #include <fnmatch.h>
 #include <unistd.h>
 
@@ -35,7 +36,7 @@ namespace {
 
 using resp::lower;
 
-enum class Kind : std::uint8_t { kImmutable, kEncoding, kStored, kMemory };
+enum class Kind : std::uint8_t { kImmutable, kEncoding, kStored, kMemory, kNotify };
 
 // Redis's memtoull: a count of bytes with an optional unit (k, kb, m, mb,
 // g, gb; any case).
@@ -104,7 +105,7 @@ const Param kParams[] = {
     {"replica-serve-stale-data", Kind::kStored, "yes"},
     {"shutdown-on-sigint", Kind::kStored, "default"},
     {"shutdown-on-sigterm", Kind::kStored, "default"},
-    {"notify-keyspace-events", Kind::kStored, ""},
+    {"notify-keyspace-events", Kind::kNotify, nullptr},
 };
 
 // The kStored values and `dir` (the working directory), behind a lock: any
@@ -128,6 +129,7 @@ std::string current(const Param& p) {
       std::lock_guard lock(g_mutex);
       return stored()[n];
     }
+    case Kind::kNotify: return notify_string(g_notify.load(std::memory_order_relaxed));
     case Kind::kImmutable: case Kind::kMemory: break;
   }
   if (std::string v; connection_config(n, v)) return v;
@@ -182,11 +184,9 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
     if (!found) return resp::error(p.reply, "ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'");
     if (found->kind == Kind::kImmutable)
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config");
-    // Accepting these would tell a client that waits for the events that
-    // they will come: Hydra has no keyspace notifications.
-    if (name == "notify-keyspace-events" && !args[i + 1].empty())
+    if (found->kind == Kind::kNotify && notify_flags(args[i + 1]) < 0)
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
-                                      "') - keyspace notifications are not supported by hydra");
+                                      "') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
     std::size_t bytes;
     if (name == "maxmemory" && !memory_value(args[i + 1], bytes))
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
@@ -213,6 +213,8 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
       long long v = 0;
       resp::parse_int64(value, v);
       param->knob->store(v, std::memory_order_relaxed);
+    } else if (param->kind == Kind::kNotify) {
+      g_notify.store(std::uint32_t(notify_flags(value)), std::memory_order_relaxed);
     } else if (param->kind == Kind::kMemory) {
       std::size_t bytes = 0;
       if (std::string_view(param->name) == "maxmemory" && memory_value(value, bytes)) set_maxmemory(bytes);

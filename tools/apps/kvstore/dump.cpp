@@ -28,7 +28,7 @@ constexpr const char* kBusyKey = "BUSYKEY Target key name already exists.";
 Value shard_restore_key(Shard& s, std::string key, Dump d, bool replace, std::string err, std::int64_t idle) noexcept {
   if (!replace && key_exists(s, key)) return {Value::kError, kBusyKey};
   if (!err.empty()) return {Value::kError, std::move(err)};
-  const Count c = shard_restore(s, key, std::move(d), true);
+  const Count c = shard_store(s, key, std::move(d), true, "restore");  // its keyspace events (notify.cpp)
   if (c.err != Count::kOk) return {Value::kError, count_error(c.err)};
   if (idle >= 0) {
     const auto back = std::uint32_t(std::min<std::int64_t>(idle, 0x7fffffff));

@@ -109,6 +109,7 @@ void drop(Shard& s, const std::string& key) {
   if (s.map.erase(key) == 0) s.objs.erase(key);
   g_over.fetch_sub(std::int64_t(bytes), std::memory_order_relaxed);
   g_evicted.fetch_add(1, std::memory_order_relaxed);
+  notify(kNotifyEvicted, "evicted", key);
 }
 
 // One key evicted by the policy; false if the shard has none to evict.

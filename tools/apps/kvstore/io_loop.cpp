@@ -147,6 +147,10 @@ void Loop::run() {
       worked = true;
     }
     if (!kills_.empty()) do_kills();            // CLIENT KILL (clients.cpp)
+    if (g_mailboxes[own_shard_].ready.load(std::memory_order_relaxed) || !tl_remote_events.empty()) {
+      take_mail();                              // keyspace events, MONITOR lines (notify.cpp)
+      worked = true;
+    }
     if (!tl_served.empty()) dispatch_served();  // blocked connections this thread's shard served (blocking.cpp)
     if (!served_.empty() || !unblocks_.empty()) {  // ... and those served to this loop's connections
       handle_served();

@@ -90,10 +90,14 @@ namespace {
 constexpr auto exists_closure = [](Shard& s, std::vector<std::string> keys) { return shard_exists(s, std::move(keys)); };
 constexpr auto mset_closure = [](Shard& s, std::vector<std::string> kvs) { return shard_mset(s, std::move(kvs)); };
 constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
-constexpr auto restore_closure = [](Shard& s, std::string key, Dump d, bool replace) {
-  return shard_restore(s, std::move(key), std::move(d), replace);
-};
 constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
+// The stores and RENAME's deletion with their keyspace events (notify.cpp).
+constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
+  return shard_store(s, std::move(key), std::move(d), replace, std::move(event));
+};
+constexpr auto rename_del_closure = [](Shard& s, std::string src, std::string dst) {
+  return shard_rename_del(s, std::move(src), std::move(dst));
+};
 
 }  // namespace
 
@@ -259,14 +263,14 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
       if (d.type == 0xff) return fail("ERR out of memory");
       if (d.type == Dump::kNone) return copy ? integer(0) : fail("ERR no such key");
       if (src == dst) return nx ? integer(0) : settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
-      ask(ds, restore_closure, [=, this](Count n) {
+      ask(ds, store_closure, [=, this](Count n) {
         if (n.err != Count::kOk) return fail(count_error(n.err));
         if (copy || n.n == 0) return integer(n.n);
-        ask(ss, del_closure, [=, this](Count) {
+        ask(ss, rename_del_closure, [=, this](Count) {
           if (nx) return integer(1);
           settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
-        }, std::vector<std::string>{src});
-      }, dst, std::move(d), replace);
+        }, src, dst);
+      }, dst, std::move(d), replace, std::string(copy ? "copy_to" : "rename_to"));
     }, src);
     return true;
   }
@@ -292,6 +296,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     for (auto& k : keys) st->owed += !k.empty();
     p.waiting = 1;
     const char op = name[1];  // 'i'nter, 'u'nion, 'd'iff
+    const char* store_event = op == 'i' ? "sinterstore" : op == 'u' ? "sunionstore" : "sdiffstore";
     const std::string dst = store ? std::string(args[1]) : std::string();
     const std::size_t ds = store ? shard_index(dst) : 0;
     for (std::size_t s = 0; s < nshards_; ++s) {
@@ -323,8 +328,8 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
             d.type = result.empty() ? Dump::kNone : Dump::kSet;
             d.items.assign(result.begin(), result.end());
             const auto n = std::int64_t(result.size());
-            ask(ds, restore_closure, [=](Count c) { c.err != Count::kOk ? fail(count_error(c.err)) : integer(n); },
-                dst, std::move(d), true);
+            ask(ds, store_closure, [=](Count c) { c.err != Count::kOk ? fail(count_error(c.err)) : integer(n); },
+                dst, std::move(d), true, std::string(store_event));
           },
           std::move(keys[s]));
     }

@@ -335,6 +335,11 @@ bool grows(Op op) {
 }  // namespace
 
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept {
+  if (notifying()) [[unlikely]] return shard_typed_events(s, op, std::move(args));  // notify.cpp
+  return shard_typed_plain(s, op, std::move(args));
+}
+
+Reply shard_typed_plain(Shard& s, Op op, std::vector<std::string> args) noexcept {
   try {
     if (args.empty()) return error("ERR internal: no key");
     if (g_evicting.load(std::memory_order_relaxed) && grows(op)) {  // --maxmemory: room for what it may add

@@ -93,6 +93,16 @@ void remove_subscriber(std::unordered_map<std::string, std::vector<std::pair<std
   if (v.empty()) table.erase(it);
 }
 
+// A (un)subscription that keyspace events could reach (notify.cpp counts
+// them per loop: Loop::count_key_subs).
+bool keyish(bool pattern, const std::vector<std::string>& names) {
+  if (names.empty()) return false;
+  if (pattern) return true;
+  for (const auto& n : names)
+    if (n.starts_with("__keyspace@") || n.starts_with("__keyevent@")) return true;
+  return false;
+}
+
 void notice(std::string& out, bool resp3, std::string_view kind, const std::string* name, std::size_t count) {
   resp::push(out, 3, resp3);
   resp::bulk(out, kind);
@@ -250,6 +260,7 @@ void Loop::subscribe(std::uint32_t slot, Connection& c, Pending& p, std::uint64_
     notice(p.reply, c.resp3, pattern ? "psubscribe" : "subscribe", &n, c.channels.size() + c.patterns.size());
   }
   c.subscribed = true;
+  if (keyish(pattern, added)) count_key_subs();
   register_names(slot, c, seq, &p, pattern, std::move(added), +1);
 }
 
@@ -275,6 +286,7 @@ void Loop::unsubscribe(std::uint32_t slot, Connection& c, Pending& p, std::uint6
   }
   if (names.empty()) notice(p.reply, c.resp3, kind, nullptr, c.channels.size() + c.patterns.size());
   c.subscribed = !c.channels.empty() || !c.patterns.empty();
+  if (keyish(pattern, removed)) count_key_subs();
   register_names(slot, c, seq, &p, pattern, std::move(removed), -1);
 }
 
@@ -287,6 +299,7 @@ void Loop::unsubscribe_all(std::uint32_t slot, Connection& c) {
     std::vector<std::string> names(mine.begin(), mine.end());
     for (const auto& n : names) remove_subscriber(local, n, slot);
     mine.clear();
+    if (keyish(pattern != 0, names)) count_key_subs();
     // Stopping: the registries go with the process, and another host may
     // have stopped already (its answer would never come).
     if (!g_stop.load(std::memory_order_relaxed)) register_names(slot, c, 0, nullptr, pattern != 0, std::move(names), -1);
@@ -357,6 +370,11 @@ void Loop::dispatch_publishes() {
     if (live) c->pending[pub.seq - c->base].waiting += std::uint32_t(pub.threads.size());
     inflight_ += pub.threads.size();
     for (std::uint32_t t : pub.threads) {
+      if (pub.remote_only && t >= first_local_ && t < first_local_ + local_count_) {  // had it from notify.cpp
+        if (live) --c->pending[pub.seq - c->base].waiting;
+        --inflight_;
+        continue;
+      }
       const std::uint32_t slot = pub.slot, gen = pub.gen;
       const std::uint64_t seq = pub.seq;
       shard(t).apply_with_then(deliver_closure, [this, slot, gen, seq, live](Count n) {

@@ -29,6 +29,7 @@
 
 #include "resp.hpp"
 #include "shard.hpp"
+#include "stats.hpp"  // kMaxThreads, HostStats, the memory.cpp settings, per-thread counters
 
 namespace hydra {
 
@@ -96,41 +97,8 @@ extern std::atomic<bool> g_stop;
 extern std::atomic<int> g_exit_code;
 void request_stop() noexcept;
 
-constexpr std::size_t kMaxThreads = 256;  // the rack's threads: one shard each
 constexpr const char* kRedisVersion = "7.0.0";  // the Redis whose replies Hydra follows (INFO, HELLO)
 
-
-// Per-host counters for INFO (relaxed atomics: the loops of one host's
-// threads share them, and only INFO reads them).
-struct HostStats {
-  std::atomic<std::uint64_t> connections_received{0};
-  std::atomic<std::int64_t> connected_clients{0};
-  std::atomic<std::uint64_t> rejected_connections{0};
-  std::atomic<std::uint64_t> protocol_errors{0};
-  std::atomic<std::uint64_t> next_client_id{1};  // HELLO's id
-  std::atomic<std::uint64_t> client_output_kills{0};  // closed over --pubsub-output-limit or --max-reply-memory
-  std::atomic<std::int64_t> blocked_clients{0};       // waiting in BLPOP... (blocking.cpp)
-};
-extern HostStats g_stats;
-// memory.cpp: this host over --maxmemory (tested before each command), the
-// heap in use, and CONFIG GET's values of the connection-side settings.
-extern std::atomic<bool> g_oom;
-extern std::atomic<std::size_t> g_maxmemory;  // --maxmemory, CONFIG SET maxmemory
-std::uint64_t used_memory();
-bool set_policy(std::string_view name);        // false: not a policy Hydra has
-void set_maxmemory(std::size_t bytes);
-const char* policy_name();
-bool connection_config(std::string_view key, std::string& value);
-extern const std::chrono::steady_clock::time_point g_started;
-
-// Commands executed by each of this host's threads: written by that
-// thread's loop only (a store, no read-modify-write on the hot path).
-struct alignas(64) ThreadCounter {
-  std::atomic<std::uint64_t> value{0};
-};
-extern std::array<ThreadCounter, kMaxThreads> g_commands;
-// Reply bytes owed to each of this host's threads' connections (Loop::bound_replies).
-extern std::array<ThreadCounter, kMaxThreads> g_owed;
 
 // Every shard of the rack, by thread. Captured by value in the spawn_on
 // closure that starts each loop, hence a fixed array.
@@ -222,6 +190,7 @@ struct Connection {
   bool quiet = false;              // CLIENT REPLY OFF or SKIP in force: process_input silences replies
   bool reply_off = false, skip_next = false, skip_this = false;
   bool no_evict = false;           // CLIENT NO-EVICT (shown in CLIENT LIST's flags)
+  bool monitor = false;            // MONITOR: gets every command of this host (monitor.cpp)
   std::string name;                // CLIENT SETNAME, HELLO SETNAME
   // CLIENT LIST's cmd=: the last command's name. Up to 16 bytes it is
   // copied as 16 fixed bytes (a std::string's own buffer holds 16, so this
@@ -363,6 +332,16 @@ class Loop {
   void dispatch_publishes();
   void deliver_messages();
   void queue_push(std::uint32_t slot, Connection& c, std::string&& bytes);
+  // notify.cpp: CONFIG SET notify-keyspace-events on every host; this
+  // loop's mailbox (events, MONITOR lines) and events for other hosts.
+  void notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Pending& p,
+                   const std::vector<std::string_view>& args);
+  void take_mail();
+  void count_key_subs();
+  // monitor.cpp: MONITOR, and a command for this host's monitors.
+  void monitor(std::uint32_t slot, Connection& c, Pending& p);
+  void feed_monitors(const Connection& c, const std::vector<std::string_view>& args) const;
+  void feed_exec(const Connection& c, const std::vector<std::string>& exec) const;  // transactions.cpp: EXEC, after its commands
   // clients.cpp
   bool execute_client(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
                       const std::vector<std::string_view>& args);
@@ -554,12 +533,14 @@ class Loop {
   // PUBLISHes in request order, messages to hand to local subscribers.
   using Subscribers = std::vector<std::pair<std::uint32_t, std::uint32_t>>;  // (slot, gen)
   std::unordered_map<std::string, Subscribers> local_channels_, local_patterns_;
+  Subscribers monitors_;  // this loop's MONITOR connections (monitor.cpp)
   struct Publish {
     std::uint32_t slot = 0, gen = 0;
     std::uint64_t seq = 0;
     std::string channel, message;
     std::vector<std::uint32_t> threads;  // with subscribers (the channel's home shard said)
     bool ready = false;
+    bool remote_only = false;            // a keyspace event: this host's subscribers have it (notify.cpp)
   };
   std::deque<Publish> publishes_;
   std::uint64_t publish_base_ = 0;     // id of publishes_.front()

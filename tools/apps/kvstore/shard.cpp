@@ -25,6 +25,8 @@ Count shard_incr(Shard& s, std::string key, std::int64_t by) noexcept {
     }
     v += by;
     it->second = std::to_string(v);
+    if (inserted) notify(kNotifyNew, "new", it->first);
+    notify(kNotifyString, "incrby", it->first);  // INCR, DECR, DECRBY too, as Redis
     return {v, Count::kOk};
   } catch (...) {
     return {0, Count::kOutOfMemory};
@@ -49,6 +51,11 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
     const bool string = it != s.map.end();
     if (flags & kSetExpire) s.expires.insert_or_assign(key, at_ms);
     else if (!(flags & kSetKeepTtl)) forget_ttl(s, key);
+    if (notifying()) [[unlikely]] {
+      if (!exists) notify(kNotifyNew, "new", key);
+      notify(kNotifyString, "set", key);
+      if (flags & kSetExpire) notify(kNotifyGeneric, "expire", key);
+    }
     if (string) it->second = std::move(value);
     else s.map.emplace(std::move(key), std::move(value));
     if (!(flags & kSetGet)) v.kind = Value::kOk;
@@ -73,10 +80,12 @@ Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t 
     if (at_ms <= now_ms()) {  // already past: the key goes now
       if (e != s.expires.end()) s.expires.erase(e);
       if (s.map.erase(key) == 0) s.objs.erase(key);
+      notify(kNotifyGeneric, "del", key);
     } else if (e != s.expires.end()) {
       e->second = at_ms;
+      notify(kNotifyGeneric, "expire", key);
     } else {
-      s.expires.emplace(std::move(key), at_ms);
+      notify(kNotifyGeneric, "expire", s.expires.emplace(std::move(key), at_ms).first->first);
     }
     return {1, Count::kOk};
   } catch (...) {
@@ -93,7 +102,10 @@ Count shard_deadline(Shard& s, std::string key) noexcept {
 Count shard_persist(Shard& s, std::string key) noexcept {
   if (!key_exists(s, key)) return {0, Count::kOk};
   const std::size_t n = s.expires.erase(key);
-  if (n) touch(s, key);
+  if (n) {
+    touch(s, key);
+    notify(kNotifyGeneric, "persist", key);
+  }
   return {static_cast<std::int64_t>(n), Count::kOk};
 }
 
@@ -129,6 +141,7 @@ Count shard_sweep(Shard& s) noexcept {
           s.expires.erase(k);
           if (s.map.erase(k) == 0) s.objs.erase(k);
           touch(s, k);
+          notify(kNotifyExpired, "expired", k);
         }
         expired += due.size();
       }

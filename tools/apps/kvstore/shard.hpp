@@ -20,6 +20,7 @@
 
 #include <gossamer/gossamer.hpp>
 
+#include "notify.hpp"
 #include "zset.hpp"
 
 namespace hydra {
@@ -193,6 +194,7 @@ inline void expire_if_due(Shard& s, const std::string& key) noexcept {
   s.expires.erase(e);
   if (s.map.erase(key) == 0) s.objs.erase(key);
   touch(s, key);  // as Redis 7.0: a WATCHed key that expires fails the EXEC
+  notify(kNotifyExpired, "expired", key);
 }
 
 // True if `key` is a hash, list or set (after lazy expiry): string commands
@@ -281,10 +283,17 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
 inline Count shard_set(Shard& s, std::string key, std::string value) noexcept {
   try {
     if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, entry_bytes(key.size(), value.size()));
+    const bool events = notifying();
+    const bool fresh = events && !key_exists(s, key);  // keyspace notifications on: "new"
     forget_ttl(s, key);
     touch(s, key);
     drop_object(s, key);
-    s.map.insert_or_assign(std::move(key), std::move(value)).first->second.lru = tl_lru_clock;
+    auto it = s.map.insert_or_assign(std::move(key), std::move(value)).first;
+    it->second.lru = tl_lru_clock;
+    if (events) [[unlikely]] {
+      if (fresh) notify(kNotifyNew, "new", it->first);
+      notify(kNotifyString, "set", it->first);
+    }
     return {};
   } catch (...) {
     return {0, Count::kOutOfMemory};
@@ -300,11 +309,18 @@ inline Count shard_mset(Shard& s, std::vector<std::string> kvs) noexcept {
       for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) bytes += entry_bytes(kvs[i].size(), kvs[i + 1].size());
       evict_for(s, bytes);
     }
+    const bool events = notifying();
     for (std::size_t i = 0; i + 1 < kvs.size(); i += 2) {
+      const bool fresh = events && !key_exists(s, kvs[i]);
       forget_ttl(s, kvs[i]);
       touch(s, kvs[i]);
       drop_object(s, kvs[i]);
-      s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1])).first->second.lru = tl_lru_clock;
+      auto it = s.map.insert_or_assign(std::move(kvs[i]), std::move(kvs[i + 1])).first;
+      it->second.lru = tl_lru_clock;
+      if (events) [[unlikely]] {
+        if (fresh) notify(kNotifyNew, "new", it->first);
+        notify(kNotifyString, "set", it->first);
+      }
     }
     return {};
   } catch (...) {
@@ -337,7 +353,10 @@ inline Count shard_del(Shard& s, std::vector<std::string> keys) noexcept {
     forget_ttl(s, k);
     std::size_t gone = s.map.erase(k);
     if (gone == 0 && !s.objs.empty()) gone = s.objs.erase(k);
-    if (gone) touch(s, k);
+    if (gone) {
+      touch(s, k);
+      notify(kNotifyGeneric, "del", k);
+    }
     c.n += static_cast<std::int64_t>(gone);
   }
   return c;

@@ -25,8 +25,8 @@ namespace hydra {
 namespace {
 
 constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
-constexpr auto restore_closure = [](Shard& s, std::string key, Dump d, bool replace) {
-  return shard_restore(s, std::move(key), std::move(d), replace);
+constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
+  return shard_store(s, std::move(key), std::move(d), replace, std::move(event));
 };
 
 // What lookupKeyByPattern reads: a string key, or a field of a hash key
@@ -222,10 +222,10 @@ bool Loop::execute_sort(std::uint32_t slot, const std::string& name, Pending& p,
       out.type = r.items.empty() ? Dump::kNone : Dump::kList;
       const auto n = std::int64_t(r.items.size());
       out.items = std::move(r.items);
-      ask(shard_of(o->store, nshards_), restore_closure, [=, this](Count c) {
+      ask(shard_of(o->store, nshards_), store_closure, [=, this](Count c) {
         if (c.err != Count::kOk) return fail(count_error(c.err));
         settle(slot, gen, seq, [n](Pending& q) { resp::integer(q.reply, n); });
-      }, o->store, std::move(out), true);
+      }, o->store, std::move(out), true, std::string("sortstore"));
     };
     if (keys.empty()) return finish({});
     // One lookup per shard; the answers in the order of `keys`.

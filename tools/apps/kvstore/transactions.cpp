@@ -142,6 +142,11 @@ bool Loop::transaction_command(std::uint32_t slot, Connection& c, const std::str
     return reply([](std::string& r) { resp::simple(r, "QUEUED"); });
   }
   auto arity_error = [&](std::string& r) { resp::error(r, "ERR wrong number of arguments for '" + name + "' command"); };
+  // MONITOR (monitor.cpp): the control commands that run here, as Redis
+  // shows them; EXEC's commands and EXEC itself when they run (run_queue).
+  if (g_monitors.load(std::memory_order_relaxed) && (name == "multi" || name == "discard" || name == "unwatch" ||
+      (name == "exec" && (!c.in_multi || c.multi_error)) || (name == "watch" && (c.in_multi || c.in_exec || fences_.empty() || !fenced(name, args)))))
+    feed_monitors(c, args);
   if (name == "multi") {
     if (c.in_multi) return reply([](std::string& r) { resp::error(r, "ERR MULTI calls can not be nested"); });
     c.in_multi = true;
@@ -178,7 +183,7 @@ bool Loop::transaction_command(std::uint32_t slot, Connection& c, const std::str
     Pending& p = c.pending.emplace_back();  // the array's header, once the shards are ours
     p.resp3 = c.resp3;
     p.waiting = 1;
-    begin_txn(slot, c, std::move(shards), true, {});
+    begin_txn(slot, c, std::move(shards), true, std::vector<std::string>(args.begin(), args.end()));  // EXEC as sent: MONITOR
     return true;
   }
   if (name == "watch") {
@@ -446,6 +451,7 @@ void Loop::run_txn(std::uint64_t id) {
     header = &c->pending.back();
     header->waiting = 0;
     if (t.aborted) {  // a WATCHed key changed
+      feed_exec(*c, t.command);
       resp::null_array(header->reply, header->resp3);
       c->queued.clear();
       mark_dirty(t.slot);
@@ -479,10 +485,16 @@ void Loop::run_queue(std::uint64_t id) {
       return;
     }
   }
+  if (t.exec) feed_exec(*c, t.command);  // MONITOR shows EXEC after its commands, as Redis
   Pending& end = c->pending.emplace_back();  // no bytes: its turn ends the transaction
   end.waiting = 1;
   c->txn_end = c->base + c->pending.size() - 1;
   mark_dirty(t.slot);
+}
+
+void Loop::feed_exec(const Connection& c, const std::vector<std::string>& exec) const {
+  if (!g_monitors.load(std::memory_order_relaxed)) return;
+  feed_monitors(c, std::vector<std::string_view>(exec.begin(), exec.end()));
 }
 
 void Loop::end_txn(std::uint64_t id) {

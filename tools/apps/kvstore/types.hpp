@@ -97,6 +97,9 @@ enum class Op : std::uint8_t {
   kZrangeRead,  // ZRANGESTORE's read: ZRANGE's arguments, scores always (no name)
 };
 Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept;
+Reply shard_typed_plain(Shard& s, Op op, std::vector<std::string> args) noexcept;
+// notify.cpp: shard_typed with keyspace notifications on (its events).
+Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcept;
 // strops.cpp: the ops from kGetdel on (args[0] the key).
 Reply shard_strops(Shard& s, Op op, std::vector<std::string> args);
 // zset.cpp: the ops from kZadd on (args[0] the key).
@@ -154,6 +157,11 @@ Dump shard_dump(Shard& s, std::string key) noexcept;
 // Stores `d` as `key` (with its deadline) unless the key exists and not
 // `replace`: n = 1 stored, 0 not. kNone deletes the key (n = 1 if it was).
 Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept;
+// notify.cpp: shard_restore that sends "new", then `event` ("del" for an
+// empty result), for the multi-key commands that store a key whole; and
+// RENAME's deletion of its source with rename_from and rename_to.
+Count shard_store(Shard& s, std::string key, Dump d, bool replace, std::string event) noexcept;
+Count shard_rename_del(Shard& s, std::string src, std::string dst) noexcept;
 // Each key's value for SINTER and the like: kNone, kSet, or another type
 // (the command answers WRONGTYPE).
 std::vector<Dump> shard_dump_many(Shard& s, std::vector<std::string> keys) noexcept;

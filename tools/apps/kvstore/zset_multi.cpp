@@ -19,8 +19,8 @@ namespace {
 
 constexpr const char* kSyntax = "ERR syntax error";
 
-constexpr auto restore_closure = [](Shard& s, std::string key, Dump d, bool replace) {
-  return shard_restore(s, std::move(key), std::move(d), replace);
+constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
+  return shard_store(s, std::move(key), std::move(d), replace, std::move(event));
 };
 constexpr auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
 
@@ -102,13 +102,13 @@ bool Loop::execute_zset_multi(std::uint32_t slot, const std::string& name, Pendi
     settle(slot, gen, seq, [n](Pending& q) { resp::integer(q.reply, n); });
   };
   // Stores `result` as `dst` (deleting it when empty) and answers its size.
-  auto store = [this, integer, fail](const std::string& dst, std::vector<std::pair<double, std::string>> result) {
+  auto store = [this, integer, fail, event = name](const std::string& dst, std::vector<std::pair<double, std::string>> result) {
     Dump d;
     d.type = result.empty() ? Dump::kNone : Dump::kZset;
     for (auto& [sc, m] : result) d.items.push_back(std::move(m)), d.items.push_back(format_score(sc));
     const auto n = std::int64_t(result.size());
-    ask(shard_of(dst, nshards_), restore_closure, [=](Count c) { c.err != Count::kOk ? fail(count_error(c.err)) : integer(n); },
-        dst, std::move(d), true);
+    ask(shard_of(dst, nshards_), store_closure, [=](Count c) { c.err != Count::kOk ? fail(count_error(c.err)) : integer(n); },
+        dst, std::move(d), true, event);  // its keyspace event: the command's name (zunionstore...)
   };
 
   if (name == "zrangestore") {  // ZRANGE's read on the source (scores always), then the store

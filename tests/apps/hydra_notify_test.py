@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""Hydra's keyspace notifications and MONITOR (tools/apps/kvstore/notify.cpp,
+monitor.cpp), next to redis-server 7.0:
+
+  hydra_notify_test.py BUILD_DIR
+      1. CONFIG SET/GET notify-keyspace-events: the same flag strings back,
+         the same error for a bad class character;
+      2. with redis-py, one PSUBSCRIBE * subscriber per thread (4 shards)
+         and channel subscribers: a script of commands on keys of every
+         shard, each awaited, gives every subscriber the same messages in
+         the same order as redis-server's (set, new, expire, del, lpush,
+         rpop, hset, hincrby, sadd, srem, zadd, zincr, rename_from/_to,
+         copy_to, sinterstore, incrby, append, expired on lookup...);
+         classes masked as Redis masks them;
+      3. expired events from the active expiry (no lookup), evicted events;
+      4. MONITOR: the lines of commands from several connections (over the
+         threads) in Redis's format, escaping, redaction of AUTH and HELLO
+         AUTH, MULTI/EXEC order, admin and refused commands left out, the
+         same as redis-server's but for times and ports.
+Exits 77 (skip) without redis-py or redis-server.
+"""
+import os
+import re
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hydra_pair import check, finish, keys_on_distinct_shards, pair, redis  # noqa: E402
+from resp_client import encode  # noqa: E402
+
+SHARDS = 4
+
+
+def drain(pubsubs, quiet=0.5, limit=10.0):
+    """Every message each subscriber gets until none came for `quiet` s."""
+    got = [[] for _ in pubsubs]
+    end = time.time() + limit
+    last = time.time()
+    while time.time() < end and time.time() - last < quiet:
+        for i, ps in enumerate(pubsubs):
+            m = ps.get_message(timeout=0.02)
+            while m is not None:
+                if m["type"] in ("message", "pmessage"):
+                    got[i].append((m["channel"].decode(), m["data"].decode()))
+                    last = time.time()
+                m = ps.get_message(timeout=0)
+    return got
+
+
+def subscribers(port, n, patterns=("*",), channels=()):
+    out = []
+    for _ in range(n):
+        ps = redis.Redis(port=port, socket_timeout=20).pubsub()
+        if patterns:
+            ps.psubscribe(*patterns)
+        if channels:
+            ps.subscribe(*channels)
+        for _ in range(len(patterns) + len(channels)):  # the (p)subscribe notices
+            ps.get_message(timeout=5)
+        out.append(ps)
+    return out
+
+
+def config(ports):
+    rs = [redis.Redis(port=p, socket_timeout=20, decode_responses=True) for p in ports]
+    for flags in ["KEA", "gKE", "$lshzxeKE", "KA", "EA", "Kx", "En", "KEm", "AKEnm", "ltE", ""]:
+        got = []
+        for r in rs:
+            r.config_set("notify-keyspace-events", flags)
+            got.append(r.config_get("notify-keyspace-events")["notify-keyspace-events"])
+        check(got[0] == got[1], f"CONFIG SET notify-keyspace-events {flags!r}: CONFIG GET as redis-server",
+              f"hydra {got[0]!r}, redis-server {got[1]!r}")
+    errs = []
+    for r in rs:
+        try:
+            r.config_set("notify-keyspace-events", "KEq")
+            errs.append("no error")
+        except redis.exceptions.ResponseError as e:
+            errs.append(str(e))
+    check(errs[0] == errs[1], "a bad class character: Redis's error", f"hydra {errs[0]!r}, redis-server {errs[1]!r}")
+
+
+def script(k):
+    """Commands on keys of every shard (k: one key per shard, a..d)."""
+    a, b, c, d = k
+    return [
+        ["set", a, "1"], ["set", a, "2"], ["set", b, "x", "EX", "100"], ["incr", c], ["incrby", c, "5"],
+        ["append", c, "7"], ["setrange", c, "0", "9"], ["expire", a, "100"], ["persist", a], ["del", a],
+        ["lpush", d, "x", "y"], ["rpush", d, "z"], ["lpop", d], ["rpop", d, "2"],
+        ["hset", a, "f", "1", "g", "2"], ["hincrby", a, "f", "3"], ["hdel", a, "f", "g"],
+        ["sadd", b + "s", "m", "n"], ["srem", b + "s", "zz"], ["srem", b + "s", "m"], ["spop", b + "s"],
+        ["zadd", c + "z", "1", "m", "2", "n"], ["zadd", c + "z", "1", "m"], ["zincrby", c + "z", "2", "m"],
+        ["zrem", c + "z", "m", "n"], ["set", d, "v"], ["rename", d, a], ["copy", a, b + "c"],
+        ["del", c], ["sadd", c, "q"], ["sadd", c, "q", "r"], ["sadd", d, "r", "s"],
+        ["sinterstore", b, c, d], ["getdel", b + "c"], ["set", b, "w"], ["getex", b, "PX", "50000"],
+        ["getex", b, "PERSIST"], ["pexpire", b, "1"], ["sleep"], ["get", b], ["expire", a, "0"],
+        ["mset", a, "1"], ["getset", a, "2"], ["incrbyfloat", a, "1.5"], ["setbit", d + "b", "3", "1"],
+        ["linsert", "nolist", "before", "x", "y"], ["lpushx", "nolist", "x"],
+    ]
+
+
+def run_script(r, cmds):
+    for cmd in cmds:
+        if cmd == ["sleep"]:
+            time.sleep(0.05)
+            continue
+        try:
+            r.execute_command(*cmd)
+        except redis.exceptions.ResponseError as e:
+            print(f"  ({' '.join(cmd)}: {e})")
+
+
+def events(ports):
+    keys = keys_on_distinct_shards("nk", SHARDS)
+    rs = [redis.Redis(port=p, socket_timeout=20) for p in ports]
+    for flags in ["KEA", "AKEn", "Kl", "E$", "Kgx"]:
+        got = []
+        for r, p in zip(rs, ports):
+            r.flushall()
+            r.config_set("notify-keyspace-events", flags)
+            subs = subscribers(p, SHARDS)  # dealt round robin: one per thread on hydra
+            run_script(r, script(keys))
+            got.append(drain(subs))
+            for s in subs:
+                s.close()
+        hydra, real = got
+        check(len(real[0]) >= 10, f"{flags}: redis-server sent events (the test sees something)", len(real[0]))
+        for i, g in enumerate(hydra):
+            check(g == real[0], f"{flags}: subscriber {i}: the events of redis-server, in its order",
+                  f"\n  hydra        {g}\n  redis-server {real[0]}")
+    # Channel subscriptions (not patterns): a key's keyspace channel, an event's channel.
+    got = []
+    for r, p in zip(rs, ports):
+        r.flushall()
+        r.config_set("notify-keyspace-events", "KEA")
+        subs = subscribers(p, 2, patterns=(), channels=(f"__keyspace@0__:{keys[1]}", "__keyevent@0__:del"))
+        run_script(r, script(keys))
+        got.append(drain(subs))
+        for s in subs:
+            s.close()
+    check(got[0][0] == got[1][0] and got[0][1] == got[1][0] and got[1][0],
+          "SUBSCRIBE to a keyspace and a keyevent channel: redis-server's messages",
+          f"\n  hydra        {got[0]}\n  redis-server {got[1][0]}")
+    for r in rs:
+        r.config_set("notify-keyspace-events", "")
+
+
+def expiry_and_eviction(ports):
+    for name, p in zip(["hydra", "redis-server"], ports):
+        r = redis.Redis(port=p, socket_timeout=20)
+        r.flushall()
+        r.config_set("notify-keyspace-events", "Ex")
+        subs = subscribers(p, 1)
+        r.psetex("gone", 100, "1")  # nobody reads it: the active expiry must find it
+        got = drain(subs, quiet=1.5)[0]
+        check(got == [("__keyevent@0__:expired", "gone")], f"{name}: an expired event from the active expiry", got)
+        subs[0].close()
+        r.config_set("notify-keyspace-events", "Ee")
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        subs = subscribers(p, 1)
+        r.set("foo", "bar")
+        r.config_set("maxmemory", 1)
+        got = drain(subs, quiet=1.5)[0]
+        r.config_set("maxmemory", 0)
+        r.config_set("maxmemory-policy", "noeviction")
+        check(("__keyevent@0__:evicted", "foo") in got, f"{name}: an evicted event", got)
+        subs[0].close()
+        r.config_set("notify-keyspace-events", "")
+
+
+LINE = re.compile(rb"^\+(\d+)\.(\d{6}) \[0 127\.0\.0\.1:(\d+)\] (.*)$")
+
+
+def monitor_lines(port, conns=4):
+    """MONITOR's lines for a fixed set of commands from `conns` connections,
+    as (client number, command text); and whether time and port were right."""
+    mon = socket.create_connection(("127.0.0.1", port), timeout=10)
+    mon.sendall(encode("MONITOR"))
+    buf = b""
+    while b"\r\n" not in buf:
+        buf += mon.recv(4096)
+    ok_reply, buf = buf.split(b"\r\n", 1)
+    cs = [redis.Redis(port=port, socket_timeout=20, single_connection_client=True) for _ in range(conns)]
+    for c in cs:
+        c.ping()  # connected (its PING is shown too)
+    ports = {c.connection._sock.getsockname()[1]: i for i, c in enumerate(cs)}
+    start = time.time()
+    sent = 0
+    for i, c in enumerate(cs):
+        c.set(f"k{i}", f"v\n\"{i}\"\x01 \\")
+        c.get(f"k{i}")
+        sent += 2
+    c0 = cs[0]
+    for cmd in (["auth", "nopass"], ["auth", "default", "pw"], ["hello", "2", "AUTH", "default", "pw", "SETNAME", "n"],
+                ["config", "get", "maxmemory"], ["client", "list"], ["client", "id"], ["nosuchcommand", "x"],
+                ["get"], ["echo", "é"]):
+        try:
+            c0.execute_command(*cmd)
+        except redis.exceptions.ResponseError:
+            pass
+    p = c0.pipeline(transaction=True)
+    p.set("t", "1").incr("t")
+    p.execute()
+    try:  # a refused command inside MULTI: the EXEC fails
+        c0.execute_command("multi")
+        try:
+            c0.execute_command("nosuchcommand")
+        except redis.exceptions.ResponseError:
+            pass
+        c0.execute_command("exec")
+    except redis.exceptions.ResponseError:
+        pass
+    c0.execute_command("multi")
+    c0.execute_command("set", "u", "1")
+    c0.execute_command("discard")
+    cs[1].set("last", "1")
+    mon.settimeout(0.5)
+    end = time.time() + 10
+    while time.time() < end and b'"last"' not in buf:
+        try:
+            buf += mon.recv(65536)
+        except socket.timeout:
+            pass
+    time.sleep(0.2)
+    try:
+        buf += mon.recv(65536)
+    except socket.timeout:
+        pass
+    mon.close()
+    for c in cs:
+        c.close()
+    out, good = [], True
+    for raw in buf.split(b"\r\n"):
+        if not raw:
+            continue
+        m = LINE.match(raw)
+        if not m:
+            out.append((None, raw))
+            good = False
+            continue
+        t = int(m.group(1)) + int(m.group(2)) / 1e6
+        good &= start - 1 <= t <= time.time() + 1
+        out.append((ports.get(int(m.group(3)), "other"), m.group(4)))
+    return ok_reply, out, good
+
+
+def monitor(ports):
+    (h_ok, hydra, h_good), (r_ok, real, r_good) = monitor_lines(ports[0]), monitor_lines(ports[1])
+    check(h_ok == r_ok == b"+OK", "MONITOR answers +OK", f"{h_ok!r} {r_ok!r}")
+    check(h_good and r_good, "every line has Redis's form, a current time, a client's port")
+    # redis-py's connection setup (CLIENT SETINFO on newer ones) may differ: compare from the first PING.
+    check(len(real) > 20, "redis-server's monitor saw the commands", len(real))
+    check(hydra == real, "MONITOR's lines as redis-server's (escaping, redaction, MULTI/EXEC, admin left out)",
+          "\n" + "\n".join(f"  {a!r:60} {b!r}" for a, b in zip(hydra + [None] * len(real), real + [None] * len(hydra))
+                           if a != b))
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    with pair(build, threads=SHARDS) as ports:
+        config(ports)
+        events(ports)
+        expiry_and_eviction(ports)
+        monitor(ports)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

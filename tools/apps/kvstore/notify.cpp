@@ -1,0 +1,325 @@
+// Keyspace notifications, as Redis 7.0's notify.c (notify.hpp says how they
+// travel): the flags of notify-keyspace-events, the messages a change
+// makes, the events of the typed commands (one wrapper around shard_typed
+// instead of a call in every command), the stores of the multi-key
+// commands (RENAME, COPY, SINTERSTORE...), and each loop's mailbox.
+#include <algorithm>
+
+#include <gossamer/abi/attach.hpp>
+
+#include "server.hpp"
+#include "types.hpp"
+
+namespace hydra {
+
+std::atomic<std::uint32_t> g_notify{0};
+std::array<Mailbox, kMailboxes> g_mailboxes;
+std::atomic<std::uint32_t> g_monitors{0};
+static_assert(kMailboxes == kMaxThreads, "one mailbox per thread of the rack");
+
+long notify_flags(std::string_view classes) {
+  long flags = 0;
+  for (char c : classes) {
+    switch (c) {
+      case 'A': flags |= kNotifyAll; break;
+      case 'g': flags |= kNotifyGeneric; break;
+      case '$': flags |= kNotifyString; break;
+      case 'l': flags |= kNotifyList; break;
+      case 's': flags |= kNotifySet; break;
+      case 'h': flags |= kNotifyHash; break;
+      case 'z': flags |= kNotifyZset; break;
+      case 'x': flags |= kNotifyExpired; break;
+      case 'e': flags |= kNotifyEvicted; break;
+      case 'K': flags |= kNotifyKeyspace; break;
+      case 'E': flags |= kNotifyKeyevent; break;
+      case 't': flags |= kNotifyStream; break;
+      case 'm': flags |= kNotifyKeyMiss; break;
+      case 'd': flags |= kNotifyModule; break;
+      case 'n': flags |= kNotifyNew; break;
+      default: return -1;
+    }
+  }
+  return flags;
+}
+
+std::string notify_string(std::uint32_t flags) {
+  std::string s;
+  if ((flags & kNotifyAll) == kNotifyAll) {
+    s += 'A';
+  } else {
+    static const std::pair<std::uint32_t, char> kClasses[] = {
+        {kNotifyGeneric, 'g'}, {kNotifyString, '$'}, {kNotifyList, 'l'},    {kNotifySet, 's'},
+        {kNotifyHash, 'h'},    {kNotifyZset, 'z'},   {kNotifyExpired, 'x'}, {kNotifyEvicted, 'e'},
+        {kNotifyStream, 't'},  {kNotifyModule, 'd'}, {kNotifyNew, 'n'}};
+    for (auto [bit, c] : kClasses)
+      if (flags & bit) s += c;
+  }
+  if (flags & kNotifyKeyspace) s += 'K';
+  if (flags & kNotifyKeyevent) s += 'E';
+  if (flags & kNotifyKeyMiss) s += 'm';
+  return s;
+}
+
+namespace {
+
+struct HostThreads {
+  std::uint32_t first = 0, count = 1, total = 1;
+};
+const HostThreads& host_threads() {
+  static const HostThreads h = [] {
+    HostThreads t;
+    std::uint32_t n = 0;
+    t.total = std::uint32_t(gossamer::thread_count());
+    gossamer::abi::host_threads(t.total, std::uint32_t(gossamer::host_count()), std::uint32_t(gossamer::host_index()),
+                                &t.first, &n);
+    t.count = n ? n : 1;
+    return t;
+  }();
+  return h;
+}
+
+// One message to every loop of this host that may have a subscriber for
+// it, and, on a rack of several hosts, to this thread's loop for the others.
+void hand_out(std::string channel, std::string message) {
+  const HostThreads& h = host_threads();
+  for (std::uint32_t t = h.first; t < h.first + h.count && t < kMailboxes; ++t) {
+    Mailbox& m = g_mailboxes[t];
+    if (m.key_subs.load(std::memory_order_acquire) == 0) continue;
+    std::lock_guard lock(m.lock);
+    m.messages.emplace_back(channel, message);
+    m.ready.store(true, std::memory_order_release);
+  }
+  if (h.count < h.total) tl_remote_events.emplace_back(std::move(channel), std::move(message));
+}
+
+bool key_channel(std::string_view n) { return n.starts_with("__keyspace@") || n.starts_with("__keyevent@"); }
+
+}  // namespace
+
+void notify_slow(std::uint32_t flags, const char* event, const std::string& key) noexcept {
+  try {
+    if (flags & kNotifyKeyspace) hand_out("__keyspace@0__:" + key, event);
+    if (flags & kNotifyKeyevent) hand_out(std::string("__keyevent@0__:") + event, key);
+  } catch (...) {  // out of memory: this event is lost, the command is not
+  }
+}
+
+// ---- the typed commands ------------------------------------------------------------
+
+namespace {
+
+// Redis 7.0's event for a typed command that changed its key, and its class.
+std::pair<const char*, std::uint32_t> op_event(Op op, const std::vector<std::string>& args) {
+  switch (op) {
+    case Op::kHset: case Op::kHsetnx: case Op::kHmset: return {"hset", kNotifyHash};
+    case Op::kHdel: return {"hdel", kNotifyHash};
+    case Op::kHincrby: return {"hincrby", kNotifyHash};
+    case Op::kHincrbyfloat: return {"hincrbyfloat", kNotifyHash};
+    case Op::kLpush: case Op::kLpushx: return {"lpush", kNotifyList};
+    case Op::kRpush: case Op::kRpushx: return {"rpush", kNotifyList};
+    case Op::kLpop: return {"lpop", kNotifyList};
+    case Op::kRpop: return {"rpop", kNotifyList};
+    case Op::kLrem: return {"lrem", kNotifyList};
+    case Op::kLset: return {"lset", kNotifyList};
+    case Op::kLtrim: return {"ltrim", kNotifyList};
+    case Op::kLinsert: return {"linsert", kNotifyList};
+    case Op::kSadd: return {"sadd", kNotifySet};
+    case Op::kSrem: return {"srem", kNotifySet};
+    case Op::kSpop: return {"spop", kNotifySet};
+    case Op::kGetdel: return {"del", kNotifyGeneric};
+    case Op::kGetex: {  // PERSIST, or a new deadline (a past one deletes: "del", below)
+      for (std::size_t i = 1; i < args.size(); ++i)
+        if (resp::lower(args[i]) == "persist") return {"persist", kNotifyGeneric};
+      return {"expire", kNotifyGeneric};
+    }
+    case Op::kSetrange: return {"setrange", kNotifyString};
+    case Op::kAppend: return {"append", kNotifyString};
+    case Op::kIncrbyfloat: return {"incrbyfloat", kNotifyString};
+    case Op::kSetbit: return {"setbit", kNotifyString};
+    case Op::kZadd: {
+      for (std::size_t i = 1; i < args.size(); ++i)
+        if (resp::lower(args[i]) == "incr") return {"zincr", kNotifyZset};
+      return {"zadd", kNotifyZset};
+    }
+    case Op::kZincrby: return {"zincr", kNotifyZset};
+    case Op::kZrem: return {"zrem", kNotifyZset};
+    case Op::kZremrangebyrank: return {"zremrangebyrank", kNotifyZset};
+    case Op::kZremrangebyscore: return {"zremrangebyscore", kNotifyZset};
+    case Op::kZremrangebylex: return {"zremrangebylex", kNotifyZset};
+    case Op::kZpopmin: return {"zpopmin", kNotifyZset};
+    case Op::kZpopmax: return {"zpopmax", kNotifyZset};
+    default: return {nullptr, 0};  // the reads
+  }
+}
+
+// Runs `run` on `key` and sends what it did: "new" if it made the key, its
+// own event if it wrote (every write calls touch(), which bumps a watched
+// key's version: the key is watched meanwhile), "del" if it emptied the key.
+template <class Run>
+auto with_events(Shard& s, const std::string& key, const char* event, std::uint32_t type, Run run) {
+  const bool existed = key_exists(s, key);  // lazy expiry first: "expired" before the rest, as Redis
+  Watch& w = s.watched[key];
+  ++w.watchers;
+  const std::uint64_t version = w.version;
+  auto r = run();
+  const bool changed = w.version != version;
+  if (--w.watchers == 0) s.watched.erase(key);
+  if (!changed || !event) return r;
+  const bool exists = s.map.count(key) || s.objs.count(key);
+  if (!existed && exists) notify(kNotifyNew, "new", key);
+  if (exists || std::string_view(event) != "expire") notify(type, event, key);
+  if (existed && !exists && std::string_view(event) != "del") notify(kNotifyGeneric, "del", key);
+  return r;
+}
+
+}  // namespace
+
+Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcept {
+  try {
+    if (args.empty()) return shard_typed_plain(s, op, std::move(args));
+    const auto [event, type] = op_event(op, args);
+    const std::string key = args[0];
+    return with_events(s, key, event, type, [&] { return shard_typed_plain(s, op, std::move(args)); });
+  } catch (...) {
+    return Reply{Reply::kError, 0, "ERR out of memory", {}, {}};
+  }
+}
+
+// A key written whole by a command of several keys (RENAME's and COPY's
+// destination, SINTERSTORE, ZUNIONSTORE, SORT ... STORE): "new" if it
+// made the key, then `event` (class from its name), or "del" if an empty
+// result deleted the destination.
+Count shard_store(Shard& s, std::string key, Dump d, bool replace, std::string event) noexcept {
+  if (!notifying()) return shard_restore(s, std::move(key), std::move(d), replace);
+  try {
+    const bool existed = key_exists(s, key);
+    const bool none = d.type == Dump::kNone;
+    Count c = shard_restore(s, key, std::move(d), replace);
+    if (c.err != Count::kOk || c.n == 0) return c;
+    if (none) {
+      if (existed) notify(kNotifyGeneric, "del", key);
+      return c;
+    }
+    if (!existed || event == "rename_to") notify(kNotifyNew, "new", key);  // RENAME deletes, then adds
+    std::uint32_t type = kNotifyGeneric;
+    if (event.starts_with("z")) type = kNotifyZset;
+    else if (event.starts_with("s") && event != "sortstore") type = kNotifySet;
+    else if (event == "sortstore") type = kNotifyList;
+    if (!event.empty() && event != "rename_to") notify(type, event.c_str(), key);
+    return c;
+  } catch (...) {
+    return {0, Count::kOutOfMemory};
+  }
+}
+
+// RENAME's last step, on the source's shard: the source goes, then Redis's
+// two events (the destination is stored by then).
+Count shard_rename_del(Shard& s, std::string src, std::string dst) noexcept {
+  expire_if_due(s, src);
+  forget_ttl(s, src);
+  std::size_t gone = s.map.erase(src);
+  if (gone == 0 && !s.objs.empty()) gone = s.objs.erase(src);
+  if (gone) touch(s, src);
+  notify(kNotifyGeneric, "rename_from", src);
+  notify(kNotifyGeneric, "rename_to", dst);
+  return {std::int64_t(gone), Count::kOk};
+}
+
+// ---- the loop side -----------------------------------------------------------------
+
+// CONFIG SET notify-keyspace-events on a rack of several hosts: config.cpp
+// set this host's flags; the other hosts get them too before the reply.
+void Loop::notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, Pending& p,
+                       const std::vector<std::string_view>& args) {
+  if (local_count_ >= nshards_ || p.reply != "+OK\r\n" || args.size() < 4 || resp::lower(args[1]) != "set") return;
+  bool named = false;
+  for (std::size_t i = 2; i < args.size(); i += 2) named |= resp::lower(args[i]) == "notify-keyspace-events";
+  if (!named) return;
+  const std::uint32_t flags = g_notify.load(std::memory_order_relaxed);
+  for (std::uint32_t t = 0; t < nshards_; ++t) {
+    if (t >= first_local_ && t < first_local_ + local_count_) continue;
+    ++p.waiting;
+    ++inflight_;
+    shard(t).apply_with_then([](Shard&, std::uint32_t f) {
+      g_notify.store(f, std::memory_order_relaxed);
+      return Count{};
+    }, [this, slot, gen, seq](Count) { answer(slot, gen, seq, [](Pending&) {}); }, flags);
+  }
+}
+
+// Each round that finds mail: events for this loop's subscribers, lines
+// for its monitors; and this thread's shard's events for other hosts,
+// published as PUBLISH does, in order, to those hosts' threads only.
+void Loop::take_mail() {
+  Mailbox& box = g_mailboxes[own_shard_];
+  std::vector<std::pair<std::string, std::string>> messages;
+  std::vector<std::string> lines;
+  if (box.ready.load(std::memory_order_acquire)) {
+    std::lock_guard lock(box.lock);
+    messages.swap(box.messages);
+    lines.swap(box.monitor_lines);
+    box.ready.store(false, std::memory_order_relaxed);
+  }
+  for (auto& [channel, message] : messages) on_message(std::move(channel), std::move(message));
+  if (!messages_.empty()) deliver_messages();
+  for (const std::string& line : lines) {
+    for (std::size_t i = 0; i < monitors_.size();) {
+      auto [slot, gen] = monitors_[i];
+      Connection* c = find(slot, gen);
+      if (!c || c->fd < 0 || !c->monitor) {  // closed (or RESET) since: forgotten here
+        monitors_.erase(monitors_.begin() + std::ptrdiff_t(i));
+        box.monitors.fetch_sub(1, std::memory_order_relaxed);
+        g_monitors.fetch_sub(1, std::memory_order_relaxed);
+        continue;
+      }
+      queue_push(slot, *c, std::string(line));
+      ++i;
+    }
+  }
+  if (tl_remote_events.empty()) return;
+  std::vector<std::pair<std::string, std::string>> remote;
+  remote.swap(tl_remote_events);
+  for (auto& [channel, message] : remote) {
+    const std::uint64_t id = publish_base_ + publishes_.size();
+    Publish& pub = publishes_.emplace_back();
+    pub.slot = UINT32_MAX;  // no connection waits for it
+    pub.remote_only = true;
+    pub.message = std::move(message);
+    pub.channel = channel;
+    ++inflight_;
+    shard(shard_of(channel, nshards_)).apply_with_then(
+        [](Shard& s, std::string ch) {
+          std::vector<std::uint32_t> threads;
+          try {
+            if (auto it = s.channels.find(ch); it != s.channels.end())
+              for (const auto& [t, n] : it->second) threads.push_back(t);
+            for (const auto& [pat, counts] : s.patterns)
+              if (matches(pat, ch))
+                for (const auto& [t, n] : counts) threads.push_back(t);
+            std::sort(threads.begin(), threads.end());
+            threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+          } catch (...) {
+          }
+          return threads;
+        },
+        [this, id](std::vector<std::uint32_t> threads) {
+          --inflight_;
+          if (id < publish_base_ || id - publish_base_ >= publishes_.size()) return;
+          Publish& q = publishes_[id - publish_base_];
+          q.threads = std::move(threads);
+          q.ready = true;
+          dispatch_publishes();
+        },
+        std::move(channel));
+  }
+}
+
+// This loop's subscriptions that a keyspace event could reach (patterns,
+// __keyspace@/__keyevent@ channels), for notify_slow to skip loops without.
+void Loop::count_key_subs() {
+  std::uint32_t n = std::uint32_t(local_patterns_.size());
+  for (const auto& [name, subs] : local_channels_) n += key_channel(name);
+  g_mailboxes[own_shard_].key_subs.store(n, std::memory_order_release);
+}
+
+}  // namespace hydra
