@@ -60,6 +60,7 @@ thread_local std::size_t tl_list_bytes = 0;
 
 std::string Loop::client_info(std::uint32_t slot, const Connection& c, std::size_t current_request) const {
   std::string flags;
+  if (c.monitor) flags += 'O';  // MONITOR (monitor.cpp)
   if (c.subscribed) flags += 'P';
   if (c.in_multi) flags += 'x';
   if (c.closing) flags += 'c';
@@ -157,6 +158,7 @@ bool Loop::execute_client(std::uint32_t slot, Connection& c, const std::string& 
     c.in_multi = c.multi_error = false;
     c.queued.clear();
     unwatch_all(c);
+    c.monitor = false;  // out of MONITOR, as Redis (the loop forgets it at its next line: take_mail)
     if (c.subscribed) unsubscribe_all(slot, c);
     c.resp3 = p.resp3 = false;
     c.name.clear();

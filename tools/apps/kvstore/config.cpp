@@ -3,7 +3,8 @@
 // Three kinds of parameters:
 // - Hydra's own, set on its command line (port, bind, maxclients,
 //   proto-max-bulk-len, ...): CONFIG GET shows the running value, CONFIG SET
-//   answers Redis's error for an immutable parameter. maxmemory and
+//   answers Redis's error for an immutable parameter (unless the value is
+//   the one it has: nothing to change, OK). maxmemory and
 //   maxmemory-policy are settable too (memory.cpp).
 // - The encoding thresholds OBJECT ENCODING reports against
 //   (hash-max-listpack-entries and -value, set-max-intset-entries, with
@@ -86,6 +87,7 @@ const Param kParams[] = {
     {"appendonly", Kind::kStored, "no"},
     {"appendfsync", Kind::kStored, "everysec"},
     {"dbfilename", Kind::kStored, "dump.rdb"},
+    {"repl-backlog-size", Kind::kStored, "1048576"},
     {"rdb-key-save-delay", Kind::kStored, "0"},
     {"list-compress-depth", Kind::kStored, "0"},
     {"list-max-listpack-size", Kind::kStored, "-2"},
@@ -182,6 +184,7 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
       continue;
     }
     if (!found) return resp::error(p.reply, "ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'");
+    if (found->kind == Kind::kImmutable && current(*found) == args[i + 1]) continue;  // its value already: nothing to do
     if (found->kind == Kind::kImmutable)
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config");
     if (found->kind == Kind::kNotify && notify_flags(args[i + 1]) < 0)

@@ -104,6 +104,23 @@ void notify_slow(std::uint32_t flags, const char* event, const std::string& key)
   }
 }
 
+Count shard_set_events(Shard& s, std::string key, std::string value) noexcept {
+  try {
+    if (g_evicting.load(std::memory_order_relaxed)) evict_for(s, entry_bytes(key.size(), value.size()));
+    const bool fresh = !key_exists(s, key);  // lazy expiry: "expired" first
+    forget_ttl(s, key);
+    touch(s, key);
+    drop_object(s, key);
+    auto it = s.map.insert_or_assign(std::move(key), std::move(value)).first;
+    it->second.lru = tl_lru_clock;
+    if (fresh) notify(kNotifyNew, "new", it->first);
+    notify(kNotifyString, "set", it->first);
+    return {};
+  } catch (...) {
+    return {0, Count::kOutOfMemory};
+  }
+}
+
 // ---- the typed commands ------------------------------------------------------------
 
 namespace {

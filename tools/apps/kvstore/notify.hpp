@@ -57,7 +57,7 @@ long notify_flags(std::string_view classes);
 // Redis's keyspaceEventsFlagsToString (CONFIG GET).
 std::string notify_string(std::uint32_t flags);
 
-void notify_slow(std::uint32_t flags, const char* event, const std::string& key) noexcept;
+[[gnu::cold]] void notify_slow(std::uint32_t flags, const char* event, const std::string& key) noexcept;
 // A change of `key` of class `type`, from a shard closure (its trustee's thread).
 inline void notify(std::uint32_t type, const char* event, const std::string& key) noexcept {
   const std::uint32_t f = g_notify.load(std::memory_order_relaxed);
