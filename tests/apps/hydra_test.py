@@ -498,7 +498,8 @@ def rack(build, root, hydra, port):
         for script, what in (("hydra_pubsub_test.py", "pub/sub on the rack (subscribers and publishers on both hosts)"),
                              ("hydra_blocking_test.py", "blocking pops on the rack (blocked via one host, woken via the other)"),
                              ("hydra_zset_test.py", "ZUNIONSTORE/SORT atomic on the rack (writers and readers via both hosts)"),
-                             ("hydra_dump_test.py", "DUMP/RESTORE on the rack (dumped via one host, restored via the other)")):
+                             ("hydra_dump_test.py", "DUMP/RESTORE on the rack (dumped via one host, restored via the other)"),
+                             ("hydra_notify_test.py", "keyspace notifications and MONITOR on the rack (events of both hosts' writes on both)")):
             p = in_h0(os.path.join(os.path.dirname(me), script), "rack",  # its #! python has redis-py
                       f"{hosts[0][0]}:{port}", f"{hosts[1][0]}:{port}", timeout=90)
             print("\n".join("  " + l for l in (p.stdout + p.stderr).splitlines()), flush=True)

@@ -209,6 +209,9 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
     if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], v) || v < 0))
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
                                       "') - argument couldn't be parsed into an integer");
+    for (const auto& [prior, earlier] : changes)  // the same parameter twice (or by its old name): Redis's error
+      if (prior == found || (found->knob && prior->knob == found->knob))
+        return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - duplicate parameter");
     changes.emplace_back(found, std::string(args[i + 1]));
   }
   for (auto& [param, value] : changes) {

@@ -296,39 +296,7 @@ void Loop::take_mail() {
   if (tl_remote_events.empty()) return;
   std::vector<std::pair<std::string, std::string>> remote;
   remote.swap(tl_remote_events);
-  for (auto& [channel, message] : remote) {
-    const std::uint64_t id = publish_base_ + publishes_.size();
-    Publish& pub = publishes_.emplace_back();
-    pub.slot = UINT32_MAX;  // no connection waits for it
-    pub.remote_only = true;
-    pub.message = std::move(message);
-    pub.channel = channel;
-    ++inflight_;
-    shard(shard_of(channel, nshards_)).apply_with_then(
-        [](Shard& s, std::string ch) {
-          std::vector<std::uint32_t> threads;
-          try {
-            if (auto it = s.channels.find(ch); it != s.channels.end())
-              for (const auto& [t, n] : it->second) threads.push_back(t);
-            for (const auto& [pat, counts] : s.patterns)
-              if (matches(pat, ch))
-                for (const auto& [t, n] : counts) threads.push_back(t);
-            std::sort(threads.begin(), threads.end());
-            threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
-          } catch (...) {
-          }
-          return threads;
-        },
-        [this, id](std::vector<std::uint32_t> threads) {
-          --inflight_;
-          if (id < publish_base_ || id - publish_base_ >= publishes_.size()) return;
-          Publish& q = publishes_[id - publish_base_];
-          q.threads = std::move(threads);
-          q.ready = true;
-          dispatch_publishes();
-        },
-        std::move(channel));
-  }
+  for (auto& [channel, message] : remote) publish_event(std::move(channel), std::move(message));
 }
 
 // This loop's subscriptions that a keyspace event could reach (patterns,

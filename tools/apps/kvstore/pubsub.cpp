@@ -342,13 +342,30 @@ void Loop::publish(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t 
   p.kind = Pending::Kind::kSum;
   p.waiting = 1;  // the lookup; dispatch adds one per thread
   const std::uint64_t id = publish_base_ + publishes_.size();
-  const std::size_t home = shard_of(channel, nshards_);
   Publish& pub = publishes_.emplace_back();
   pub.slot = slot;
   pub.gen = c.gen;
   pub.seq = seq;
   pub.channel = channel;
   pub.message = std::move(message);
+  lookup_publish(id, std::move(channel));
+}
+
+// A keyspace event for other hosts' subscribers (notify.cpp): as PUBLISH,
+// with no connection waiting, skipping this host's threads (dispatch_publishes).
+void Loop::publish_event(std::string channel, std::string message) {
+  const std::uint64_t id = publish_base_ + publishes_.size();
+  Publish& pub = publishes_.emplace_back();
+  pub.slot = UINT32_MAX;
+  pub.remote_only = true;
+  pub.channel = channel;
+  pub.message = std::move(message);
+  lookup_publish(id, std::move(channel));
+}
+
+// Publish `id`'s threads, from its channel's home shard.
+void Loop::lookup_publish(std::uint64_t id, std::string channel) {
+  const std::size_t home = shard_of(channel, nshards_);
   ++inflight_;
   shard(home).apply_with_then(lookup_threads, [this, id](std::vector<std::uint32_t> threads) {
     --inflight_;

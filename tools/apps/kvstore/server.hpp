@@ -330,6 +330,8 @@ class Loop {
                       std::vector<std::string> names, std::int32_t delta);
   void publish(std::uint32_t slot, Connection& c, Pending& p, std::uint64_t seq, std::string channel, std::string message);
   void dispatch_publishes();
+  void publish_event(std::string channel, std::string message);  // a keyspace event for other hosts
+  void lookup_publish(std::uint64_t id, std::string channel);
   void deliver_messages();
   void queue_push(std::uint32_t slot, Connection& c, std::string&& bytes);
   // notify.cpp: CONFIG SET notify-keyspace-events on every host; this
