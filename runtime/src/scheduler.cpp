@@ -53,6 +53,8 @@ Worker::Worker(Runtime& rt, ThreadId id)
     : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
+  for (ThreadId c = 0; c < n; ++c)
+    request_words_.push_back(reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c)));
   channels_.resize(n);
   for (ThreadId to = 0; to < n; ++to) channels_[to].response_seq = square_.response_primary(id_, to);
   is_dirty_.assign(n, 0);
@@ -250,10 +252,10 @@ bool Worker::run_ready_fibers() {
 // with min_batch kEagerBatch, what run_ready_fibers does between two
 // fibers (suspend). One load per request slot and per dirty channel.
 bool Worker::loop_has_work(std::uint32_t min_batch) {
-  const std::uint32_t n = rt_.size();
-  for (ThreadId c = 0; c < n; ++c)
-    if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(square_.request_primary(id_, c)))
-            .load(std::memory_order_relaxed) != served_seq_[c])
+  const std::size_t n = request_words_.size();
+  for (std::size_t c = 0; c < n; ++c)
+    if (std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(request_words_[c])).load(std::memory_order_relaxed) !=
+        served_seq_[c])
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
@@ -382,11 +384,17 @@ void Worker::recycle(Fiber* f) {
 // scheduler's pass has fibers left and nothing waits to be done between
 // two fibers, the next one is resumed straight from here: one context
 // switch per suspension instead of two (fiber -> scheduler -> fiber).
+// Whether something waits is looked at every kSuspendCheck handoffs.
 void Worker::suspend() {
   Fiber* me = tl_state.fiber;
   jumped_from_ = me;
   boost::context::fiber from;
-  if (pass_left_ != 0 && !loop_has_work(kEagerBatch)) {
+  bool handoff = pass_left_ != 0;
+  if (handoff && --check_in_ == 0) {
+    check_in_ = kSuspendCheck;
+    handoff = !loop_has_work(kEagerBatch);
+  }
+  if (handoff) {
     Fiber* next = pop_ready();
     --pass_left_;
     if (next == me) return;  // made ready meanwhile, and next in line

@@ -35,6 +35,15 @@ class Runtime;
 // trustee and the client a cache-line round trip each for little work.
 constexpr std::uint32_t kEagerBatch = 16;
 
+// A fiber that suspends mid-pass hands the core straight to the next ready
+// fiber; only every kSuspendCheck-th such handoff first looks whether the
+// loop has work between fibers (loop_has_work: a load of every request
+// slot's and every busy channel's ready word, lines the other threads
+// write). With 32 blocking fibers the check cost ~50 instructions per
+// request and found work a few times per pass (PERFORMANCE.md, "Blocking
+// apply: the client's cost").
+constexpr std::uint32_t kSuspendCheck = 8;
+
 class Fiber {
  public:
   boost::context::fiber ctx;  // the suspended fiber, while it is not running
@@ -278,6 +287,7 @@ class Worker {
   std::size_t ready_count_ = 0;
   boost::context::fiber sched_ctx_;  // the scheduler, while a fiber runs
   std::size_t pass_left_ = 0;        // fibers of run_ready_fibers' pass not yet run
+  std::uint32_t check_in_ = kSuspendCheck;  // handoffs until suspend() next calls loop_has_work
   Fiber* jumped_from_ = nullptr;     // who resumed the running context (nullptr: the scheduler)
   StackPool stacks_;
   std::vector<Fiber*> free_fibers_;
@@ -299,6 +309,7 @@ class Worker {
   // trustee
   PropertyTable props_;
   std::vector<std::uint32_t> served_seq_;  // per client
+  std::vector<const std::uint32_t*> request_words_;  // per client: its request slot's ready word
   std::vector<std::unique_ptr<RemoteClient>> remote_clients_;  // per client, lazily
 
   // client
