@@ -172,7 +172,13 @@ class Worker {
   // scheduler (scheduler.cpp)
   void spawn(Task task, JoinState* join);
   void suspend();
-  void make_ready(Fiber* f);
+  void make_ready(Fiber* f) {  // inline: every blocking call's completion calls it
+    f->next = nullptr;
+    if (ready_tail_) ready_tail_->next = f;
+    else ready_head_ = f;
+    ready_tail_ = f;
+    ++ready_count_;
+  }
   void yield();
   Fiber* current() const { return tl_state.fiber; }
   // Backpressure (client.cpp): suspends the running fiber until this
@@ -263,7 +269,14 @@ class Worker {
   static boost::context::fiber fiber_entry(Fiber* f, boost::context::fiber&& sched);
   void switch_to(Fiber* f);
   void take_from(boost::context::fiber&& from);
-  Fiber* pop_ready();
+  Fiber* pop_ready() {
+    Fiber* f = ready_head_;
+    ready_head_ = f->next;
+    if (!ready_head_) ready_tail_ = nullptr;
+    f->next = nullptr;
+    --ready_count_;
+    return f;
+  }
   void recycle(Fiber* f);
 
   Runtime& rt_;
