@@ -228,9 +228,10 @@ void Worker::wake() {
 
 bool Worker::run_ready_fibers() {
   // Only the fibers ready at the start: polling must not starve. A fiber
-  // that suspends hands the core straight to the next of them when the
-  // loop has nothing to do between the two (suspend): the scheduler sees
-  // the pass again only at its end, or when there is work between fibers.
+  // that suspends hands the core straight to the next of them unless the
+  // loop has something to do between the two (looked at every
+  // kSuspendCheck handoffs, in suspend): the scheduler sees the pass again
+  // only at its end, or when such a look found work.
   const std::size_t n = ready_count_;
   pass_left_ = n;
   while (pass_left_ != 0) {
