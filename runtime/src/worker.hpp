@@ -40,8 +40,8 @@ constexpr std::uint32_t kEagerBatch = 16;
 // loop has work between fibers (loop_has_work: a load of every request
 // slot's and every busy channel's ready word, lines the other threads
 // write). With 32 blocking fibers the check cost ~50 instructions per
-// request and found work a few times per pass (PERFORMANCE.md, "Blocking
-// apply: the client's cost").
+// request, a tenth of the client's work per blocking apply
+// (PERFORMANCE.md, "Blocking apply: the client's cost").
 constexpr std::uint32_t kSuspendCheck = 8;
 
 class Fiber {
