@@ -220,6 +220,30 @@ void RecordWriter::close(Completion done) {
   if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
 }
 
+void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
+                 const Completion& done) {
+  Worker* w = tl_state.worker;
+  if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
+  if (w->record_open())
+    fatal("a request was started while another was being encoded (delegation from inside "
+          "a serialize() function?)");
+  Channel& ch = w->channel(to);
+  std::byte* rec = ch.queue.reserve(kRecordHeader + len);
+  const RequestHeader h{invoker, len, prop.raw};
+  std::memcpy(rec, &h, sizeof h);
+  // Whole words (len is a multiple of 8): no call to memcpy for a few bytes.
+  for (std::uint32_t i = 0; i < len; i += sizeof(std::uint64_t)) {
+    std::uint64_t v;
+    std::memcpy(&v, body + i, sizeof v);
+    std::memcpy(rec + kRecordHeader + i, &v, sizeof v);
+  }
+  ch.queue.truncate(std::size_t(rec - ch.queue.data()) + kRecordHeader + len);
+  ++ch.queued;
+  ch.push(done);
+  w->record_closed(to, ch, !w->rt().is_local(to));
+  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
+}
+
 void RecordWriter::abandon() noexcept {
   Worker* w = tl_state.worker;
   ByteQueue& q = w->channel(to_).queue;

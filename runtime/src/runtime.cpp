@@ -295,7 +295,6 @@ void fail_blocking(const char* op) {
 
 // ---- fibers ----------------------------------------------------------------
 
-void suspend_current() { tl_worker->suspend(); }
 void wait_for_room_slow() {
   if (!tl_state.fiber || tl_state.delegated_depth > 0) return;  // cannot wait: send
   tl_worker->wait_for_room();

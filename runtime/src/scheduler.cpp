@@ -53,6 +53,8 @@ Worker::Worker(Runtime& rt, ThreadId id)
     : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
+  for (ThreadId c = 0; c < n; ++c)
+    request_words_.push_back(reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c)));
   channels_.resize(n);
   for (ThreadId to = 0; to < n; ++to) channels_[to].response_seq = square_.response_primary(id_, to);
   is_dirty_.assign(n, 0);
@@ -226,9 +228,10 @@ void Worker::wake() {
 
 bool Worker::run_ready_fibers() {
   // Only the fibers ready at the start: polling must not starve. A fiber
-  // that suspends hands the core straight to the next of them when the
-  // loop has nothing to do between the two (suspend): the scheduler sees
-  // the pass again only at its end, or when there is work between fibers.
+  // that suspends hands the core straight to the next of them unless the
+  // loop has something to do between the two (looked at every
+  // kSuspendCheck handoffs, in suspend): the scheduler sees the pass again
+  // only at its end, or when such a look found work.
   const std::size_t n = ready_count_;
   pass_left_ = n;
   while (pass_left_ != 0) {
@@ -250,33 +253,16 @@ bool Worker::run_ready_fibers() {
 // with min_batch kEagerBatch, what run_ready_fibers does between two
 // fibers (suspend). One load per request slot and per dirty channel.
 bool Worker::loop_has_work(std::uint32_t min_batch) {
-  const std::uint32_t n = rt_.size();
-  for (ThreadId c = 0; c < n; ++c)
-    if (std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(square_.request_primary(id_, c)))
-            .load(std::memory_order_relaxed) != served_seq_[c])
+  const std::size_t n = request_words_.size();
+  for (std::size_t c = 0; c < n; ++c)
+    if (std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(request_words_[c])).load(std::memory_order_relaxed) !=
+        served_seq_[c])
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
     if (ch.inflight ? response_ready(ch) : would_flush(to, ch, min_batch)) return true;
   }
   return false;
-}
-
-Fiber* Worker::pop_ready() {
-  Fiber* f = ready_head_;
-  ready_head_ = f->next;
-  if (!ready_head_) ready_tail_ = nullptr;
-  f->next = nullptr;
-  --ready_count_;
-  return f;
-}
-
-void Worker::make_ready(Fiber* f) {
-  f->next = nullptr;
-  if (ready_tail_) ready_tail_->next = f;
-  else ready_head_ = f;
-  ready_tail_ = f;
-  ++ready_count_;
 }
 
 void Worker::spawn(Task task, JoinState* join) {
@@ -382,11 +368,17 @@ void Worker::recycle(Fiber* f) {
 // scheduler's pass has fibers left and nothing waits to be done between
 // two fibers, the next one is resumed straight from here: one context
 // switch per suspension instead of two (fiber -> scheduler -> fiber).
+// Whether something waits is looked at every kSuspendCheck handoffs.
 void Worker::suspend() {
   Fiber* me = tl_state.fiber;
   jumped_from_ = me;
   boost::context::fiber from;
-  if (pass_left_ != 0 && !loop_has_work(kEagerBatch)) {
+  bool handoff = pass_left_ != 0;
+  if (handoff && --check_in_ == 0) {
+    check_in_ = kSuspendCheck;
+    handoff = !loop_has_work(kEagerBatch);
+  }
+  if (handoff) {
     Fiber* next = pop_ready();
     --pass_left_;
     if (next == me) return;  // made ready meanwhile, and next in line
@@ -407,6 +399,11 @@ void Worker::suspend() {
 #endif
   take_from(std::move(from));
 }
+
+// How a blocking call (wait_for) suspends its fiber: Worker::suspend
+// inlined, so that one call frame fewer lies between the fiber's code and
+// its context switch (each is a return that the resumed fiber takes).
+[[gnu::flatten]] void suspend_current() { tl_state.worker->suspend(); }
 
 void Worker::yield() {
   make_ready(tl_state.fiber);

@@ -35,6 +35,15 @@ class Runtime;
 // trustee and the client a cache-line round trip each for little work.
 constexpr std::uint32_t kEagerBatch = 16;
 
+// A fiber that suspends mid-pass hands the core straight to the next ready
+// fiber; only every kSuspendCheck-th such handoff first looks whether the
+// loop has work between fibers (loop_has_work: a load of every request
+// slot's and every busy channel's ready word, lines the other threads
+// write). With 32 blocking fibers the check cost ~50 instructions per
+// request, a tenth of the client's work per blocking apply
+// (PERFORMANCE.md, "Blocking apply: the client's cost").
+constexpr std::uint32_t kSuspendCheck = 8;
+
 class Fiber {
  public:
   boost::context::fiber ctx;  // the suspended fiber, while it is not running
@@ -163,7 +172,13 @@ class Worker {
   // scheduler (scheduler.cpp)
   void spawn(Task task, JoinState* join);
   void suspend();
-  void make_ready(Fiber* f);
+  void make_ready(Fiber* f) {  // inline: every blocking call's completion calls it
+    f->next = nullptr;
+    if (ready_tail_) ready_tail_->next = f;
+    else ready_head_ = f;
+    ready_tail_ = f;
+    ++ready_count_;
+  }
   void yield();
   Fiber* current() const { return tl_state.fiber; }
   // Backpressure (client.cpp): suspends the running fiber until this
@@ -254,7 +269,14 @@ class Worker {
   static boost::context::fiber fiber_entry(Fiber* f, boost::context::fiber&& sched);
   void switch_to(Fiber* f);
   void take_from(boost::context::fiber&& from);
-  Fiber* pop_ready();
+  Fiber* pop_ready() {
+    Fiber* f = ready_head_;
+    ready_head_ = f->next;
+    if (!ready_head_) ready_tail_ = nullptr;
+    f->next = nullptr;
+    --ready_count_;
+    return f;
+  }
   void recycle(Fiber* f);
 
   Runtime& rt_;
@@ -278,6 +300,7 @@ class Worker {
   std::size_t ready_count_ = 0;
   boost::context::fiber sched_ctx_;  // the scheduler, while a fiber runs
   std::size_t pass_left_ = 0;        // fibers of run_ready_fibers' pass not yet run
+  std::uint32_t check_in_ = kSuspendCheck;  // handoffs until suspend() next calls loop_has_work
   Fiber* jumped_from_ = nullptr;     // who resumed the running context (nullptr: the scheduler)
   StackPool stacks_;
   std::vector<Fiber*> free_fibers_;
@@ -299,6 +322,7 @@ class Worker {
   // trustee
   PropertyTable props_;
   std::vector<std::uint32_t> served_seq_;  // per client
+  std::vector<const std::uint32_t*> request_words_;  // per client: its request slot's ready word
   std::vector<std::unique_ptr<RemoteClient>> remote_clients_;  // per client, lazily
 
   // client

@@ -229,6 +229,15 @@ class RecordWriter {
   std::byte* lim_;  // the end of the queue's room
 };
 
+// The whole request in one call when its body is a closure without
+// arguments (RecordWriter's open, append, pad and close, without the
+// writer): `len` bytes at `body`, a multiple of abi::kRecordAlign (the
+// closure and its zero padding, as append_closure writes them), copied
+// in 8-byte words. At most kSmallBody bytes.
+inline constexpr std::size_t kSmallBody = 240;
+void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
+                 const Completion& done);
+
 // A response that arrives with a non-ok status; `data` may hold a message.
 [[noreturn]] void throw_status(std::uint32_t status, const std::byte* data, std::uint32_t len,
                                const char* op);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -23,14 +24,16 @@ inline constexpr const char* kNonStdException = "the closure threw something tha
 template <class R>
 using stored_t = std::conditional_t<std::is_void_v<R>, Unit, R>;
 
-// A blocked fiber's view of its request; lives on that fiber's stack.
+// A blocked fiber's view of its request; lives on that fiber's stack. The
+// error message is allocated only when there is one: a std::string member
+// cost every blocking call its construction and destruction.
 template <class R>
 struct Waiter {
   Fiber* fiber = nullptr;
   bool done = false;
   std::uint32_t status = abi::kOk;
   std::optional<stored_t<R>> value;
-  std::string error;
+  std::unique_ptr<std::string> error;
 };
 
 template <class R>
@@ -43,13 +46,14 @@ void complete_wait(Completion& c, std::uint32_t status, const std::byte* data, s
       else w->value.emplace(decode_result<R>(data, len));
     } catch (const std::exception& e) {
       w->status = abi::kMalformed;
-      w->error = std::string("the response could not be decoded: ") + e.what();
+      w->error = std::make_unique<std::string>(std::string("the response could not be decoded: ") + e.what());
     } catch (...) {
       w->status = abi::kMalformed;
-      w->error = "the response could not be decoded (something that is not a std::exception)";
+      w->error = std::make_unique<std::string>(
+          "the response could not be decoded (something that is not a std::exception)");
     }
   } else {
-    w->error.assign(reinterpret_cast<const char*>(data), len);
+    w->error = std::make_unique<std::string>(reinterpret_cast<const char*>(data), len);
   }
   w->done = true;
   make_ready(w->fiber);
@@ -58,9 +62,9 @@ void complete_wait(Completion& c, std::uint32_t status, const std::byte* data, s
 template <class R>
 R wait_for(Waiter<R>& w, const char* op) {
   while (!w.done) suspend_current();
-  if (w.status != abi::kOk)
-    throw_status(w.status, reinterpret_cast<const std::byte*>(w.error.data()),
-                 std::uint32_t(w.error.size()), op);
+  if (w.status != abi::kOk) [[unlikely]]
+    throw_status(w.status, reinterpret_cast<const std::byte*>(w.error->data()),
+                 std::uint32_t(w.error->size()), op);
   if constexpr (!std::is_void_v<R>) return std::move(*w.value);
 }
 
