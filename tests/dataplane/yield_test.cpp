@@ -84,7 +84,8 @@ TEST(Yield, ZeroSleepsRightAfterTraffic) {
 }
 
 // yield_us 1 s: for a second after the answer passed, the core does not
-// sleep (the default, 2 ms, would have); then it does. The start-up log
+// sleep (the default, 50 us, or the old fixed 2 ms would have); then it
+// does. The start-up log
 // names the value.
 TEST(Yield, ACoreYieldsForYieldUsAfterTrafficThenSleeps) {
   auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
