@@ -193,6 +193,8 @@ void read_dataplane(MapReader r, DataplaneConfig& out, PortMarks* ports) {
                    std::to_string(out.cpus.size()) + " CPUs for " + std::to_string(out.cores) +
                        " polling cores (dataplane.cores): give one CPU per core");
   read_polling(r, out.polling);
+  // Up to a second: longer would keep an idle core yielding for no gain.
+  r.integer("yield_us", out.yield_us, {0, 1'000'000});
   r.boolean("authenticate", out.authenticate);
   r.integer("max_applications", out.max_applications, {1, 4096});
   read_socket(r, out.socket, out.socket_group);
@@ -256,6 +258,8 @@ void read_runtime(MapReader r, RuntimeConfig& out) {
   r.integer("stack_size_kib", out.stack_size_kib, {16, 8192});
   std::uint32_t bound = 0;
   if (r.integer("max_outstanding", bound, {0, 1 << 24})) out.max_outstanding = bound;
+  std::uint32_t yield = 0;
+  if (r.integer("yield_us", yield, {0, 1'000'000})) out.yield_us = yield;
 }
 
 }  // namespace gossamer::config::detail

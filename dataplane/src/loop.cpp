@@ -50,18 +50,22 @@ constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000, kQuietUs = 100'000;
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
 // waits for at most about 1/8 of the gap it arrived after.
 constexpr std::uint64_t kSleepShift = 3;
-// For this long after its last traffic (frames of ours, records, doorbells:
-// not gossamerd's frames on a shared port) a core that finds nothing yields the CPU
-// instead of sleeping. Under load the gaps between requests are far shorter,
-// so a loaded core never sleeps: no timer, no wake-up IPI, and the
-// applications need not write its eventfd for every doorbell. On a machine
-// with fewer cores than pollers a sleep costs a round trip its wake-up: a
-// 2-host Hydra rack (redis-benchmark -P 16, 2 x 25 clients, 2 CPUs) ran at
-// 232-242 k SET/s sleeping against 551-576 k before sleeps came in (build
-// 0d3f75c), and 501-563 k with this (same run, quiet). A trickle of traffic keeps a core
-// yielding for this long after each request, then it sleeps as before: the
-// idle cost (rack-idle) does not change.
-constexpr std::uint64_t kYieldUs = 2'000;
+// For dataplane.yield_us (default 50) after its last traffic (frames of
+// ours, records, doorbells: not gossamerd's frames on a shared port) a core
+// that finds nothing yields the CPU instead of sleeping. Under load the gaps
+// between requests are far shorter, so a loaded core never sleeps: no
+// timer, no wake-up IPI, and the applications need not write its eventfd
+// for every doorbell. On a machine with fewer cores than pollers a sleep
+// costs a round trip its wake-up: a 2-host Hydra rack (redis-benchmark
+// -P 16, 2 x 25 clients, 2 CPUs) ran at 232-242 k SET/s sleeping against
+// 551-576 k before sleeps came in (build 0d3f75c), and 501-563 k yielding
+// 2 ms (same run, quiet). A trickle of traffic keeps a core yielding for
+// that long after each request, then it sleeps as before: the idle cost
+// (rack-idle) does not change. Yielding has a price where bursts come
+// further apart than the window (SSSP's rounds, every ~1.4 ms): the
+// yielding cores take CPU from the processes that would produce the next
+// burst. 50 us kept Hydra's cores awake and gave SSSP most of what
+// sleeping at once gained it (dataplane/POLLING.md).
 // After a sleep, the periodic jobs (the QP scheduler, counters, metrics and
 // stats files, the control job) wait up to this long while an exchange is
 // open, i.e. while a request that woke a core, or its response, is on its
@@ -229,7 +233,7 @@ void Dataplane::job_metrics(Core&) { write_metrics(); }
 void Dataplane::job_stats(Core&) { write_stats(); }
 
 void Dataplane::sleep_until_work(Core& k, std::uint64_t now) {
-  if (now - k.last_traffic < tsc_hz_ / 1'000'000 * kYieldUs) {
+  if (now - k.last_traffic < tsc_hz_ / 1'000'000 * cfg_.dataplane.yield_us) {
     ::sched_yield();
     return;
   }

@@ -94,9 +94,12 @@ std::string Dataplane::start(const PortOpener& open) {
     if (!err.empty()) return std::string("start-up step '") + s.name + "': " + err;
   }
   spdlog::info("host {} ({}) ready: {} MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} peers x {} "
-               "connections, credits {}, {} polling core{}, socket {}, incarnation {}",
+               "connections, credits {}, {} polling core{} ({}), socket {}, incarnation {}",
                self_, cfg_.self().name, port_->describe(), mac_[0], mac_[1], mac_[2], mac_[3], mac_[4], mac_[5],
                hosts_ - 1, conns_per_host_, cfg_.connections.credits, ncores_, ncores_ == 1 ? "" : "s",
+               cfg_.dataplane.polling == config::Polling::busy
+                   ? std::string("polling busy")
+                   : "polling adaptive, yield_us " + std::to_string(cfg_.dataplane.yield_us),
                socket_path_, boot_);
   return "";
 }

@@ -102,7 +102,7 @@ std::uint32_t Rack::host_of(std::uint32_t g) const {
   return hosts_;
 }
 
-std::unique_ptr<Rack> Rack::join(std::uint32_t threads, std::size_t* max_outstanding) {
+std::unique_ptr<Rack> Rack::join(std::uint32_t threads, std::size_t* max_outstanding, std::uint32_t* yield_us) {
   const char* path = std::getenv("GOSSAMER_CONFIG");
   if (!path || !*path) return nullptr;
   auto result = config::load_file(path);
@@ -113,6 +113,7 @@ std::unique_ptr<Rack> Rack::join(std::uint32_t threads, std::size_t* max_outstan
   }
   const config::Config& cfg = result.config();
   if (cfg.runtime.max_outstanding) *max_outstanding = *cfg.runtime.max_outstanding;
+  if (cfg.runtime.yield_us) *yield_us = *cfg.runtime.yield_us;
   if (cfg.rack.hosts.size() < 2) return nullptr;
   // The slot layout is fixed at build time; the file must agree with it.
   if (cfg.slots.primary_bytes != abi::kPrimaryBytes || cfg.slots.overflow_bytes != abi::kOverflowBytes)

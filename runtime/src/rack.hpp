@@ -26,9 +26,9 @@ class Rack {
   // single-host rack (the runtime then runs standalone). `threads` is the
   // rack-wide count (GOSSAMER_THREADS overrides it). Exits the process with
   // a message when the configuration or the attach fails. The file's
-  // runtime.max_outstanding, when set, replaces *max_outstanding (single
-  // host or not).
-  static std::unique_ptr<Rack> join(std::uint32_t threads, std::size_t* max_outstanding);
+  // runtime.max_outstanding, when set, replaces *max_outstanding, and
+  // runtime.yield_us *yield_us (single host or not).
+  static std::unique_ptr<Rack> join(std::uint32_t threads, std::size_t* max_outstanding, std::uint32_t* yield_us);
   ~Rack();
 
   std::uint32_t host() const { return host_; }

@@ -420,7 +420,7 @@ int run_impl(const Options& given, std::function<int()> main_fn) {
     fatal("run(): dedicated_trustees must leave at least one client thread");
   if (opts.threads > 4096) fatal("run(): at most 4096 threads");
   if (tl_worker) fatal("run() called inside gossamer::run");
-  std::unique_ptr<Rack> rack = Rack::join(std::uint32_t(opts.threads), &opts.max_outstanding);
+  std::unique_ptr<Rack> rack = Rack::join(std::uint32_t(opts.threads), &opts.max_outstanding, &opts.yield_us);
   if (rack && opts.dedicated_trustees)
     fatal("run(): dedicated_trustees is not supported in a rack yet");
   Runtime rt(opts, std::move(rack));

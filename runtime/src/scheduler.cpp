@@ -33,14 +33,13 @@ inline std::uint64_t cycles() { return __builtin_ia32_rdtsc(); }
 inline void cpu_relax() { __builtin_ia32_pause(); }
 
 // Adaptive polling: spin this many empty iterations, then yield the core
-// for kYieldWindow, then sleep (woken by whoever gives us work, or the
-// timeout). The yield phase is timed, not counted: a thread waiting for an
+// for Options::yield_us (runtime.yield_us), then sleep (woken by whoever
+// gives us work, or the timeout). The yield phase is timed, not counted: a thread waiting for an
 // answer that takes longer than the spin (a remote request, a busy
 // trustee on a shared core) must not fall asleep in the middle of a load,
 // or every answer then waits for a wake-up (futex, IPI, context switch);
 // the dataplane had the same cost and the same cure (dataplane/src/loop.cpp).
 constexpr std::uint32_t kSpinIterations = 512;
-constexpr auto kYieldWindow = std::chrono::milliseconds(2);
 constexpr long kSleepNanos = 2'000'000;
 constexpr std::uint32_t kIdlePublish = 64;
 
@@ -186,7 +185,8 @@ bool Worker::idle_backoff(bool worked) {
     cpu_relax();
     return false;
   }
-  if (idle_streak_ == kSpinIterations) yield_until_ = std::chrono::steady_clock::now() + kYieldWindow;
+  if (idle_streak_ == kSpinIterations)
+    yield_until_ = std::chrono::steady_clock::now() + std::chrono::microseconds(rt_.options().yield_us);
   if (std::chrono::steady_clock::now() < yield_until_) {
     ::sched_yield();
     return false;

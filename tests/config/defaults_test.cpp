@@ -38,6 +38,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.dataplane.verbs.rnr_retry, 7u);
   EXPECT_EQ(c.dataplane.cores, 1u);
   EXPECT_EQ(c.dataplane.polling, Polling::adaptive);
+  EXPECT_EQ(c.dataplane.yield_us, 50u);
   EXPECT_TRUE(c.dataplane.authenticate);
   EXPECT_EQ(c.dataplane.max_applications, 64u);
   EXPECT_EQ(c.dataplane.socket, "/run/gossamer/dataplane.sock");
@@ -69,6 +70,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.runtime.polling, Polling::adaptive);
   EXPECT_EQ(c.runtime.stack_size_kib, 64u);
   EXPECT_EQ(c.runtime.max_outstanding, std::nullopt);  // the program's Options value
+  EXPECT_EQ(c.runtime.yield_us, std::nullopt);         // likewise
 }
 
 TEST(Defaults, CommentsOnlyAndNullSectionsMeanDefaults) {
@@ -81,12 +83,15 @@ TEST(Defaults, PresentKeysOverrideOnlyThemselves) {
       "dataplane:\n"
       "  cores: 4\n"
       "  verbs: {gid_index: 3}\n"
-      "runtime: {polling: busy, max_outstanding: 0}\n");
+      "  yield_us: 0\n"
+      "runtime: {polling: busy, max_outstanding: 0, yield_us: 250}\n");
   Config expected = load_ok("");
   expected.dataplane.cores = 4;
   expected.dataplane.verbs.gid_index = 3;
+  expected.dataplane.yield_us = 0;  // sleep right after the spin
   expected.runtime.polling = Polling::busy;
   expected.runtime.max_outstanding = 0;  // set: no bound
+  expected.runtime.yield_us = 250;
   EXPECT_EQ(c, expected);
 }
 

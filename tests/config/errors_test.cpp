@@ -108,6 +108,23 @@ TEST(Errors, MaxOutstandingIsABoundedInteger) {
             "t.yaml:1:43: runtime.max_outstanding: expected an integer, got string '512'");
 }
 
+TEST(Errors, YieldUsIsMicrosecondsUpToASecond) {
+  EXPECT_EQ(error_of("dataplane:\n"
+                     "  yield_us: -1\n"),
+            "t.yaml:2:13: dataplane.yield_us: value -1 out of range [0, 1000000]");
+  EXPECT_EQ(error_of("dataplane: {yield_us: 1000001}\n"),
+            "t.yaml:1:23: dataplane.yield_us: value 1000001 out of range [0, 1000000]");
+  EXPECT_EQ(error_of("dataplane: {yield_us: 2ms}\n"),
+            "t.yaml:1:23: dataplane.yield_us: expected an integer, got '2ms'");
+  EXPECT_EQ(error_of("runtime: {yield_us: 1.5}\n"),
+            "t.yaml:1:21: runtime.yield_us: expected an integer, got '1.5'");
+  EXPECT_EQ(error_of("runtime:\n"
+                     "  yield_us: 5000000\n"),
+            "t.yaml:2:13: runtime.yield_us: value 5000000 out of range [0, 1000000]");
+  EXPECT_EQ(error_of("dataplane: {yeld_us: 10}\n"),
+            "t.yaml:1:13: dataplane.yeld_us: unknown key 'yeld_us' (did you mean 'yield_us'?)");
+}
+
 TEST(Errors, NotAMultiple) {
   EXPECT_EQ(error_of("slots:\n"
                      "  overflow_bytes: 100\n"),

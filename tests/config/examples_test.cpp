@@ -45,16 +45,17 @@ TEST(Examples, AllLoadWithoutErrors) {
 
 // defaults.yaml documents the schema: it must mention every key (only the
 // optional MAC, dataplane.ports, whose absence means "the one port
-// dataplane.port", and runtime.max_outstanding, whose absence means "the
-// program's own value", are left commented out), and with every value at
-// its default.
+// dataplane.port", and runtime.max_outstanding and runtime.yield_us, whose
+// absence means "the program's own value", are left commented out), and
+// with every value at its default.
 TEST(Examples, DefaultsYamlSpellsOutEveryKeyWithItsDefault) {
   std::vector<std::string> defaulted;
   const auto r = detail::load_string_traced(read(kExamples / "defaults.yaml"), "defaults.yaml",
                                             defaulted);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(defaulted,
-            (std::vector<std::string>{"rack.hosts[0].mac", "dataplane.ports", "runtime.max_outstanding"}));
+            (std::vector<std::string>{"rack.hosts[0].mac", "dataplane.ports", "runtime.max_outstanding",
+                                      "runtime.yield_us"}));
   const auto empty = load_string("", "empty.yaml");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(r.config(), empty.config());

@@ -43,6 +43,7 @@ config::Config host_config(const std::string& dir, int host, std::uint32_t cores
     << "  authenticate: " << (authenticate ? "true" : "false") << "\n"
     << "  max_applications: " << max_apps << "\n"
     << "  mtu: " << mtu << "\n"
+    << (o.yield_us >= 0 ? "  yield_us: " + std::to_string(o.yield_us) + "\n" : std::string())
     << "  transport: " << (o.verbs ? "verbs" : "udp") << "\n"
     << "  verbs: {device: \"" << o.verbs_device << "\", gid_index: " << o.verbs_gid << "}\n"
     << "controlplane:\n  psk_file: " << dir << "/psk\n"
@@ -297,6 +298,11 @@ void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
                                       slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes),
                                       abi::kResponsePrimaryData, seq, body);
   ring(li, client | abi::kDoorbellResponse);
+}
+
+bool FakeApp::dataplane_sleeping() const {
+  auto* hdr = reinterpret_cast<abi::SegmentHeader*>(base_);
+  return std::atomic_ref<std::uint32_t>(hdr->dataplane_sleeping).load(std::memory_order_seq_cst) != 0;
 }
 
 std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee) const {

@@ -33,6 +33,7 @@ class LoopbackRack {
     std::uint32_t max_applications = 64;
     std::uint32_t mtu = 1500;  // dataplane.mtu of both hosts
     std::uint32_t mtu_b = 0;   // host b's, when not 0 (hosts that disagree)
+    std::int64_t yield_us = -1;  // dataplane.yield_us of both hosts; -1: the default
     // What host b's incarnation file holds before it starts; "": no file.
     std::string incarnation_b;
     // dataplane.transport: verbs (records go over the queue pairs of the
@@ -104,6 +105,9 @@ class FakeApp {
   std::uint32_t request_seq(std::uint32_t li, std::uint32_t client) const;
   std::vector<std::uint8_t> request_body(std::uint32_t li, std::uint32_t client) const;
   void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body);
+  // The segment's dataplane_sleeping word: non-zero while a polling core of
+  // our dataplane sleeps (a doorbell then kicks it).
+  bool dataplane_sleeping() const;
 
  private:
   std::uint8_t* slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size) const;

@@ -34,6 +34,7 @@ write_config() {
     [ -z "${SOCKET_GROUP:-}" ] || echo "  socket_group: $SOCKET_GROUP"
     echo "  incarnation_file: \"$STATE/h$i/dataplane.incarnation\""
     echo "  polling: adaptive"
+    [ -z "${YIELD_US:-}" ] || echo "  yield_us: $YIELD_US"
     [ "$MTU" -eq 1500 ] || echo "  mtu: $MTU"
     [ "$CORES" -eq 1 ] || echo "  cores: $CORES"
     # Hosts spread over the machine's CPUs, core by core (DPDK alone would
@@ -58,6 +59,7 @@ write_config() {
     echo
     echo "runtime:"
     echo "  polling: adaptive"
+    [ -z "${RUNTIME_YIELD_US:-}" ] || echo "  yield_us: $RUNTIME_YIELD_US"
     if [ -n "${CONFIG_EXTRA:-}" ]; then
       echo
       echo "# From up --config-extra $CONFIG_EXTRA:"

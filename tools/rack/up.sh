@@ -6,6 +6,7 @@
 cmd_up() {
   local n="" build="${GOSSAMER_BUILD:-$repo/build}" dataplane=1 gossamerd=1 vdev=af_packet i
   CONFIG_EXTRA="" LARGE_THRESHOLD="" CORES=1 SOCKET_GROUP="" AUTH=1 NCPUS=$(nproc) MTU=1500
+  YIELD_US="" RUNTIME_YIELD_US=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --hosts) [ $# -ge 2 ] || die "--hosts needs a value"; n=$2; shift 2 ;;
@@ -26,6 +27,10 @@ cmd_up() {
       --socket-group) [ $# -ge 2 ] || die "--socket-group needs a group"; SOCKET_GROUP=$2; shift 2 ;;
       --socket-group=*) SOCKET_GROUP=${1#*=}; shift ;;
       --no-auth) AUTH=0; shift ;;
+      --yield-us) [ $# -ge 2 ] || die "--yield-us needs a value"; YIELD_US=$2; shift 2 ;;
+      --yield-us=*) YIELD_US=${1#*=}; shift ;;
+      --runtime-yield-us) [ $# -ge 2 ] || die "--runtime-yield-us needs a value"; RUNTIME_YIELD_US=$2; shift 2 ;;
+      --runtime-yield-us=*) RUNTIME_YIELD_US=${1#*=}; shift ;;
       *) die "up: unknown argument '$1' (see $prog --help)" ;;
     esac
   done
@@ -38,6 +43,10 @@ cmd_up() {
     die "up: --cores must be a number in 1..$MAX_CORES, got '$CORES'"
   fi
   CORES=$((10#$CORES))
+  # Their range is the config's (checked with the generated files).
+  [[ $YIELD_US =~ ^[0-9]{0,7}$ ]] || die "up: --yield-us must be microseconds (0..1000000), got '$YIELD_US'"
+  [[ $RUNTIME_YIELD_US =~ ^[0-9]{0,7}$ ]] ||
+    die "up: --runtime-yield-us must be microseconds (0..1000000), got '$RUNTIME_YIELD_US'"
   link_check "$vdev" "$n" "$CORES" "$MTU"
   MTU=$((10#$MTU))
   [ -z "$CONFIG_EXTRA" ] || [ -r "$CONFIG_EXTRA" ] || die "up: --config-extra: cannot read '$CONFIG_EXTRA'"

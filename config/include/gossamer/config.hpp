@@ -178,6 +178,11 @@ struct DataplaneConfig {
   // (DPDK's default pins them all to the mask's first CPU).
   std::vector<std::uint32_t> cpus;
   Polling polling = Polling::adaptive;
+  // polling: adaptive: for this long after its last traffic (frames of
+  // ours, records, doorbells) a polling core that finds no work yields the
+  // CPU (sched_yield) instead of sleeping; 0 = sleep at once after the
+  // spin. What suits depends on the load (dataplane/POLLING.md: why 50).
+  std::uint32_t yield_us = 50;
   // Every frame carries a MAC under keys derived from the rack secret
   // (controlplane.psk_file). false only on a fabric nobody else can send
   // on; it must be the same on every host.
@@ -253,6 +258,11 @@ struct RuntimeConfig {
   // bound. Unset: the program's own Options value (default 1024). Set, it
   // replaces that value in every gossamer::run under GOSSAMER_CONFIG.
   std::optional<std::uint32_t> max_outstanding;
+  // polling: adaptive: how long an idle worker thread yields the CPU after
+  // its spin before it sleeps (gossamer::Options::yield_us). Unset: the
+  // program's own value (default 2000); set, it replaces it as
+  // max_outstanding does.
+  std::optional<std::uint32_t> yield_us;
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -33,6 +33,12 @@ struct Options {
   // runtime.max_outstanding in the GOSSAMER_CONFIG file, when set,
   // replaces this value (config/examples/defaults.yaml).
   std::size_t max_outstanding = 1024;
+  // Polling::adaptive: an idle thread spins, then yields the core for this
+  // long (microseconds), then sleeps until woken. The yield keeps a thread
+  // that waits for a remote answer awake (a wake-up costs a futex, an IPI
+  // and a context switch); 0 sleeps right after the spin. runtime.yield_us
+  // in the GOSSAMER_CONFIG file, when set, replaces this value.
+  std::uint32_t yield_us = 2000;
   // Cooperative preemption: a fiber that calls apply on a local property
   // or apply_then this many times without waiting yields if its thread
   // has other threads' requests to serve, responses to fetch or a batch
