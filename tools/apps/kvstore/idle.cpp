@@ -6,8 +6,9 @@
 // backoff never starts: without help every thread would spin forever. The
 // loop naps in epoll_wait instead, its only blocking call.
 //
-// On one host a loop naps as soon as a few rounds found nothing, even with
-// answers owed: whatever another loop of the host gives it goes through
+// On one host whose threads take every core (so that its clients share
+// the cores with them), a loop naps as soon as a few rounds found nothing,
+// even with answers owed: whatever another loop of the host gives it goes through
 // the runtime's slots (requests to its trustee, spawn_on, answers to its
 // requests), and the loop that gave it kicks it awake (an eventfd in its
 // epoll set). The handshake, as the runtime's own sleep (scheduler.cpp):
@@ -20,9 +21,11 @@
 // nap lasts at most --idle-nap-ms, so what comes otherwise (a signal's
 // stop, a blocked command's timeout) waits no longer than before.
 //
-// On a rack the dataplane writes the slots of requests from other hosts
-// and wakes the runtime, not the loop: there a loop naps only after 20 ms
-// of a quiet trustee, as before the kicks.
+// With fewer threads than cores a spinning loop takes a core nobody else
+// wants, and answers sooner. On a rack the dataplane writes the slots of
+// requests from other hosts and wakes the runtime, not the loop. In both a
+// loop yields its core after 64 idle rounds, and naps only after 20 ms of
+// a quiet trustee, as before the kicks.
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -63,7 +66,7 @@ void Loop::setup_wake() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   idle_.kicks = gossamer::host_count() == 1 && local_count_ >= cores && !g_config.busy_polling &&
                 g_config.idle_nap_ms > 0;
-  if (!idle_.kicks || epoll_ < 0) return;
+  if (!idle_.kicks || epoll_ < 0) return;  // epoll_: stopping already (Loop::Loop)
   // Never closed: another loop may be writing to it while this one stops
   // (the process ends after the loops).
   int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -72,9 +75,9 @@ void Loop::setup_wake() {
   ev.data.u64 = kWakeTag;
   if (fd < 0 || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     if (fd >= 0) ::close(fd);
-    idle_.kicks = false;  // naps as on a rack
-    return;
+    return;  // naps as on a rack, but still kicks the others
   }
+  idle_.naps = true;
   idle_.wake_fd = fd;
   g_sleepers[gossamer::thread_index()].fd = fd;
 }
@@ -124,7 +127,7 @@ void Loop::withdraw() {
 // --idle-nap-ms).
 bool Loop::idle(std::uint64_t& idle_rounds) {
   if (g_config.busy_polling) return false;
-  if (idle_.kicks) {
+  if (idle_.naps) {
     if (idle_rounds < kSpinRounds) return false;
 
     const std::uint64_t a = trustee_activity();

@@ -12,9 +12,10 @@ namespace hydra {
 constexpr std::uint64_t kWakeTag = ~std::uint64_t(0) - 1;
 
 struct IdleState {
-  // One host (no dataplane): the loops kick each other, so a loop with
-  // nothing to do naps at once, answers owed or not (Loop::idle).
-  bool kicks = false;
+  // One host (no dataplane), as many threads as cores: the loops kick
+  // each other (kicks), so a loop with nothing to do naps at once, answers
+  // owed or not (naps: it has its eventfd; Loop::idle).
+  bool kicks = false, naps = false;
   bool announced = false;               // this loop said it is about to nap (Loop::announce)
   std::uint64_t announced_activity = 0; // its trustee's activity then
   std::uint64_t kick_activity = 0;      // what this thread sent and served, at the last kick check
