@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,6 +64,7 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
   local_count_ = count ? count : 1;
   leader_ = gossamer::thread_index() == first_local_;
   local_index_ = gossamer::thread_index() - first_local_;
+  setup_wake();  // idle.cpp
 }
 
 Loop* Loop::current() { return tl_loop; }
@@ -125,7 +125,8 @@ void Loop::run() {
                                     std::chrono::duration<double>(g_config.seconds));
   std::uint64_t idle_rounds = 0, round = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
-    bool worked = false;
+    bool worked = false, periodic = false;
+    kick_sleepers();                            // loops waiting for what the last pass published (idle.cpp)
     tick_lru_clock();                           // the keys' access clock (shard.hpp)
     if (!tl_inbox.empty()) {                    // sockets dealt to this thread
       std::vector<int> fds;
@@ -168,14 +169,14 @@ void Loop::run() {
     }
     if (worked) {
       idle_rounds = 0;
-      quiet_ = false;
+      busy();
     } else {
-      idle(++idle_rounds);                      // may nap (see idle)
+      periodic = idle(++idle_rounds);           // may nap (idle.cpp)
     }
     // --seconds and the expiry sweep: checked every 1024 rounds, and every
-    // round when quiet (a napping round lasts idle_nap_ms). The sweep comes
-    // last: the counters the next idle() reads are published at the yield.
-    if ((++round & 1023) == 0 || quiet_) {
+    // round when napping (such a round lasts up to idle_nap_ms). The sweep
+    // comes last: the counters the next idle() reads are published at the yield.
+    if ((++round & 1023) == 0 || periodic) {
       const auto now = std::chrono::steady_clock::now();
       if (g_config.seconds > 0 && now >= deadline) request_stop();
       now_ms_ = hydra::now_ms();                // CLIENT LIST's idle=
@@ -206,57 +207,10 @@ bool Loop::poll_once(int timeout_ms) {
   if (n <= 0) return false;  // EINTR (a signal) counts as nothing ready
   for (int i = 0; i < n; ++i) {
     if (events_[i].data.u64 == kListenerTag) accept_all();
+    else if (events_[i].data.u64 == kWakeTag) drain_wake();  // a kick (idle.cpp)
     else on_event(std::uint32_t(events_[i].data.u64), events_[i].events);
   }
   return true;
-}
-
-// Adaptive polling: the runtime sleeps only when a thread has no ready
-// fiber, and this fiber is always ready (it yields), so the runtime's own
-// backoff never starts and the thread would spin forever. The loop backs
-// off itself: after 64 rounds with nothing to do, it gives the core away
-// (sched_yield) every round; once the thread's trustee is quiet too, for
-// 20 ms, it naps in epoll_wait for idle_nap_ms. A nap is the loop's only
-// blocking call; a request arriving at the trustee during one waits at
-// most that long, and the next round sees it and stops napping.
-void Loop::idle(std::uint64_t idle_rounds) {
-  if (g_config.busy_polling || idle_rounds < 64) return;
-  if (!quiet_) {
-    if (idle_rounds % 64 == 0 && trustee_quiet()) {
-      quiet_ = true;
-      quiet_since_ = std::chrono::steady_clock::now();
-    }
-    // Nothing for this loop, but the trustee is busy or answers are owed:
-    // let another thread have the core, as the runtime does after its
-    // spin phase (with more threads than cores, the thread that owes the
-    // answers may be waiting for this one's time slice).
-    ::sched_yield();
-    return;
-  }
-  // Quiet: checked every round, so that no nap follows work for the trustee.
-  if (!trustee_quiet()) {
-    quiet_ = false;
-    return;
-  }
-  if (g_config.idle_nap_ms > 0 && std::chrono::steady_clock::now() - quiet_since_ >= std::chrono::milliseconds(20)) {
-    if (poll_once(g_config.idle_nap_ms)) quiet_ = false;  // a socket woke it: work again
-  } else {
-    ::sched_yield();
-  }
-}
-
-// True when this thread's trustee has served, sent and received nothing
-// since the last call (the runtime's per-thread counters), and no answer
-// is owed to this loop.
-bool Loop::trustee_quiet() {
-  gossamer::TrusteeStats s = gossamer::trustee_stats(gossamer::thread_index());
-  // slots_served too: the pieces of a request larger than a slot, and the
-  // fetches of a large response, move nothing else.
-  std::uint64_t activity =
-      s.requests_served + s.slots_served + s.requests_sent + s.responses_received + s.local_applies - sweeps_;
-  bool quiet = activity == last_activity_ && inflight_ == 0;
-  last_activity_ = activity;
-  return quiet;
 }
 
 // ---- connections ----------------------------------------------------------------
@@ -570,6 +524,7 @@ void Loop::drain_dirty() {
 // ---- stopping ---------------------------------------------------------------------
 
 void Loop::stop_everything() {
+  withdraw();      // no nap announced (idle.cpp)
   send_batches();  // their answers are owed (inflight_)
   if (leader_) propagate_stop();
   if (listen_fd_ >= 0) ::close(listen_fd_);

@@ -9,9 +9,10 @@
 // the loop publishes a flag the others test, so a burst of writes may
 // overshoot the bound by what arrives in 100 ms.
 // allkeys-lru, volatile-lru, allkeys-random, volatile-random: nothing is
-// refused; the measurement publishes how far over the bound the host is
-// (g_over), every write adds its size to it and evicts keys of its own
-// shard while it is positive (eviction.cpp), and each loop evicts from its
+// refused; the measurement publishes how far over the bound the host is,
+// split evenly between its threads' shards (over_of), every write adds its
+// size to its shard's part and evicts keys of its own shard while that is
+// positive (eviction.cpp), and each loop evicts from its
 // own thread's shard in its periodic round, so memory is freed without
 // writes too.
 //
@@ -28,6 +29,9 @@ namespace hydra {
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
 
 std::atomic<bool> g_oom{false};
+namespace {
+std::atomic<std::uint32_t> g_first_local{0}, g_local_count{1};  // this host's threads (Loop::check_memory)
+}
 std::atomic<std::size_t> g_maxmemory{0};
 
 namespace {
@@ -62,7 +66,7 @@ bool denyoom(const std::string& n) {
 std::uint64_t used_memory() { return g_used.load(std::memory_order_relaxed); }
 
 // Reads the heap in use and publishes what follows from it: g_oom
-// (noeviction) or g_over (evicting policies).
+// (noeviction) or each shard's part of the excess (over_of; evicting policies).
 static void measure() {
   std::uint64_t used;
   if (__sanitizer_get_current_allocated_bytes) {
@@ -74,7 +78,12 @@ static void measure() {
   g_used.store(used, std::memory_order_relaxed);
   const std::size_t max = g_maxmemory.load(std::memory_order_relaxed);
   const bool evicting = g_evicting.load(std::memory_order_relaxed);
-  if (evicting) g_over.store(std::int64_t(used) - std::int64_t(max), std::memory_order_relaxed);
+  if (evicting) {
+    const std::uint32_t first = g_first_local.load(std::memory_order_relaxed);
+    const std::uint32_t n = g_local_count.load(std::memory_order_relaxed);
+    const std::int64_t part = (std::int64_t(used) - std::int64_t(max)) / std::int64_t(n);
+    for (std::uint32_t t = first; t < first + n; ++t) over_of(t).store(part, std::memory_order_relaxed);
+  }
   g_oom.store(max != 0 && used > max && !evicting, std::memory_order_relaxed);
 }
 
@@ -107,13 +116,15 @@ void Loop::check_memory(std::chrono::steady_clock::time_point now) {
   // At most every 100 ms: a loop without connections goes round far more
   // often than a busy one, and would drain its own shard (fresh keys too)
   // while the writes on others keep the host over.
-  if (evicting && now >= next_evict_ && g_over.load(std::memory_order_relaxed) > 0) {
+  if (evicting && now >= next_evict_ && over_of(gossamer::thread_index()).load(std::memory_order_relaxed) > 0) {
     next_evict_ = now + std::chrono::milliseconds(100);
     ++inflight_;
     ++sweeps_;
     shard(gossamer::thread_index()).apply_then([](Shard& s) { return evict_for(s, 0), Count{}; }, [this](Count) { --inflight_; });
   }
   if (local_index_ != 0 || now < next_memory_check_) return;
+  g_first_local.store(first_local_, std::memory_order_relaxed);
+  g_local_count.store(local_count_, std::memory_order_relaxed);
   next_memory_check_ = now + std::chrono::milliseconds(evicting ? 10 : 100);
   measure();
 }

@@ -27,6 +27,7 @@
 
 #include <gossamer/gossamer.hpp>
 
+#include "idle.hpp"
 #include "resp.hpp"
 #include "shard.hpp"
 #include "stats.hpp"  // kMaxThreads, HostStats, the memory.cpp settings, per-thread counters
@@ -282,8 +283,11 @@ class Loop {
   // io_loop.cpp: sockets and the loop
   bool start_listening();
   bool poll_once(int timeout_ms);
-  void idle(std::uint64_t idle_rounds);
   void sweep(std::chrono::steady_clock::time_point now);
+  // idle.cpp: rounds with nothing to do, naps, and kicks between loops
+  void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw();
+  bool idle(std::uint64_t& idle_rounds);
+  std::uint64_t trustee_activity();
   bool trustee_quiet();
   void accept_all();
   void adopt(int fd);
@@ -555,13 +559,10 @@ class Loop {
   std::chrono::steady_clock::time_point next_memory_check_{};  // memory.cpp
   std::chrono::steady_clock::time_point next_evict_{};         // memory.cpp: this loop's shard evicts without writes
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
-  // Idle policy (Loop::idle).
-  bool quiet_ = false;
+  IdleState idle_;                     // idle.cpp
   // A connection was left owing >= 64 KiB after a flush: check
   // --max-reply-memory this round, not at the next 1024-round tick.
   bool reply_check_ = false;
-  std::uint64_t last_activity_ = 0;
-  std::chrono::steady_clock::time_point quiet_since_{};
 };
 
 template <class Fill>

@@ -152,14 +152,16 @@ struct Shard {
 
 // --maxmemory with an evicting maxmemory-policy (memory.cpp sets the
 // flags, eviction.cpp evicts). While g_evicting, every write adds what it
-// stores to g_over, the bytes this host is over maxmemory (measured every
-// 10 ms, estimated in between), and first evicts keys of its own shard
-// until g_over is not positive: so memory stays near the bound between
-// measurements. Without an evicting policy a write pays one load.
+// stores to its shard's part of the bytes this host is over maxmemory
+// (over_of: the host's excess, measured every 10 ms and split evenly
+// between its threads' shards, estimated in between), and first evicts
+// keys of its own shard until that part is not positive: so memory stays
+// near the bound between measurements, and each shard pays its part of
+// what a measurement finds. Without an evicting policy a write pays one load.
 enum class Policy : std::uint8_t { kNoEviction, kAllkeysLru, kVolatileLru, kAllkeysRandom, kVolatileRandom };
 extern std::atomic<std::uint8_t> g_policy;    // a Policy
 extern std::atomic<bool> g_evicting;          // maxmemory set and the policy evicts
-extern std::atomic<std::int64_t> g_over;      // bytes over maxmemory (negative: room left)
+std::atomic<std::int64_t>& over_of(std::size_t thread);  // bytes over maxmemory, that thread's shard's part (negative: room left)
 extern std::atomic<std::uint64_t> g_evicted;  // INFO's evicted_keys (this host)
 // A write calls it, when g_evicting, with the bytes it will store.
 void evict_for(Shard& s, std::size_t incoming) noexcept;
