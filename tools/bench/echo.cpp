@@ -24,9 +24,14 @@
 // tracing on for the idle phase only and writes a marker before and after
 // each of those requests, so the kernel's events (wake-ups, switches,
 // system calls) of every hop can be laid out between the two.
+// With --idle-hook CMD, host 0 runs `CMD before I` just before and
+// `CMD after I` just after idle request I (posix_spawn, waited for; no fork
+// of this process's pages): tools/bench/path-pages counts the pages each
+// process of the rack touches for one request that way.
 // B = 32 sends a std::array<char, 32> captured in the closure (the closure
 // is 32 bytes); other sizes send a std::string as an apply_with argument.
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +42,8 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -55,7 +62,25 @@ struct Params {
   double idle_gap = 1.0;       // seconds of silence before each of them
   gossamer::Polling polling = gossamer::Polling::adaptive;
   std::string trace;           // a tracefs instance directory, or ""
+  std::string idle_hook;       // a program run before and after each idle request, or ""
 };
+
+extern "C" char** environ;
+
+// --idle-hook: runs `cmd what i` and waits for it.
+void run_hook(const std::string& cmd, const char* what, std::size_t i) {
+  if (cmd.empty()) return;
+  std::string n = std::to_string(i);
+  char* argv[] = {const_cast<char*>(cmd.c_str()), const_cast<char*>(what), n.data(), nullptr};
+  pid_t pid = 0;
+  if (int e = ::posix_spawn(&pid, cmd.c_str(), nullptr, nullptr, argv, environ); e != 0) {
+    std::fprintf(stderr, "echo: --idle-hook %s: %s\n", cmd.c_str(), std::strerror(e));
+    return;
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+}
 
 // A tracefs instance (--trace): tracing on and off, and markers.
 struct Tracer {
@@ -199,11 +224,13 @@ int bench(const Params& p) {
   if (p.after_idle) tracer.enable(true);
   for (std::size_t i = 0; i < p.after_idle; ++i) {
     std::this_thread::sleep_for(std::chrono::duration<double>(p.idle_gap));
+    run_hook(p.idle_hook, "before", i);
     tracer.mark("start", i);
     auto start = Clock::now();
     long v = refs[i % targets].apply([](long& c) { return ++c; });
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     tracer.mark("end", i);
+    run_hook(p.idle_hook, "after", i);
     idle_lat.push_back(std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX)));
     if (v <= 0) ++results[0].mismatches;
   }
@@ -272,6 +299,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   app.add_option("--idle-gap", p.idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.01, 60.0));
   app.add_option("--trace", p.trace, "a tracefs instance: traced during the idle phase, with markers (idle-trace)");
+  app.add_option("--idle-hook", p.idle_hook, "a program run as PROG before|after I around each idle request (path-pages)");
   app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
   CLI11_PARSE(app, argc, argv);
   p.polling = polling == "busy" ? gossamer::Polling::busy : gossamer::Polling::adaptive;
