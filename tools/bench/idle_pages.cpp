@@ -10,7 +10,7 @@
 //               transparent huge pages are `madvise` or `always`
 //   memfd       a memfd (shmem), mapped shared, in 4 KiB pages
 //   memfd-huge  a memfd put in 2 MiB pages as the shared segment is
-//               (gossamer/abi/huge_pages.hpp: MADV_COLLAPSE), then read
+//               (huge_pages.hpp: MADV_COLLAPSE), then read
 //               through a second mapping of it, as the dataplane maps it
 // It prints how much of the region the kernel maps with 2 MiB pages
 // (/proc/self/smaps: AnonHugePages, ShmemPmdMapped, FilePmdMapped). On this
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <gossamer/abi/huge_pages.hpp>
+#include "huge_pages.hpp"
 
 namespace {
 long faults() {

@@ -1,20 +1,19 @@
-// Memory in 2 MiB pages (memory.huge_pages; runtime/PERFORMANCE.md "The
-// first request after an idle period").
+// Memory in 2 MiB pages, for tools/bench/idle-pages (runtime/PERFORMANCE.md
+// "2 MiB pages for the memory a request crosses").
 //
 // On the VMs this project runs on, the first touch of a 4 KiB page after an
 // idle second costs thousands of cycles (the translation has gone cold; a
-// 2 MiB page needs one translation for 512 of them), so the memory a
-// request crosses (the shared segment, fiber stacks, the dataplane's mbufs
-// and heap) goes in 2 MiB pages where the kernel gives them. The way that
-// works from a fresh machine, whatever /sys/kernel/mm/transparent_hugepage
+// 2 MiB page needs one translation for 512 of them). The way to get 2 MiB
+// pages from a fresh machine, whatever /sys/kernel/mm/transparent_hugepage
 // says (short of `never` for anonymous memory or `deny` for shmem): map at a
 // 2 MiB-aligned address, MADV_HUGEPAGE, fault every page in
 // (MADV_POPULATE_WRITE) and MADV_COLLAPSE, which merges them into huge pages
 // regardless of the sysfs policy (Linux >= 6.1; shmem too). Older kernels
-// and full memory keep 4 KiB pages: make_huge says why, the caller logs it
-// once and carries on.
+// and full memory keep 4 KiB pages: make_huge says why.
 //
-// Shared by libgossamer and gossamer-dataplane (both map the segment).
+// The branch `huge` (35e7b82) used the same recipe for the runtime's
+// shared segment, fiber stacks and the dataplane's heap; it is not merged
+// (no measurable change in the first request after an idle period).
 #pragma once
 
 #include <sys/mman.h>
