@@ -6,8 +6,8 @@
 // backoff never starts: without help every thread would spin forever. The
 // loop naps in epoll_wait instead, its only blocking call.
 //
-// On one host whose threads take every core (so that its clients share
-// the cores with them), a loop naps as soon as a few rounds found nothing,
+// With --idle-kicks, on one host whose threads take every core (so that its
+// clients share the cores with them), a loop naps as soon as a few rounds found nothing,
 // even with answers owed: whatever another loop of the host gives it goes through
 // the runtime's slots (requests to its trustee, spawn_on, answers to its
 // requests), and the loop that gave it kicks it awake (an eventfd in its
@@ -21,8 +21,8 @@
 // nap lasts at most --idle-nap-ms, so what comes otherwise (a signal's
 // stop, a blocked command's timeout) waits no longer than before.
 //
-// With fewer threads than cores a spinning loop takes a core nobody else
-// wants, and answers sooner. On a rack the dataplane writes the slots of
+// Without --idle-kicks, or with fewer threads than cores (a spinning loop
+// takes a core nobody else wants, and answers sooner), or on a rack the dataplane writes the slots of
 // requests from other hosts and wakes the runtime, not the loop. In both a
 // loop yields its core after 64 idle rounds, and naps only after 20 ms of
 // a quiet trustee, as before the kicks.
@@ -59,13 +59,15 @@ std::uint64_t given(const gossamer::TrusteeStats& s) {
 }  // namespace
 
 void Loop::setup_wake() {
-  // With fewer threads than cores a loop that spins takes a core nobody
-  // else wanted, and answers sooner than one that must be woken: only when
-  // the host's threads take every core (its clients then share them) do
-  // the loops nap at once.
+  // Asked for (--idle-kicks), and only when the host's threads take every
+  // core: with fewer threads than cores a loop that spins takes a core
+  // nobody else wanted, and answers sooner than one that must be woken.
+  // Even then a spinning loop answered sooner on an otherwise idle 2-core
+  // machine (README, Naps and kicks); napping at once pays off where other
+  // work wants the cores.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  idle_.kicks = gossamer::host_count() == 1 && local_count_ >= cores && !g_config.busy_polling &&
-                g_config.idle_nap_ms > 0;
+  idle_.kicks = g_config.idle_kicks && gossamer::host_count() == 1 && local_count_ >= cores &&
+                !g_config.busy_polling && g_config.idle_nap_ms > 0;
   if (!idle_.kicks || epoll_ < 0) return;  // epoll_: stopping already (Loop::Loop)
   // Never closed: another loop may be writing to it while this one stops
   // (the process ends after the loops).

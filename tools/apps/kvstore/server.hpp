@@ -45,6 +45,7 @@ struct Config {
   std::string requirepass;          // empty: no password (AUTH, HELLO AUTH)
   bool busy_polling = false;
   int idle_nap_ms = 1;              // 0: never nap (see Loop::idle)
+  bool idle_kicks = false;          // nap at once and kick (idle.cpp); off: spin, yield, nap when quiet
   double seconds = 0;               // stop after this long; 0: until SIGINT/SIGTERM
   std::size_t maxclients = 10000;   // per host
   std::size_t max_pending = 1024;   // requests in flight per connection
