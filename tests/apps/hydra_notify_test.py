@@ -152,6 +152,34 @@ def events(ports):
         r.config_set("notify-keyspace-events", "")
 
 
+def relative_expire(ports):
+    """PEXPIRE k 1 on an existing key: always "expire", never "del" (Redis
+    compares the deadline with the time it computed it from), however long
+    the command waits for its shard (pipelined, keys on every shard). Hydra
+    only: redis-server 7.0 reads the clock a second time for the comparison
+    and so may itself send del now and then (7.2 compares with the command's
+    time snapshot, as Hydra does)."""
+    keys = [f"px{i}" for i in range(400)]
+    for name, p in zip(["hydra"], ports):
+        r = redis.Redis(port=p, socket_timeout=20)
+        r.flushall()
+        r.config_set("notify-keyspace-events", "Eg")
+        subs = subscribers(p, 1)
+        pipe = r.pipeline(transaction=False)
+        for k in keys:
+            pipe.set(k, "v")
+        pipe.execute()
+        for k in keys:
+            pipe.pexpire(k, 1)
+        pipe.execute()
+        got = drain(subs)[0]
+        dels = [k for ch, k in got if ch.endswith(":del")]
+        check(not dels and len(got) == len(keys), f"{name}: PEXPIRE k 1 on {len(keys)} keys: every event is expire",
+              f"{len(got)} events, del for {dels[:10]}")
+        subs[0].close()
+        r.config_set("notify-keyspace-events", "")
+
+
 def expiry_and_eviction(ports):
     for name, p in zip(["hydra", "redis-server"], ports):
         r = redis.Redis(port=p, socket_timeout=20)
@@ -236,25 +264,27 @@ def monitor_lines(port, conns=4):
     mon.close()
     for c in cs:
         c.close()
-    out, good = [], True
+    out, bad = [], []
     for raw in buf.split(b"\r\n"):
         if not raw:
             continue
         m = LINE.match(raw)
         if not m:
             out.append((None, raw))
-            good = False
+            bad.append(f"not Redis's form: {raw!r}")
             continue
         t = int(m.group(1)) + int(m.group(2)) / 1e6
-        good &= start - 1 <= t <= time.time() + 1
+        if not start - 5 <= t <= time.time() + 5:  # a loaded machine: a few seconds' slack
+            bad.append(f"time {t:.6f} not within [{start:.3f}, now]: {raw!r}")
         out.append((ports.get(int(m.group(3)), "other"), m.group(4)))
-    return ok_reply, out, good
+    return ok_reply, out, bad
 
 
 def monitor(ports):
-    (h_ok, hydra, h_good), (r_ok, real, r_good) = monitor_lines(ports[0]), monitor_lines(ports[1])
+    (h_ok, hydra, h_bad), (r_ok, real, r_bad) = monitor_lines(ports[0]), monitor_lines(ports[1])
     check(h_ok == r_ok == b"+OK", "MONITOR answers +OK", f"{h_ok!r} {r_ok!r}")
-    check(h_good and r_good, "every line has Redis's form, a current time, a client's port")
+    check(not h_bad and not r_bad, "every line has Redis's form, a current time, a client's port",
+          "".join(f"\n  hydra: {b}" for b in h_bad) + "".join(f"\n  redis-server: {b}" for b in r_bad))
     # redis-py's connection setup (CLIENT SETINFO on newer ones) may differ: compare from the first PING.
     check(len(real) > 20, "redis-server's monitor saw the commands", len(real))
     check(hydra == real, "MONITOR's lines as redis-server's (escaping, redaction, MULTI/EXEC, admin left out)",
@@ -320,6 +350,7 @@ def main():
     with pair(build, threads=SHARDS) as ports:
         config(ports)
         events(ports)
+        relative_expire(ports)
         expiry_and_eviction(ports)
         monitor(ports)
     return finish()
