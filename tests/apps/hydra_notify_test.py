@@ -226,7 +226,8 @@ def monitor_lines(port, conns=4):
         c.get(f"k{i}")
         sent += 2
     c0 = cs[0]
-    for cmd in (["auth", "nopass"], ["auth", "default", "pw"], ["hello", "2", "AUTH", "default", "pw", "SETNAME", "n"],
+    for cmd in (["auth", "nopass"], ["auth", "default", "pw"], ["hello", "2", "AUTH", "default", "pw", "SETNAME", "n"], ["hello", "2", "SETNAME", "auth", "AUTH", "default", "secret1"],
+                ["hello", "3", "AUTH", "x"],
                 ["config", "get", "maxmemory"], ["client", "list"], ["client", "id"], ["nosuchcommand", "x"],
                 ["get"], ["echo", "é"]):
         try:
@@ -292,6 +293,105 @@ def monitor(ports):
                            if a != b))
 
 
+def pid_of(port):
+    """The pid of the process started with --port PORT (Hydra)."""
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in argv and argv[argv.index(b"--port") + 1:][:1] == [str(port).encode()]:
+            return int(d)
+    return None
+
+
+def status_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def read_monitor_line(sock):
+    buf = b""
+    while b"\r\n" not in buf:
+        more = sock.recv(4096)
+        if not more:
+            break
+        buf += more
+    return buf
+
+
+def monitor_huge(port):
+    """Two monitors (on two threads) and SET big <64 MiB of NULs>: its line
+    would be 256 MiB escaped, over --pubsub-output-limit (32 MiB): never
+    built, the monitors disconnected as Redis's limit would; Hydra's peak
+    memory grows by far less than 4 copies of the line."""
+    pid = pid_of(port)
+    mons = []
+    for _ in range(2):
+        m = socket.create_connection(("127.0.0.1", port), timeout=20)
+        m.sendall(encode("MONITOR"))
+        read_monitor_line(m)
+        mons.append(m)
+    before = status_kb(pid, "VmRSS")
+    r = redis.Redis(port=port, socket_timeout=60)
+    check(r.set("big", b"\0" * (64 << 20)), "SET big <64 MiB> with 2 monitors: OK")
+    peak = status_kb(pid, "VmHWM")
+    growth = (peak - before) >> 10
+    check(growth < 300, "SET big <64 MiB> with 2 monitors: Hydra's peak memory grows < 300 MB", f"{growth} MB")
+    closed = 0
+    for m in mons:
+        m.settimeout(5)
+        try:
+            while True:
+                if not m.recv(1 << 20):
+                    closed += 1
+                    break
+        except ConnectionResetError:
+            closed += 1
+        except socket.timeout:
+            pass
+        m.close()
+    check(closed == 2, "a MONITOR line over --pubsub-output-limit: its monitors are disconnected", closed)
+    r.delete("big")
+    check(r.ping(), "Hydra answers after")
+
+
+def monitor_reset(ports):
+    """MONITOR, then RESET and MONITOR in one write: each command once."""
+    got = []
+    for p in ports:
+        m = socket.create_connection(("127.0.0.1", p), timeout=10)
+        m.sendall(encode("MONITOR"))
+        read_monitor_line(m)
+        m.sendall(encode("RESET") + encode("MONITOR"))
+        buf = b""
+        end = time.time() + 5
+        while buf.count(b"\r\n") < 2 and time.time() < end:
+            buf += m.recv(4096)
+        r = redis.Redis(port=p, socket_timeout=10)
+        r.set("after-reset", "1")
+        r.set("after-reset-last", "1")
+        m.settimeout(0.5)
+        end = time.time() + 5
+        while time.time() < end and b'"after-reset-last"' not in buf:
+            try:
+                buf += m.recv(65536)
+            except socket.timeout:
+                pass
+        time.sleep(0.3)
+        try:
+            buf += m.recv(65536)
+        except socket.timeout:
+            pass
+        m.close()
+        got.append(buf.count(b'"after-reset" "1"'))
+    check(got[0] == got[1] == 1, "RESET and MONITOR in one write: every command's line once (hydra, redis-server)", got)
+
+
 def rack(h0, h1):
     r0, r1 = (redis.Redis(host=h, port=p, socket_timeout=10, decode_responses=True) for h, p in (h0, h1))
     r0.config_set("notify-keyspace-events", "KEg$")
@@ -353,6 +453,8 @@ def main():
         relative_expire(ports)
         expiry_and_eviction(ports)
         monitor(ports)
+        monitor_reset(ports)
+        monitor_huge(ports[0])
     return finish()
 
 

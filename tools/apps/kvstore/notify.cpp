@@ -270,7 +270,7 @@ void Loop::notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq,
 void Loop::take_mail() {
   Mailbox& box = g_mailboxes[own_shard_];
   std::vector<std::pair<std::string, std::string>> messages;
-  std::vector<std::string> lines;
+  std::vector<MonitorLine> lines;
   if (box.ready.load(std::memory_order_acquire)) {
     std::lock_guard lock(box.lock);
     messages.swap(box.messages);
@@ -279,17 +279,21 @@ void Loop::take_mail() {
   }
   for (auto& [channel, message] : messages) on_message(std::move(channel), std::move(message));
   if (!messages_.empty()) deliver_messages();
-  for (const std::string& line : lines) {
+  for (const MonitorLine& line : lines) {
     for (std::size_t i = 0; i < monitors_.size();) {
       auto [slot, gen] = monitors_[i];
       Connection* c = find(slot, gen);
-      if (!c || c->fd < 0 || !c->monitor) {  // closed (or RESET) since: forgotten here
+      if (!c || c->fd < 0 || !c->monitor) {  // closed since: forgotten here
         monitors_.erase(monitors_.begin() + std::ptrdiff_t(i));
         box.monitors.fetch_sub(1, std::memory_order_relaxed);
         g_monitors.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
-      queue_push(slot, *c, std::string(line));
+      if (!line.text) {  // never built: over the limit whatever the monitor owes
+        evict(slot, *c, line.size, "a MONITOR line, over --pubsub-output-limit");
+        continue;  // the next round forgets it (closed)
+      }
+      queue_push(slot, *c, std::string(*line.text));
       ++i;
     }
   }
