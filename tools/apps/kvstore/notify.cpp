@@ -253,10 +253,13 @@ void Loop::notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq,
   for (std::size_t i = 2; i < args.size(); i += 2) named |= resp::lower(args[i]) == "notify-keyspace-events";
   if (!named) return;
   const std::uint32_t flags = g_notify.load(std::memory_order_relaxed);
+  // All the answers counted before the first send: a send may suspend this
+  // loop, and an answer arriving then must not find the count complete.
+  const std::uint32_t remote = nshards_ - local_count_;
+  p.waiting += remote;
+  inflight_ += remote;
   for (std::uint32_t t = 0; t < nshards_; ++t) {
     if (t >= first_local_ && t < first_local_ + local_count_) continue;
-    ++p.waiting;
-    ++inflight_;
     shard(t).apply_with_then([](Shard&, std::uint32_t f) {
       g_notify.store(f, std::memory_order_relaxed);
       return Count{};
