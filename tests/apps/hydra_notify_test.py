@@ -16,7 +16,11 @@ monitor.cpp), next to redis-server 7.0:
       4. MONITOR: the lines of commands from several connections (over the
          threads) in Redis's format, escaping, redaction of AUTH and HELLO
          AUTH, MULTI/EXEC order, admin and refused commands left out, the
-         same as redis-server's but for times and ports.
+         same as redis-server's but for times and ports; RESET then
+         MONITOR in one write shows each command once; a MONITOR line over
+         --pubsub-output-limit (SET of 64 MiB) is never built: the monitors
+         are closed and Hydra's peak memory stays bounded;
+      5. PEXPIRE k 1 (pipelined, every shard) always sends expire, never del.
   hydra_notify_test.py rack HOST0:PORT HOST1:PORT
       On a running 2-host rack: CONFIG SET via host 0 reaches host 1;
       subscribers on both hosts get every event of writes via both hosts
@@ -203,6 +207,23 @@ def expiry_and_eviction(ports):
         r.config_set("notify-keyspace-events", "")
 
 
+def read_until(sock, buf, marker, limit=10):
+    """buf and what sock sends until marker is in it, then what comes in 0.2 s more."""
+    sock.settimeout(0.5)
+    end = time.time() + limit
+    while time.time() < end and marker not in buf:
+        try:
+            buf += sock.recv(65536)
+        except socket.timeout:
+            pass
+    time.sleep(0.2)
+    try:
+        buf += sock.recv(65536)
+    except socket.timeout:
+        pass
+    return buf
+
+
 LINE = re.compile(rb"^\+(\d+)\.(\d{6}) \[0 127\.0\.0\.1:(\d+)\] (.*)$")
 
 
@@ -250,18 +271,7 @@ def monitor_lines(port, conns=4):
     c0.execute_command("set", "u", "1")
     c0.execute_command("discard")
     cs[1].set("last", "1")
-    mon.settimeout(0.5)
-    end = time.time() + 10
-    while time.time() < end and b'"last"' not in buf:
-        try:
-            buf += mon.recv(65536)
-        except socket.timeout:
-            pass
-    time.sleep(0.2)
-    try:
-        buf += mon.recv(65536)
-    except socket.timeout:
-        pass
+    buf = read_until(mon, buf, b'"last"')
     mon.close()
     for c in cs:
         c.close()
@@ -375,18 +385,7 @@ def monitor_reset(ports):
         r = redis.Redis(port=p, socket_timeout=10)
         r.set("after-reset", "1")
         r.set("after-reset-last", "1")
-        m.settimeout(0.5)
-        end = time.time() + 5
-        while time.time() < end and b'"after-reset-last"' not in buf:
-            try:
-                buf += m.recv(65536)
-            except socket.timeout:
-                pass
-        time.sleep(0.3)
-        try:
-            buf += m.recv(65536)
-        except socket.timeout:
-            pass
+        buf = read_until(m, buf, b'"after-reset-last"')
         m.close()
         got.append(buf.count(b'"after-reset" "1"'))
     check(got[0] == got[1] == 1, "RESET and MONITOR in one write: every command's line once (hydra, redis-server)", got)
