@@ -158,7 +158,7 @@ bool Loop::execute_client(std::uint32_t slot, Connection& c, const std::string& 
     c.in_multi = c.multi_error = false;
     c.queued.clear();
     unwatch_all(c);
-    c.monitor = false;  // out of MONITOR, as Redis (the loop forgets it at its next line: take_mail)
+    unmonitor(slot, c);  // out of MONITOR, as Redis
     if (c.subscribed) unsubscribe_all(slot, c);
     c.resp3 = p.resp3 = false;
     c.name.clear();

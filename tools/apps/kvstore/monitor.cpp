@@ -89,6 +89,62 @@ void Loop::monitor(std::uint32_t slot, Connection& c, Pending& p) {
   resp::simple(p.reply, "OK");
 }
 
+// RESET: out of MONITOR at once (a MONITOR after it in the same read must
+// not find the old entry still listed: each line would come twice).
+void Loop::unmonitor(std::uint32_t slot, Connection& c) {
+  if (!c.monitor) return;
+  c.monitor = false;
+  for (std::size_t i = 0; i < monitors_.size(); ++i) {
+    if (monitors_[i].first != slot || monitors_[i].second != c.gen) continue;
+    monitors_.erase(monitors_.begin() + std::ptrdiff_t(i));
+    g_mailboxes[own_shard_].monitors.fetch_sub(1, std::memory_order_relaxed);
+    g_monitors.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+}
+
+namespace {
+
+// The bytes repr() appends for s.
+std::size_t repr_size(std::string_view s) {
+  std::size_t n = 2;
+  for (char ch : s) {
+    switch (ch) {
+      case '\\': case '"': case '\n': case '\r': case '\t': case '\a': case '\b': n += 2; break;
+      default: n += std::isprint(static_cast<unsigned char>(ch)) ? 1 : 4;
+    }
+  }
+  return n;
+}
+
+// Which arguments Redis shows as "(redacted)": AUTH's; HELLO's as its
+// helloCommand reads them (a valid protocol version, then from the third
+// argument AUTH user pass or SETNAME name, stopping at anything else).
+std::vector<bool> redacted(const std::string& name, const std::vector<std::string_view>& args) {
+  std::vector<bool> out(args.size(), false);
+  if (name == "auth" && args.size() <= 3) {
+    for (std::size_t i = 1; i < args.size(); ++i) out[i] = true;
+  } else if (name == "hello" && args.size() >= 2) {
+    long long ver;
+    if (!resp::parse_int64(args[1], ver) || ver < 2 || ver > 3) return out;
+    for (std::size_t i = 2; i < args.size(); ++i) {
+      const std::size_t more = args.size() - 1 - i;
+      const std::string opt = resp::lower(args[i]);
+      if (opt == "auth" && more >= 2) {
+        out[i + 1] = out[i + 2] = true;
+        i += 2;
+      } else if (opt == "setname" && more >= 1) {
+        ++i;
+      } else {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void Loop::feed_monitors(const Connection& c, const std::vector<std::string_view>& args) const {
   if (args.empty()) return;
   const std::string name = resp::lower(args[0]);
@@ -98,20 +154,28 @@ void Loop::feed_monitors(const Connection& c, const std::vector<std::string_view
   ::gettimeofday(&tv, nullptr);
   char stamp[48];
   std::snprintf(stamp, sizeof stamp, "+%ld.%06ld [0 ", static_cast<long>(tv.tv_sec), static_cast<long>(tv.tv_usec));
-  std::string line = stamp;
-  line += peer(c.fd);
-  line += ']';
-  // AUTH's arguments; HELLO ... AUTH user pass: both after AUTH.
-  std::size_t hidden_from = 0, hidden_to = 0;
-  if (name == "auth" && args.size() <= 3) hidden_from = 1, hidden_to = args.size();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (name == "hello" && i >= 2 && i >= hidden_to && i + 2 < args.size() && resp::lower(args[i]) == "auth")
-      hidden_from = i + 1, hidden_to = i + 3;
-    line += ' ';
-    if (i >= hidden_from && i < hidden_to) line += "\"(redacted)\"";
-    else repr(line, args[i]);
+  const std::string head = stamp + peer(c.fd) + ']';
+  const std::vector<bool> hide = redacted(name, args);
+  static constexpr std::string_view kRedacted = "\"(redacted)\"";
+  // Its size first: a line over --pubsub-output-limit (a huge value) is
+  // never built, its monitors are disconnected; else it is built once and
+  // shared by every mailbox and monitor.
+  std::size_t size = head.size() + 2;
+  for (std::size_t i = 0; i < args.size(); ++i) size += 1 + (hide[i] ? kRedacted.size() : repr_size(args[i]));
+  MonitorLine line;
+  line.size = size;
+  if (!g_config.pubsub_hard_limit || size <= g_config.pubsub_hard_limit) {
+    auto text = std::make_shared<std::string>();
+    text->reserve(size);
+    *text += head;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      *text += ' ';
+      if (hide[i]) *text += kRedacted;
+      else repr(*text, args[i]);
+    }
+    *text += "\r\n";
+    line.text = std::move(text);
   }
-  line += "\r\n";
   for (std::uint32_t t = first_local_; t < first_local_ + local_count_ && t < kMailboxes; ++t) {
     Mailbox& m = g_mailboxes[t];
     if (m.monitors.load(std::memory_order_relaxed) == 0) continue;

@@ -253,10 +253,13 @@ void Loop::notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq,
   for (std::size_t i = 2; i < args.size(); i += 2) named |= resp::lower(args[i]) == "notify-keyspace-events";
   if (!named) return;
   const std::uint32_t flags = g_notify.load(std::memory_order_relaxed);
+  // All the answers counted before the first send: a send may suspend this
+  // loop, and an answer arriving then must not find the count complete.
+  const std::uint32_t remote = nshards_ - local_count_;
+  p.waiting += remote;
+  inflight_ += remote;
   for (std::uint32_t t = 0; t < nshards_; ++t) {
     if (t >= first_local_ && t < first_local_ + local_count_) continue;
-    ++p.waiting;
-    ++inflight_;
     shard(t).apply_with_then([](Shard&, std::uint32_t f) {
       g_notify.store(f, std::memory_order_relaxed);
       return Count{};
@@ -270,7 +273,7 @@ void Loop::notify_rack(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq,
 void Loop::take_mail() {
   Mailbox& box = g_mailboxes[own_shard_];
   std::vector<std::pair<std::string, std::string>> messages;
-  std::vector<std::string> lines;
+  std::vector<MonitorLine> lines;
   if (box.ready.load(std::memory_order_acquire)) {
     std::lock_guard lock(box.lock);
     messages.swap(box.messages);
@@ -279,17 +282,21 @@ void Loop::take_mail() {
   }
   for (auto& [channel, message] : messages) on_message(std::move(channel), std::move(message));
   if (!messages_.empty()) deliver_messages();
-  for (const std::string& line : lines) {
+  for (const MonitorLine& line : lines) {
     for (std::size_t i = 0; i < monitors_.size();) {
       auto [slot, gen] = monitors_[i];
       Connection* c = find(slot, gen);
-      if (!c || c->fd < 0 || !c->monitor) {  // closed (or RESET) since: forgotten here
+      if (!c || c->fd < 0 || !c->monitor) {  // closed since: forgotten here
         monitors_.erase(monitors_.begin() + std::ptrdiff_t(i));
         box.monitors.fetch_sub(1, std::memory_order_relaxed);
         g_monitors.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
-      queue_push(slot, *c, std::string(line));
+      if (!line.text) {  // never built: over the limit whatever the monitor owes
+        evict(slot, *c, line.size, "a MONITOR line, over --pubsub-output-limit");
+        continue;  // the next round forgets it (closed)
+      }
+      queue_push(slot, *c, std::string(*line.text));
       ++i;
     }
   }

@@ -22,6 +22,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -66,6 +67,14 @@ inline void notify(std::uint32_t type, const char* event, const std::string& key
 // The same where the event depends on the outcome: true if any class is on.
 inline bool notifying() noexcept { return g_notify.load(std::memory_order_relaxed) != 0; }
 
+// A MONITOR line, built once and shared by every mailbox and monitor; text
+// null: a line of `size` bytes over --pubsub-output-limit, never built (its
+// monitors are disconnected, as Redis's output limit would).
+struct MonitorLine {
+  std::shared_ptr<const std::string> text;
+  std::size_t size = 0;
+};
+
 // One per runtime thread of this host (by global thread index): what other
 // threads hand to its loop. `ready` is tested each round without the lock.
 struct alignas(64) Mailbox {
@@ -74,7 +83,7 @@ struct alignas(64) Mailbox {
   std::atomic<std::uint32_t> monitors{0};   // its loop's MONITOR connections
   std::mutex lock;
   std::vector<std::pair<std::string, std::string>> messages;  // channel, message
-  std::vector<std::string> monitor_lines;
+  std::vector<MonitorLine> monitor_lines;
 };
 constexpr std::size_t kMailboxes = 256;  // server.hpp's kMaxThreads
 extern std::array<Mailbox, kMailboxes> g_mailboxes;

@@ -347,6 +347,7 @@ class Loop {
   void count_key_subs();
   // monitor.cpp: MONITOR, and a command for this host's monitors.
   void monitor(std::uint32_t slot, Connection& c, Pending& p);
+  void unmonitor(std::uint32_t slot, Connection& c);
   void feed_monitors(const Connection& c, const std::vector<std::string_view>& args) const;
   void feed_exec(const Connection& c, const std::vector<std::string>& exec) const;  // transactions.cpp: EXEC, after its commands
   // clients.cpp

@@ -67,7 +67,10 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
 }
 
 // Redis 7.0's expireGenericCommand after its argument checks.
-Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags) noexcept {
+// now: the time the loop read when it parsed the command (the base of a
+// relative TTL), as Redis compares with the time it computed `when` from: a
+// positive relative TTL is never already past, however long the hop took.
+Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags, std::int64_t now) noexcept {
   try {
     if (!key_exists(s, key)) return {0, Count::kOk};
     auto e = s.expires.find(key);
@@ -77,7 +80,7 @@ Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t 
     if (flags & kExpGt && (current == -1 || at_ms <= current)) return {0, Count::kOk};  // no TTL: infinite
     if (flags & kExpLt && current != -1 && at_ms >= current) return {0, Count::kOk};
     touch(s, key);
-    if (at_ms <= now_ms()) {  // already past: the key goes now
+    if (at_ms <= now) {  // already past: the key goes now
       if (e != s.expires.end()) s.expires.erase(e);
       if (s.map.erase(key) == 0) s.objs.erase(key);
       notify(kNotifyGeneric, "del", key);

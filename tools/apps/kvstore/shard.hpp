@@ -400,7 +400,7 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
 // EXPIRE's conditions.
 enum ExpireFlag : std::uint32_t { kExpNx = 1, kExpXx = 2, kExpGt = 4, kExpLt = 8 };
 // 1 if the deadline was set (or the key deleted, the deadline being past), 0 if not.
-Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags) noexcept;
+Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t flags, std::int64_t now) noexcept;
 // The deadline in Unix ms, -1 without TTL, -2 without the key.
 Count shard_deadline(Shard& s, std::string key) noexcept;
 Count shard_persist(Shard& s, std::string key) noexcept;

@@ -226,12 +226,13 @@ bool Loop::execute_string(std::uint32_t slot, const std::string& name, Pending& 
       if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000) return resp::error(p.reply, invalid_expire(name)), true;
       when *= 1000;
     }
-    const std::int64_t base = name.ends_with("at") ? 0 : now_ms();
+    const std::int64_t now = now_ms(), base = name.ends_with("at") ? 0 : now;
     if (when > LLONG_MAX - base) return resp::error(p.reply, invalid_expire(name)), true;
     when += base;
     if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
-    to_key([](Shard& s, std::string k, std::int64_t t, std::uint32_t f) { return shard_expire(s, std::move(k), t, f); },
-           integer_reply, std::int64_t(when), flags);
+    to_key([](Shard& s, std::string k, std::int64_t t, std::uint32_t f,
+              std::int64_t n) { return shard_expire(s, std::move(k), t, f, n); },
+           integer_reply, std::int64_t(when), flags, now);
     return true;
   }
   if (name == "ttl" || name == "pttl" || name == "expiretime" || name == "pexpiretime") {
