@@ -50,7 +50,7 @@ constexpr std::uint64_t kMaxWakeableSleepNs = 50'000'000, kQuietUs = 100'000;
 // off to kMaxSleepNs within ~8 ms; a busy one wakes often enough that a frame
 // waits for at most about 1/8 of the gap it arrived after.
 constexpr std::uint64_t kSleepShift = 3;
-// For dataplane.yield_us (default 50) after its last traffic (frames of
+// For dataplane.yield_us (default 2000) after its last traffic (frames of
 // ours, records, doorbells: not gossamerd's frames on a shared port) a core
 // that finds nothing yields the CPU instead of sleeping. Under load the gaps
 // between requests are far shorter, so a loaded core never sleeps: no

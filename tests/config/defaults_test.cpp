@@ -38,7 +38,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.dataplane.verbs.rnr_retry, 7u);
   EXPECT_EQ(c.dataplane.cores, 1u);
   EXPECT_EQ(c.dataplane.polling, Polling::adaptive);
-  EXPECT_EQ(c.dataplane.yield_us, 50u);
+  EXPECT_EQ(c.dataplane.yield_us, 2000u);
   EXPECT_TRUE(c.dataplane.authenticate);
   EXPECT_EQ(c.dataplane.max_applications, 64u);
   EXPECT_EQ(c.dataplane.socket, "/run/gossamer/dataplane.sock");

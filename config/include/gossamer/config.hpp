@@ -182,7 +182,7 @@ struct DataplaneConfig {
   // ours, records, doorbells) a polling core that finds no work yields the
   // CPU (sched_yield) instead of sleeping; 0 = sleep at once after the
   // spin. What suits depends on the load (dataplane/POLLING.md: why 50).
-  std::uint32_t yield_us = 50;
+  std::uint32_t yield_us = 2000;
   // Every frame carries a MAC under keys derived from the rack secret
   // (controlplane.psk_file). false only on a fabric nobody else can send
   // on; it must be the same on every host.
