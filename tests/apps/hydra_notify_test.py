@@ -391,6 +391,19 @@ def monitor_reset(ports):
     check(got[0] == got[1] == 1, "RESET and MONITOR in one write: every command's line once (hydra, redis-server)", got)
 
 
+def monitor_in_multi(ports):
+    """MONITOR queued in MULTI: EXEC answers it with Redis's error, and the
+    connection is no monitor afterwards (PING answers +PONG)."""
+    got = []
+    for p in ports:
+        s = socket.create_connection(("127.0.0.1", p), timeout=10)
+        s.sendall(encode("MULTI") + encode("MONITOR") + encode("EXEC") + encode("PING"))
+        got.append(read_until(s, b"", b"+PONG\r\n"))
+        s.close()
+    check(got[0] == got[1] and b"-ERR MONITOR isn't allowed for DENY BLOCKING client" in got[0],
+          "MULTI; MONITOR; EXEC: the error redis-server gives, then PING answered (hydra, redis-server)", got)
+
+
 def rack(h0, h1):
     r0, r1 = (redis.Redis(host=h, port=p, socket_timeout=10, decode_responses=True) for h, p in (h0, h1))
     r0.config_set("notify-keyspace-events", "KEg$")
@@ -453,6 +466,7 @@ def main():
         expiry_and_eviction(ports)
         monitor(ports)
         monitor_reset(ports)
+        monitor_in_multi(ports)
         monitor_huge(ports[0])
     return finish()
 

@@ -78,6 +78,10 @@ bool admin(const std::string& name, const std::vector<std::string_view>& args) {
 }  // namespace
 
 void Loop::monitor(std::uint32_t slot, Connection& c, Pending& p) {
+  if (c.in_exec) {  // queued in MULTI: an EXEC's client expects one reply per command
+    resp::error(p.reply, "ERR MONITOR isn't allowed for DENY BLOCKING client");
+    return;
+  }
   if (c.monitor) {  // Redis ignores a second MONITOR: no reply
     p.silent = true;
     return;
