@@ -102,6 +102,7 @@ def script(k):
         ["sadd", b + "s", "m", "n"], ["srem", b + "s", "zz"], ["srem", b + "s", "m"], ["spop", b + "s"],
         ["zadd", c + "z", "1", "m", "2", "n"], ["zadd", c + "z", "1", "m"], ["zincrby", c + "z", "2", "m"],
         ["zrem", c + "z", "m", "n"], ["set", d, "v"], ["rename", d, a], ["copy", a, b + "c"],
+        ["copy", a, b + "c", "REPLACE"], ["set", d, "v2"], ["rename", d, b + "c"],
         ["del", c], ["sadd", c, "q"], ["sadd", c, "q", "r"], ["sadd", d, "r", "s"],
         ["sinterstore", b, c, d], ["getdel", b + "c"], ["set", b, "w"], ["getex", b, "PX", "50000"],
         ["getex", b, "PERSIST"], ["pexpire", b, "1"], ["sleep"], ["get", b], ["expire", a, "0"],

@@ -217,7 +217,11 @@ Count shard_store(Shard& s, std::string key, Dump d, bool replace, std::string e
       if (existed) notify(kNotifyGeneric, "del", key);
       return c;
     }
-    if (!existed || event == "rename_to") notify(kNotifyNew, "new", key);  // RENAME deletes, then adds
+    // RENAME, COPY and RESTORE delete a destination they replace, then add
+    // (Redis's dbDelete + dbAdd): "new" even over an existing key. The
+    // *STORE commands overwrite (setKey): "new" only for a key they make.
+    const bool re_adds = event == "rename_to" || event == "copy_to" || event == "restore";
+    if (!existed || re_adds) notify(kNotifyNew, "new", key);
     std::uint32_t type = kNotifyGeneric;
     if (event.starts_with("z")) type = kNotifyZset;
     else if (event.starts_with("s") && event != "sortstore") type = kNotifySet;
