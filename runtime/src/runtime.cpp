@@ -304,7 +304,12 @@ void preempt_slow() {
   ThreadState& s = tl_state;
   s.budget = s.preempt_ops ? s.preempt_ops : UINT32_MAX;
   if (!s.preempt_ops || !s.fiber || s.delegated_depth > 0) return;  // only a fiber may yield
-  if (tl_worker->loop_has_work()) tl_worker->yield();
+  if (tl_worker->loop_has_work()) {
+    // Work waits between fibers: to the loop, not to the pass's next fiber
+    // (suspend() looks only every kSuspendCheck handoffs).
+    tl_worker->check_at_next_suspend();
+    tl_worker->yield();
+  }
 }
 void yield_current() {
   require_blocking("yield()");

@@ -180,6 +180,9 @@ class Worker {
     ++ready_count_;
   }
   void yield();
+  // The next suspend() looks for work between fibers (loop_has_work), so a
+  // yield for such work goes back to the loop (preempt_slow).
+  void check_at_next_suspend() { check_in_ = 1; }
   Fiber* current() const { return tl_state.fiber; }
   // Backpressure (client.cpp): suspends the running fiber until this
   // thread has fewer than max_outstanding requests awaiting responses.

@@ -55,6 +55,8 @@ struct Target {
       struct alignas(8) Padded {
         std::byte b[(sizeof(F) + abi::kRecordAlign - 1) / abi::kRecordAlign * abi::kRecordAlign];
       } body{};
+      static_assert(sizeof(body.b) % abi::kRecordAlign == 0 && sizeof(body.b) <= kSmallBody,
+                    "send_record takes whole words, at most kSmallBody bytes");
       std::memcpy(body.b, &f, sizeof(F));
       send_record(trustee, Inv::id(), handle, body.b, std::uint32_t(sizeof body.b), done);
       return;
