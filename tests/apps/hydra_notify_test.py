@@ -352,7 +352,10 @@ def monitor_huge(port):
     check(r.set("big", b"\0" * (64 << 20)), "SET big <64 MiB> with 2 monitors: OK")
     peak = status_kb(pid, "VmHWM")
     growth = (peak - before) >> 10
-    check(growth < 300, "SET big <64 MiB> with 2 monitors: Hydra's peak memory grows < 300 MB", f"{growth} MB")
+    # The value's own copies take under 300 MB in a normal build and ~410 MB
+    # under ASan (its redzones and quarantine); the lines built per monitor
+    # took 1348 MB before the fix.
+    check(growth < 700, "SET big <64 MiB> with 2 monitors: Hydra's peak memory grows < 700 MB", f"{growth} MB")
     closed = 0
     for m in mons:
         m.settimeout(5)
