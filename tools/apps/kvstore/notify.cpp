@@ -125,6 +125,14 @@ Count shard_set_events(Shard& s, std::string key, std::string value) noexcept {
 
 namespace {
 
+// Whether an option word (lower case) follows the key: GETEX's PERSIST,
+// ZADD's INCR.
+bool has_option(const std::vector<std::string>& args, std::string_view word) {
+  for (std::size_t i = 1; i < args.size(); ++i)
+    if (resp::lower(args[i]) == word) return true;
+  return false;
+}
+
 // Redis 7.0's event for a typed command that changed its key, and its class.
 std::pair<const char*, std::uint32_t> op_event(Op op, const std::vector<std::string>& args) {
   switch (op) {
@@ -144,20 +152,13 @@ std::pair<const char*, std::uint32_t> op_event(Op op, const std::vector<std::str
     case Op::kSrem: return {"srem", kNotifySet};
     case Op::kSpop: return {"spop", kNotifySet};
     case Op::kGetdel: return {"del", kNotifyGeneric};
-    case Op::kGetex: {  // PERSIST, or a new deadline (a past one deletes: "del", below)
-      for (std::size_t i = 1; i < args.size(); ++i)
-        if (resp::lower(args[i]) == "persist") return {"persist", kNotifyGeneric};
-      return {"expire", kNotifyGeneric};
-    }
+    case Op::kGetex:  // PERSIST, or a new deadline (a past one deletes: "del", below)
+      return {has_option(args, "persist") ? "persist" : "expire", kNotifyGeneric};
     case Op::kSetrange: return {"setrange", kNotifyString};
     case Op::kAppend: return {"append", kNotifyString};
     case Op::kIncrbyfloat: return {"incrbyfloat", kNotifyString};
     case Op::kSetbit: return {"setbit", kNotifyString};
-    case Op::kZadd: {
-      for (std::size_t i = 1; i < args.size(); ++i)
-        if (resp::lower(args[i]) == "incr") return {"zincr", kNotifyZset};
-      return {"zadd", kNotifyZset};
-    }
+    case Op::kZadd: return {has_option(args, "incr") ? "zincr" : "zadd", kNotifyZset};
     case Op::kZincrby: return {"zincr", kNotifyZset};
     case Op::kZrem: return {"zrem", kNotifyZset};
     case Op::kZremrangebyrank: return {"zremrangebyrank", kNotifyZset};
