@@ -96,8 +96,13 @@ void Loop::kick_sleepers() {
   const std::uint64_t g = given(gossamer::trustee_stats(gossamer::thread_index()));
   if (g == idle_.kick_activity) return;
   idle_.kick_activity = g;
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the slots published, then the flags read
+  // The slots published, then the flags read (Dekker with Loop::idle).
+#if defined(__SANITIZE_THREAD__)
+  if (g_announced.fetch_add(0, std::memory_order_seq_cst) == 0) return;  // TSan has no fences
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (g_announced.load(std::memory_order_relaxed) == 0) return;
+#endif
   const std::uint32_t me = gossamer::thread_index();
   for (std::uint32_t t = first_local_; t < first_local_ + local_count_; ++t) {
     Sleeper& s = g_sleepers[t];
