@@ -4,15 +4,12 @@
 
 namespace gossamer::detail {
 
-PropertyEntry* PropertyTable::entry(std::uint32_t index) {
-  if (index >= size_) return nullptr;
-  return &chunks_[index >> kChunkBits][index & (kChunk - 1)];
-}
-
-PropertyEntry* PropertyTable::live_entry(PropertyHandle h) {
-  PropertyEntry* e = entry(h.index());
-  if (!e || !e->obj || e->gen != h.generation()) return nullptr;
-  return e;
+std::int64_t PropertyTable::live_index(PropertyHandle h) const {
+  const std::uint32_t index = h.index();
+  if (index >= size_) return -1;
+  const PropertyHot& e = chunks_[index >> kChunkBits]->hot[index & (kChunk - 1)];
+  if (!e.obj || e.gen != h.generation()) return -1;
+  return index;
 }
 
 PropertyHandle PropertyTable::add(void* obj, void (*destroy)(void*), std::uint64_t type,
@@ -22,54 +19,60 @@ PropertyHandle PropertyTable::add(void* obj, void (*destroy)(void*), std::uint64
     index = free_.back();
     free_.pop_back();
   } else {
-    if ((size_ & (kChunk - 1)) == 0) chunks_.emplace_back(new PropertyEntry[kChunk]);
+    if ((size_ & (kChunk - 1)) == 0) chunks_.push_back(std::make_unique<Chunk>());
     index = size_++;
   }
-  PropertyEntry& e = *entry(index);
+  PropertyHot& e = hot(index);
+  PropertyCold& c = cold(index);
   e.obj = obj;
-  e.destroy = destroy;
   e.type = type;
-  e.pins = 0;
-  e.dying = false;
-  e.ids.assign(1, first_id);
+  e.dying = 0;
+  c.destroy = destroy;
+  c.pins = 0;
+  c.ids.assign(1, first_id);
   ++live_;
   return PropertyHandle::make(index, e.gen);
 }
 
 bool PropertyTable::toggle(PropertyHandle h, std::uint64_t id) {
-  PropertyEntry* e = live_entry(h);
-  if (!e || e->dying) return false;
-  auto it = std::find(e->ids.begin(), e->ids.end(), id);
-  if (it != e->ids.end()) {
-    *it = e->ids.back();
-    e->ids.pop_back();
+  const std::int64_t i = live_index(h);
+  if (i < 0 || hot(std::uint32_t(i)).dying) return false;
+  std::vector<std::uint64_t>& ids = cold(std::uint32_t(i)).ids;
+  auto it = std::find(ids.begin(), ids.end(), id);
+  if (it != ids.end()) {
+    *it = ids.back();
+    ids.pop_back();
   } else {
-    e->ids.push_back(id);
+    ids.push_back(id);
   }
-  if (e->ids.empty()) {
-    if (e->pins) e->dying = true;
-    else destroy(*e, h.index());
+  if (ids.empty()) {
+    if (cold(std::uint32_t(i)).pins) hot(std::uint32_t(i)).dying = 1;
+    else destroy(std::uint32_t(i));
   }
   return true;
 }
 
 void PropertyTable::pin(PropertyHandle h) {
-  if (PropertyEntry* e = live_entry(h)) ++e->pins;
+  if (const std::int64_t i = live_index(h); i >= 0) ++cold(std::uint32_t(i)).pins;
 }
 
 void PropertyTable::unpin(PropertyHandle h) {
-  PropertyEntry* e = live_entry(h);
-  if (!e || e->pins == 0) return;
-  if (--e->pins == 0 && e->dying) destroy(*e, h.index());
+  const std::int64_t i = live_index(h);
+  if (i < 0) return;
+  PropertyCold& c = cold(std::uint32_t(i));
+  if (c.pins == 0) return;
+  if (--c.pins == 0 && hot(std::uint32_t(i)).dying) destroy(std::uint32_t(i));
 }
 
-void PropertyTable::destroy(PropertyEntry& e, std::uint32_t index) {
+void PropertyTable::destroy(std::uint32_t index) {
+  PropertyHot& e = hot(index);
+  PropertyCold& c = cold(index);
   void* obj = e.obj;
-  auto* fn = e.destroy;
+  auto* fn = c.destroy;
   // Invalidate first: the destructor may drop Trusts, which may come back here.
   e.obj = nullptr;
-  e.ids.clear();
-  e.ids.shrink_to_fit();
+  c.ids.clear();
+  c.ids.shrink_to_fit();
   if (++e.gen == 0) e.gen = 1;
   free_.push_back(index);
   --live_;
@@ -79,10 +82,8 @@ void PropertyTable::destroy(PropertyEntry& e, std::uint32_t index) {
 }
 
 void PropertyTable::destroy_all() {
-  for (std::uint32_t i = 0; i < size_; ++i) {
-    PropertyEntry& e = *entry(i);
-    if (e.obj) destroy(e, i);
-  }
+  for (std::uint32_t i = 0; i < size_; ++i)
+    if (hot(i).obj) destroy(i);
 }
 
 }  // namespace gossamer::detail
