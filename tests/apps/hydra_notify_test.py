@@ -20,7 +20,13 @@ monitor.cpp), next to redis-server 7.0:
          MONITOR in one write shows each command once; a MONITOR line over
          --pubsub-output-limit (SET of 64 MiB) is never built: the monitors
          are closed and Hydra's peak memory stays bounded;
-      5. PEXPIRE k 1 (pipelined, every shard) always sends expire, never del.
+      5. PEXPIRE k 1 (pipelined, every shard) always sends expire, never del;
+      6. (hydra_notify_order.py) on 4 shards, then on 2 threads: a write
+         that wakes a blocked client (BLPOP, BLMPOP, BLMOVE, BRPOPLPUSH,
+         BZPOPMIN, BZMPOP...) sends its events before the served pop's;
+         LMOVE/RPOPLPUSH the push's before the pop's; keymiss on every read
+         of a missing key; SETBIT's event only for a change: each case's
+         events and replies as redis-server's.
   hydra_notify_test.py rack HOST0:PORT HOST1:PORT
       On a running 2-host rack: CONFIG SET via host 0 reaches host 1;
       subscribers on both hosts get every event of writes via both hosts
@@ -37,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hydra_pair import check, finish, host_ports, keys_on_distinct_shards, pair, redis  # noqa: E402
+import hydra_notify_order as order  # noqa: E402
 from resp_client import encode  # noqa: E402
 
 SHARDS = 4
@@ -472,6 +479,13 @@ def main():
         monitor_reset(ports)
         monitor_in_multi(ports)
         monitor_huge(ports[0])
+        order.blocking(ports, SHARDS)
+        order.moves(ports, SHARDS)
+        order.keymiss(ports, SHARDS)
+        order.setbit(ports)
+    with pair(build, threads=2) as ports:  # the blocked client and the writer on the two threads
+        order.blocking(ports, 2)
+        order.moves(ports, 2)
     return finish()
 
 

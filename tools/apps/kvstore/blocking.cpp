@@ -52,10 +52,11 @@ struct BlockReq {
   std::uint8_t where = 0;
   std::int64_t count = -1;
   bool block = false;  // register if nothing to pop
+  bool move = false;   // BLMOVE: the pop's events wait for the push (Served::owed)
   std::vector<std::string> keys;
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(id, where, count, block, keys);
+    ar(id, where, count, block, move, keys);
   }
 };
 
@@ -78,7 +79,11 @@ std::vector<std::string> pop_n(List& l, std::uint8_t where, std::int64_t count) 
 // Pops from `key` for a waiter: a list's head or tail (where 0, 1) or a
 // sorted set's lowest or highest scores (2, 3: member, score pairs). Empty
 // if there is nothing to pop; `wrong` if the key holds another type.
-std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong) {
+// With notifications on, Redis's pop events (and "del" if emptied): sent
+// now, or, given `owed` (BLMOVE's pop), left there for the push's shard
+// (shard_move_push), as Redis sends the destination's push first.
+std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong,
+                                 std::uint8_t* owed = nullptr) {
   std::vector<std::string> out;
   if (where < 2) {
     List* l = find_obj<List>(s, key, wrong);
@@ -99,6 +104,10 @@ std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t 
   }
   touch(s, key);
   if (notifying()) [[unlikely]] {  // BLPOP..., BZPOPMIN... served: Redis's pop events, "del" if emptied
+    if (owed) {
+      *owed = s.objs.count(key) ? 1 : 2;
+      return out;
+    }
     static const char* const kPops[] = {"lpop", "rpop", "zpopmin", "zpopmax"};
     notify(where < 2 ? kNotifyList : kNotifyZset, kPops[where & 3], key);
     if (!s.objs.count(key)) notify(kNotifyGeneric, "del", key);
@@ -126,10 +135,11 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
   try {
     for (const auto& key : r.keys) {
       bool wrong;
-      std::vector<std::string> popped = pop_key(s, key, r.where, r.count, wrong);
+      std::uint8_t owed = 0;
+      std::vector<std::string> popped = pop_key(s, key, r.where, r.count, wrong, r.move ? &owed : nullptr);
       if (wrong) return Reply{Reply::kError, 0, kWrongType, {}, {}};
       if (popped.empty()) continue;
-      Reply out{Reply::kArray, 0, {}, {key}, {}};
+      Reply out{Reply::kArray, owed, {}, {key}, {}};  // n: the pop's events owed (BLMOVE)
       for (auto& v : popped) out.items.push_back(std::move(v));
       return out;
     }
@@ -137,7 +147,7 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
       auto& mine = s.blocked_keys[r.id];
       for (auto& key : r.keys) {
         if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;  // BLPOP k k 0
-        s.blocked[key].push_back(BlockedOn{r.id, r.where, r.count});
+        s.blocked[key].push_back(BlockedOn{r.id, r.where, r.count, r.move});
         mine.push_back(std::move(key));
       }
     }
@@ -218,7 +228,7 @@ int side(std::string_view w) {
 void serve_key(Shard& s, const std::string& key) noexcept {
   try {
     if (!s.blocked.count(key)) return;
-    if (s.owner != 0) {  // inside a transaction: when it releases the shard
+    if (s.owner != 0 || tl_hold_serving) {  // inside a transaction: when it releases the shard (or after the events)
       if (std::find(s.ready.begin(), s.ready.end(), key) == s.ready.end()) s.ready.push_back(key);
       return;
     }
@@ -230,14 +240,15 @@ void serve_key(Shard& s, const std::string& key) noexcept {
       if (b == s.blocked.end() || i >= b->second.size()) return;
       bool wrong = false;
       const BlockedOn w = b->second[i];
-      std::vector<std::string> popped = pop_key(s, key, w.where, w.count, wrong);
+      std::uint8_t owed = 0;
+      std::vector<std::string> popped = pop_key(s, key, w.where, w.count, wrong, w.move ? &owed : nullptr);
       if (popped.empty()) {
         if (!wrong) return;  // the key is empty or gone
         ++i;                 // the other kind: the next waiter may match
         continue;
       }
       forget_waiter(s, w.id);  // out of this queue: index i names the next one
-      tl_served.push_back(Served{w.id, key, std::move(popped), w.where});
+      tl_served.push_back(Served{w.id, key, std::move(popped), w.where, owed});
     }
   } catch (...) {
   }
@@ -339,7 +350,8 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     auto it = blocked_.find(id);
     if (r.kind == Reply::kArray) {  // handle_served replies, or gives it back if the connection is gone
       served_.push_back(Served{id, r.items[0], std::vector<std::string>(std::make_move_iterator(r.items.begin() + 1),
-                                                                        std::make_move_iterator(r.items.end())), where});
+                                                                        std::make_move_iterator(r.items.end())), where,
+                               std::uint8_t(r.n)});
       return;
     }
     if (it == blocked_.end() || it->second.done) return;  // closed, or served by another shard
@@ -359,6 +371,7 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     now_blocked(bl);
     const auto groups = bl.groups;  // an answer may end the command (and `bl`) at once
     const std::int64_t count = bl.count;
+    const bool move = bl.kind == Blocked::kMove;
     for (const auto& [shard_index, keys] : groups)
       ask(shard_index, block_closure, [this, id, where](Reply again) {
         if (again.kind == Reply::kError) {
@@ -367,9 +380,10 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
         }
         if (again.kind != Reply::kArray) return;
         served_.push_back(Served{id, again.items[0], std::vector<std::string>(std::make_move_iterator(again.items.begin() + 1),
-                                                                              std::make_move_iterator(again.items.end())), where});
-      }, BlockReq{id, where, count, true, keys});
-  }, BlockReq{id, b.where, b.count, register_now, b.groups[i].second});
+                                                                              std::make_move_iterator(again.items.end())), where,
+                                 std::uint8_t(again.n)});
+      }, BlockReq{id, where, count, true, move, keys});
+  }, BlockReq{id, b.where, b.count, register_now, b.kind == Blocked::kMove, b.groups[i].second});
 }
 
 void Loop::now_blocked(Blocked& b) {
@@ -466,17 +480,22 @@ void Loop::handle_served() {
         resp::array(q.reply, sv.values.size());
         for (const auto& v : sv.values) resp::bulk(q.reply, v);
       });
-    } else {  // BLMOVE: then the push to the destination
-      auto typed = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
+    } else {  // BLMOVE: then the push to the destination, and there the pop's events (owed)
+      auto push = [](Shard& s, Op op, std::vector<std::string> a, std::string src, std::uint8_t from, std::uint8_t owed) {
+        return shard_move_push(s, op, std::move(a), std::move(src), from, owed);
+      };
       const std::string value = sv.values.empty() ? std::string() : sv.values[0];
+      const std::string src = sv.key;
+      const std::uint8_t from = sv.where, owed = sv.owed;
       auto back = std::make_shared<Served>(std::move(sv));
-      ask(shard_of(b.dst, nshards_), typed, [this, id, back, value](Reply pushed) {
+      back->owed = 0;
+      ask(shard_of(b.dst, nshards_), push, [this, id, back, value](Reply pushed) {
         if (pushed.kind == Reply::kError) {
           ask(shard_of(back->key, nshards_), give_back_closure, [](Count) {}, *back);
           return finish_blocked(id, [&pushed](Pending& q) { resp::error(q.reply, pushed.s); });
         }
         finish_blocked(id, [&value](Pending& q) { resp::bulk(q.reply, value); });
-      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value});
+      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value}, src, from, owed);
     }
   }
 }

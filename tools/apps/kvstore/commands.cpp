@@ -132,7 +132,10 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   } else if (name == "exists") {
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);
-    each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) { return shard_exists(s, std::move(k)); });
+    each_group(sp, Pending::Kind::kSum, [](Shard& s, std::vector<std::string> k) {
+      if (notifying()) [[unlikely]] return shard_exists_read(s, std::move(k));  // keymiss (notify.cpp)
+      return shard_exists(s, std::move(k));
+    });
   } else if (name == "touch") {  // the keys that exist, their access clocks set
     if (!arity(args.size() >= 2)) return;
     Split sp = split_keys(args, 1, nshards_);

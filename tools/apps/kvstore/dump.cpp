@@ -82,7 +82,7 @@ bool Loop::execute_dump(std::uint32_t slot, const std::string& name, Pending& p,
   if (name == "dump") {
     if (!arity(args.size() == 2)) return true;
     p.waiting = 1;
-    ask(shard_index, [](Shard& s, std::string k) { return shard_dump(s, std::move(k)); },
+    ask(shard_index, [](Shard& s, std::string k) { return shard_dump_read(s, std::move(k)); },
         [this, slot, gen, seq](Dump d) {
           if (d.type == 0xff) return settle(slot, gen, seq, [](Pending& q) { resp::error(q.reply, "ERR out of memory"); });
           if (d.type == Dump::kNone) return settle(slot, gen, seq, [](Pending& q) { resp::nil(q.reply, q.resp3); });

@@ -41,8 +41,14 @@ Dump shard_dump(Shard& s, std::string key) noexcept {
 
 std::vector<Dump> shard_dump_many(Shard& s, std::vector<std::string> keys) noexcept {
   std::vector<Dump> out;
-  for (auto& k : keys) out.push_back(shard_dump(s, std::move(k)));
+  for (auto& k : keys) out.push_back(shard_dump_read(s, std::move(k)));  // SINTER..., ZUNION...: reads
   return out;
+}
+
+Dump shard_dump_read(Shard& s, std::string key) noexcept {
+  Dump d = shard_dump(s, key);
+  if (d.type == Dump::kNone) notify(kNotifyKeyMiss, "keymiss", key);
+  return d;
 }
 
 Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
@@ -90,6 +96,7 @@ namespace {
 constexpr auto exists_closure = [](Shard& s, std::vector<std::string> keys) { return shard_exists(s, std::move(keys)); };
 constexpr auto mset_closure = [](Shard& s, std::vector<std::string> kvs) { return shard_mset(s, std::move(kvs)); };
 constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
+constexpr auto read_closure = [](Shard& s, std::string key) { return shard_dump_read(s, std::move(key)); };  // LCS
 constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
 // The stores and RENAME's deletion with their keyspace events (notify.cpp).
 constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
@@ -119,7 +126,11 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
   if (name == "type") {
     if (!arity(args.size() == 2)) return true;
     p.waiting = 1;
-    ask(shard_index(args[1]), [](Shard& s, std::string k) { return shard_type(s, std::move(k)); },
+    ask(shard_index(args[1]), [](Shard& s, std::string k) {
+          Value v = shard_type(s, k);
+          if (v.data == "none") notify(kNotifyKeyMiss, "keymiss", k);  // TYPE reads (LMOVE's, SMOVE's checks do not)
+          return v;
+        },
         [this, slot, gen, seq](Value v) { settle(slot, gen, seq, [&v](Pending& q) { resp::simple(q.reply, v.data); }); },
         std::string(args[1]));
     return true;
@@ -137,19 +148,23 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     const std::string src(args[1]), dst(args[2]);
     const std::size_t ss = shard_index(src), ds = shard_index(dst);
     auto type_closure = [](Shard& s, std::string k) { return shard_type(s, std::move(k)); };
-    auto typed_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); };
-    // 1: the source's type; 2: the destination's; 3: pop; 4: push.
+    auto pop_closure = [](Shard& s, Op op, std::vector<std::string> a) { return shard_move_pop(s, op, std::move(a)); };
+    auto push_closure = [](Shard& s, Op op, std::vector<std::string> a, std::string from_key, std::uint8_t from,
+                           std::uint8_t owed) { return shard_move_push(s, op, std::move(a), std::move(from_key), from, owed); };
+    // 1: the source's type; 2: the destination's; 3: pop; 4: push, then
+    // the pop's events (Redis sends the push's first: notify.cpp).
     ask(ss, type_closure, [=, this](Value ts) {
       if (ts.data == "none") return settle(slot, gen, seq, [](Pending& q) { resp::nil(q.reply, q.resp3); });
       if (ts.data != "list") return fail(kWrongType);
       ask(ds, type_closure, [=, this](Value td) {
         if (td.data != "none" && td.data != "list") return fail(kWrongType);
-        ask(ss, typed_closure, [=, this](Reply popped) {
+        ask(ss, pop_closure, [=, this](Reply popped) {
           if (popped.kind != Reply::kBulk) return fail(popped.kind == Reply::kError ? popped.s : "ERR no element");
-          ask(ds, typed_closure, [=, this](Reply pushed) {
+          ask(ds, push_closure, [=, this](Reply pushed) {
             if (pushed.kind == Reply::kError) return fail(pushed.s);
             settle(slot, gen, seq, [&](Pending& q) { resp::bulk(q.reply, popped.s); });
-          }, to_left ? Op::kLpush : Op::kRpush, std::vector<std::string>{dst, popped.s});
+          }, to_left ? Op::kLpush : Op::kRpush, std::vector<std::string>{dst, popped.s}, src, std::uint8_t(from_left ? 0 : 1),
+              std::uint8_t(popped.n));
         }, from_left ? Op::kLpop : Op::kRpop, std::vector<std::string>{src});
       }, dst);
     }, src);
@@ -183,8 +198,8 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     p.waiting = 1;
     auto copy = std::make_shared<std::vector<std::string>>(args.begin(), args.end());
     const std::size_t sa = shard_index(args[1]), sb = shard_index(args[2]);
-    ask(sa, dump_closure, [=, this](Dump da) {
-      ask(sb, dump_closure, [=, this](Dump db) {
+    ask(sa, read_closure, [=, this](Dump da) {
+      ask(sb, read_closure, [=, this](Dump db) {
         if (da.type == 0xff || db.type == 0xff) return fail("ERR out of memory");
         if ((da.type != Dump::kNone && da.type != Dump::kString) || (db.type != Dump::kNone && db.type != Dump::kString))
           return fail("ERR The specified keys must contain string values");

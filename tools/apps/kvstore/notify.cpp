@@ -190,6 +190,27 @@ auto with_events(Shard& s, const std::string& key, const char* event, std::uint3
   return r;
 }
 
+// While it lives, a push serves no blocked client (serve_key leaves the
+// keys in Shard::ready); then those waiting are served: Redis sends the
+// write's events, then the served pops' (handleClientsBlockedOnKeys runs
+// after the command). Nested holds serve once, at the outermost; inside a
+// transaction, as before, when it releases the shard.
+class ServeAfterEvents {
+ public:
+  explicit ServeAfterEvents(Shard& s) : s_(s), outer_(!tl_hold_serving) { tl_hold_serving = true; }
+  ~ServeAfterEvents() {
+    if (!outer_) return;
+    tl_hold_serving = false;
+    if (s_.owner == 0 && !s_.ready.empty()) serve_ready(s_);
+  }
+  ServeAfterEvents(const ServeAfterEvents&) = delete;
+  ServeAfterEvents& operator=(const ServeAfterEvents&) = delete;
+
+ private:
+  Shard& s_;
+  bool outer_;
+};
+
 }  // namespace
 
 Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcept {
@@ -197,10 +218,37 @@ Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcep
     if (args.empty()) return shard_typed_plain(s, op, std::move(args));
     const auto [event, type] = op_event(op, args);
     const std::string key = args[0];
+    // A read of a missing key (Redis's lookupKeyRead; GETDEL and GETEX
+    // look up as reads too): keymiss, after "expired" if it just expired.
+    if (!event || op == Op::kGetdel || op == Op::kGetex)
+      if ((g_notify.load(std::memory_order_relaxed) & kNotifyKeyMiss) && !key_exists(s, key))
+        notify(kNotifyKeyMiss, "keymiss", key);
+    ServeAfterEvents hold(s);
     return with_events(s, key, event, type, [&] { return shard_typed_plain(s, op, std::move(args)); });
   } catch (...) {
     return Reply{Reply::kError, 0, "ERR out of memory", {}, {}};
   }
+}
+
+Reply shard_move_pop(Shard& s, Op op, std::vector<std::string> args) noexcept {
+  if (!notifying() || args.empty()) return shard_typed(s, op, std::move(args));
+  const std::string key = args[0];
+  Reply r = shard_typed_plain(s, op, std::move(args));  // LMOVE's type step expired the key if due
+  if (r.kind == Reply::kBulk) r.n = s.objs.count(key) ? 1 : 2;
+  return r;
+}
+
+Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::string src, std::uint8_t from,
+                      std::uint8_t owed) noexcept {
+  if (owed == 0 || !notifying() || args.empty()) return shard_typed(s, op, std::move(args));
+  ServeAfterEvents hold(s);
+  const bool same = args[0] == src;  // then the push refilled it: no del (Redis pops after pushing)
+  Reply r = shard_typed_events(s, op, std::move(args));
+  if (r.kind != Reply::kError) {
+    notify(kNotifyList, from ? "rpop" : "lpop", src);
+    if (owed == 2 && !same) notify(kNotifyGeneric, "del", src);
+  }
+  return r;
 }
 
 // A key written whole by a command of several keys (RENAME's and COPY's
@@ -212,6 +260,7 @@ Count shard_store(Shard& s, std::string key, Dump d, bool replace, std::string e
   try {
     const bool existed = key_exists(s, key);
     const bool none = d.type == Dump::kNone;
+    ServeAfterEvents hold(s);  // a list stored wakes its waiters after the store's events
     Count c = shard_restore(s, key, std::move(d), replace);
     if (c.err != Count::kOk || c.n == 0) return c;
     if (none) {
@@ -245,6 +294,15 @@ Count shard_rename_del(Shard& s, std::string src, std::string dst) noexcept {
   notify(kNotifyGeneric, "rename_from", src);
   notify(kNotifyGeneric, "rename_to", dst);
   return {std::int64_t(gone), Count::kOk};
+}
+
+Count shard_exists_read(Shard& s, std::vector<std::string> keys) noexcept {
+  Count c;
+  for (const auto& k : keys) {
+    if (key_exists(s, k)) ++c.n;
+    else notify(kNotifyKeyMiss, "keymiss", k);
+  }
+  return c;
 }
 
 // ---- the loop side -----------------------------------------------------------------

@@ -41,6 +41,7 @@ Value shard_set_opts(Shard& s, std::string key, std::string value, std::uint32_t
     const bool object = it == s.map.end() && is_object(s, key);
     const bool exists = it != s.map.end() || object;
     if (flags & kSetGet && object) return {Value::kError, kWrongType};  // SET ... GET of a hash: nothing stored
+    if (flags & kSetGet && !exists) notify(kNotifyKeyMiss, "keymiss", key);  // GETSET, SET ... GET: a read first
     if (flags & kSetGet && exists) {
       v.kind = Value::kString;
       v.data = it->second;
@@ -97,7 +98,10 @@ Count shard_expire(Shard& s, std::string key, std::int64_t at_ms, std::uint32_t 
 }
 
 Count shard_deadline(Shard& s, std::string key) noexcept {
-  if (!key_exists(s, key)) return {-2, Count::kOk};
+  if (!key_exists(s, key)) {
+    notify(kNotifyKeyMiss, "keymiss", key);  // TTL, PTTL, EXPIRETIME: Redis's lookupKeyRead
+    return {-2, Count::kOk};
+  }
   auto e = s.expires.find(key);
   return {e == s.expires.end() ? -1 : e->second, Count::kOk};
 }

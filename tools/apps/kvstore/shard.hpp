@@ -85,11 +85,13 @@ struct EvictCandidate {
 // Blocking list commands (blocking.cpp): a connection blocked on keys of
 // this shard. `id` names it in the rack: its loop's thread in the top 24
 // bits. `where`: 0 pops the head (BLPOP), 1 the tail; `count` -1 for one
-// element (BLPOP, BLMOVE), else up to that many (BLMPOP).
+// element (BLPOP, BLMOVE), else up to that many (BLMPOP). `move`: BLMOVE's
+// pop, whose events wait for the push to the destination (Served::owed).
 struct BlockedOn {
   std::uint64_t id = 0;
   std::uint8_t where = 0;
   std::int64_t count = -1;
+  bool move = false;
 };
 inline std::uint32_t block_thread(std::uint64_t id) { return std::uint32_t(id >> 40); }
 
@@ -101,9 +103,12 @@ struct Served {
   std::string key;
   std::vector<std::string> values;  // in the order popped
   std::uint8_t where = 0;
+  // BLMOVE's pop with notifications on: its events, owed until the push
+  // (Redis sends the destination's push first): 0 none, 1 the pop's, 2 and del.
+  std::uint8_t owed = 0;
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(id, key, values, where);
+    ar(id, key, values, where, owed);
   }
 };
 // What this thread's shard served, for its loop to send on (Loop::run):
@@ -205,6 +210,14 @@ inline bool is_object(const Shard& s, const std::string& key) noexcept {
   return !s.objs.empty() && s.objs.count(key) != 0;
 }
 
+// Redis's lookupKeyRead of a key that is no string: keymiss if it is no
+// other type either. One test when notify-keyspace-events has no m.
+inline void notify_miss(const Shard& s, const std::string& key) noexcept {
+  const std::uint32_t f = g_notify.load(std::memory_order_relaxed);
+  if (f & kNotifyKeyMiss) [[unlikely]]
+    if (!is_object(s, key)) notify_slow(f, "keymiss", key);
+}
+
 // A string write over a key that may hold another type: the old value goes.
 inline void drop_object(Shard& s, const std::string& key) noexcept {
   if (!s.objs.empty()) s.objs.erase(key);
@@ -274,6 +287,8 @@ inline Value shard_get(Shard& s, std::string key) noexcept {
     } else if (is_object(s, key)) {
       v.kind = Value::kError;
       v.data = kWrongType;
+    } else {
+      notify_miss(s, key);
     }
   } catch (...) {
     v.kind = Value::kError;
@@ -336,6 +351,8 @@ inline std::vector<Value> shard_mget(Shard& s, std::vector<std::string> keys) no
       if (it != s.map.end()) {
         out[i].kind = Value::kString;
         out[i].data = it->second;
+      } else {
+        notify_miss(s, keys[i]);
       }
     }
   } catch (...) {
@@ -377,10 +394,15 @@ inline Count shard_exists(Shard& s, std::vector<std::string> keys) noexcept {
   for (const auto& k : keys) c.n += key_exists(s, k) ? 1 : 0;
   return c;
 }
+// EXISTS with notifications on (notify.cpp): keymiss for each missing key.
+Count shard_exists_read(Shard& s, std::vector<std::string> keys) noexcept;
 
 // blocking.cpp: a push may have made `key` a non-empty list: serve the
 // connections blocked on it (at once, or when the transaction that owns
 // the shard releases it). One test when nobody is blocked on this shard.
+// While tl_hold_serving (notify.cpp's ServeAfterEvents, with notifications
+// on) the keys wait in Shard::ready, so the write's own events go first.
+inline thread_local bool tl_hold_serving = false;
 void serve_key(Shard& s, const std::string& key) noexcept;
 inline void signal_ready(Shard& s, const std::string& key) noexcept {
   if (!s.blocked.empty()) serve_key(s, key);

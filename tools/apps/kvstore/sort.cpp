@@ -24,7 +24,7 @@ namespace hydra {
 
 namespace {
 
-constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
+constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump_read(s, std::move(key)); };  // keymiss
 constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
   return shard_store(s, std::move(key), std::move(d), replace, std::move(event));
 };

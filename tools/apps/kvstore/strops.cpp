@@ -204,11 +204,14 @@ Reply strings(Shard& s, Op op, const std::string& key, std::vector<std::string>&
       const unsigned mask = 1u << (7 - (offset & 7));
       const int old = v && byte < v->size() && (static_cast<unsigned char>((*v)[byte]) & mask) ? 1 : 0;
       if (op == Op::kGetbit) return integer(old);
+      // Redis 7.0's setbitCommand: a key made or grown, or a bit changed,
+      // is a write (WATCH, the setbit event); the same bit again is not.
+      const bool dirty = !v || v->size() <= byte || old != bit;
       if (!v) v = &s.map.emplace(key, std::string()).first->second;
       if (v->size() <= byte) v->resize(byte + 1, '\0');
       auto& c = reinterpret_cast<unsigned char&>((*v)[byte]);
       c = bit ? (c | mask) : (c & ~mask);
-      touch(s, key);
+      if (dirty) touch(s, key);
       return integer(old);
     }
     case Op::kBitcount: {

@@ -100,6 +100,13 @@ Reply shard_typed(Shard& s, Op op, std::vector<std::string> args) noexcept;
 Reply shard_typed_plain(Shard& s, Op op, std::vector<std::string> args) noexcept;
 // notify.cpp: shard_typed with keyspace notifications on (its events).
 Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcept;
+// LMOVE, RPOPLPUSH, BLMOVE in two steps (notify.cpp): the pop, its events
+// owed (n: 0 none, 1 the pop's, 2 and del: the source emptied), then the
+// push, its events, then the pop's (Redis's lmoveHandlePush comes first),
+// then the waiters the push serves. `from`: 0 LEFT (lpop), 1 RIGHT.
+Reply shard_move_pop(Shard& s, Op op, std::vector<std::string> args) noexcept;
+Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::string src, std::uint8_t from,
+                      std::uint8_t owed) noexcept;
 // strops.cpp: the ops from kGetdel on (args[0] the key).
 Reply shard_strops(Shard& s, Op op, std::vector<std::string> args);
 // zset.cpp: the ops from kZadd on (args[0] the key).
@@ -154,6 +161,9 @@ struct Dump {
   }
 };
 Dump shard_dump(Shard& s, std::string key) noexcept;
+// The same for a command that reads the key (DUMP, LCS, SORT, SINTER...):
+// keymiss if missing (Redis's lookupKeyRead); RENAME's and COPY's do not.
+Dump shard_dump_read(Shard& s, std::string key) noexcept;
 // Stores `d` as `key` (with its deadline) unless the key exists and not
 // `replace`: n = 1 stored, 0 not. kNone deletes the key (n = 1 if it was).
 Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept;
