@@ -194,3 +194,24 @@ def setbit(ports):
              [["setbit", "b", "3", "1"], ["setbit", "b", "3", "1"], ["setbit", "b", "3", "0"],
               ["setbit", "b", "3", "0"], ["setbit", "c", "1", "0"], ["setbit", "b", "100", "0"],
               ["setbit", "b", "7", "0"]])
+    # Nor is it a write for WATCH: EXEC goes on after a SETBIT that changed
+    # nothing, and fails after one that did.
+    got = []
+    for p in ports:
+        r, o = redis.Redis(port=p, socket_timeout=20), redis.Redis(port=p, socket_timeout=20)
+        r.flushall()
+        r.setbit("w", 3, 1)
+        outcomes = []
+        for bit in (1, 0):
+            pipe = r.pipeline()
+            pipe.watch("w")
+            o.setbit("w", 3, bit)
+            pipe.multi()
+            pipe.set("x", "1")
+            try:
+                outcomes.append(pipe.execute())
+            except redis.WatchError:
+                outcomes.append("aborted")
+        got.append(outcomes)
+    check(got[0] == got[1] == [[True], "aborted"], "SETBIT under WATCH: the same bit again lets EXEC run, a change aborts it",
+          f"hydra {got[0]}, redis-server {got[1]}")
