@@ -96,7 +96,7 @@ def _compare(ports, name, flags, setup, blockers, trigger):
 
 def blocking(ports, shards):
     s, d, e = keys_on_distinct_shards("bk", shards)[:2] + [keys_on_distinct_shards("bq", shards)[0]]
-    for name, setup, blockers, trigger in [
+    for name, setup, blockers, trigger, *flags in [
         ("BLPOP, then RPUSH", [], [["blpop", s, "0"]], [["rpush", s, "a"]]),
         ("BRPOP, then RPUSH of 2 (one left)", [], [["brpop", s, "0"]], [["rpush", s, "a", "b"]]),
         ("BLPOP on 2 keys, then LPUSH to the second", [], [["blpop", e, s, "0"]], [["lpush", s, "a"]]),
@@ -110,6 +110,8 @@ def blocking(ports, shards):
          [["blmove", s, d, "LEFT", "RIGHT", "0"], ["blpop", d, "0"]], [["rpush", s, "a"]]),
         ("BRPOPLPUSH with source and destination the same key, then RPUSH", [], [["brpoplpush", s, s, "0"]],
          [["rpush", s, "a"]]),
+        ("with n: BRPOPLPUSH of the same key, then RPUSH", [], [["brpoplpush", s, s, "0"]], [["rpush", s, "a"]], "AKEn"),
+        ("with n: BLMOVE, then RPUSH", [], [["blmove", s, d, "LEFT", "RIGHT", "0"]], [["rpush", s, "a"]], "AKEn"),
         ("BLMOVE with an element there (no blocking)", [["rpush", s, "x"]], [],
          [["blmove", s, d, "RIGHT", "LEFT", "0"]]),
         ("BZPOPMIN, then ZADD", [], [["bzpopmin", s, "0"]], [["zadd", s, "1", "a"]]),
@@ -117,16 +119,17 @@ def blocking(ports, shards):
         ("BZMPOP COUNT 5, then ZADD of 2", [], [["bzmpop", "0", "1", s, "MIN", "COUNT", "5"]],
          [["zadd", s, "1", "a", "2", "b"]]),
     ]:
-        _compare(ports, f"{shards} shards: {name}", "KEA", setup, blockers, trigger)
+        _compare(ports, f"{shards} shards: {name}", (flags or ["KEA"])[0], setup, blockers, trigger)
 
 
 def moves(ports, shards):
     s, d = keys_on_distinct_shards("mv", shards)[:2]
-    _compare(ports, f"{shards} shards: LMOVE and RPOPLPUSH (other key, same key, emptying the source)", "KEA",
-             [["rpush", s, "a"]], [],
-             [["lmove", s, d, "LEFT", "RIGHT"], ["rpush", s, "a", "b"], ["lmove", s, d, "RIGHT", "LEFT"],
-              ["rpoplpush", s, d], ["rpoplpush", d, d], ["lmove", d, d, "LEFT", "RIGHT"],
-              ["rpush", s, "1"], ["lmove", s, s, "LEFT", "LEFT"], ["lmove", "nolist", d, "LEFT", "LEFT"]])
+    for flags in ("KEA", "AKEn"):  # n: no "new" for a key the same-key move empties and refills
+        _compare(ports, f"{shards} shards, {flags}: LMOVE and RPOPLPUSH (other key, same key, emptying the source)",
+                 flags, [["rpush", s, "a"]], [],
+                 [["lmove", s, d, "LEFT", "RIGHT"], ["rpush", s, "a", "b"], ["lmove", s, d, "RIGHT", "LEFT"],
+                  ["rpoplpush", s, d], ["rpoplpush", d, d], ["lmove", d, d, "LEFT", "RIGHT"],
+                  ["rpush", s, "1"], ["lmove", s, s, "LEFT", "LEFT"], ["lmove", "nolist", d, "LEFT", "LEFT"]])
 
 
 # Reads of a missing key ("nx", "nx2"), then of existing ones: Redis's

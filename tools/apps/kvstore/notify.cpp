@@ -243,7 +243,13 @@ Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::strin
   if (owed == 0 || !notifying() || args.empty()) return shard_typed(s, op, std::move(args));
   ServeAfterEvents hold(s);
   const bool same = args[0] == src;  // then the push refilled it: no del (Redis pops after pushing)
-  Reply r = shard_typed_events(s, op, std::move(args));
+  Reply r;
+  if (same && owed == 2) {  // the pop emptied the key, the push refills it: for Redis it never went, no "new"
+    r = shard_typed_plain(s, op, std::move(args));
+    if (r.kind != Reply::kError) notify(kNotifyList, op == Op::kLpush ? "lpush" : "rpush", src);
+  } else {
+    r = shard_typed_events(s, op, std::move(args));
+  }
   if (r.kind != Reply::kError) {
     notify(kNotifyList, from ? "rpop" : "lpop", src);
     if (owed == 2 && !same) notify(kNotifyGeneric, "del", src);
