@@ -32,6 +32,13 @@
 // the destination as a second step (not atomic across shards, unlike
 // LMOVE); a destination that is not a list gets the element back to the
 // source and the client WRONGTYPE.
+//
+// Keyspace events, as Redis 7.0's: with notifications on, a push serves its
+// waiters only after its own events are out (notify.cpp's
+// ServeAfterEvents), so RPUSH's rpush comes before the served lpop; a
+// served BLMOVE's pop owes its events (Served::owed) to the push on the
+// destination's shard, which sends the push's, then the pop's
+// (shard_move_push).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
