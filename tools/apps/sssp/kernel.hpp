@@ -56,7 +56,7 @@ struct Deliver {
   void operator()(Latch<Partition>& l, Batch batch) const {
     const double t0 = thread_cpu_s();
     auto p = l.lock();
-    thread_tracer().received(last, behind, !p->waiting(), batch.size() * 4 > 4096, sent_at, round);
+    thread_tracer().received(last, behind, !p->waiting(), batch.size() * sizeof(std::uint32_t) > kLargeBytes, sent_at, round);
     p->receive(round, last, pieces, report, stamp, batch);
     p->add_round_work(round, thread_cpu_s() - t0, 0);
   }

@@ -8,12 +8,17 @@
 // per-partition sums (compute, wait, wake, behind) mean something.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <vector>
 
 namespace sssp {
+
+// A body above this crosses hosts over TCP by default
+// (controlplane.large_request_threshold_bytes): the trace's "large".
+inline constexpr std::size_t kLargeBytes = 4096;
 
 inline std::uint64_t now_ns() {
   timespec ts{};
