@@ -64,6 +64,22 @@ check_run() {
   [ "$b" -ge $((r * p * (p - 1))) ] || fail "$label: $b pieces in $r rounds on $p partitions, fewer than one a round"
 }
 
+# check_trace LABEL FILE: --trace's line agrees with the summary's counts:
+# every partition counts each round, 2 partitions send each other one last
+# piece a round, and every last piece is counted once on arrival.
+tfield() { grep -o "trace rounds=.*" "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+check_trace() {
+  local r p n
+  r=$(field rounds "$2"); p=$(field threads "$2")
+  n=$(grep -o "trace rounds=.*" "$2" | sed -n 's/.*(n \([0-9/]*\): ahead.*/\1/p' | head -1 | tr '/' '+')
+  if [ -n "$r" ] && [ "$(tfield rounds "$2")" = $((r * p)) ] && [ "$(tfield last "$2")" = $((r * p * (p - 1))) ] &&
+    [ -n "$n" ] && [ $((n)) -eq $((r * p * (p - 1))) ]; then
+    pass "$1: --trace counts $((r * p)) partition-rounds and $((n)) last pieces sent and received ($(grep -o 'compute_us=[^ ]* wait_us=[^ ]*' "$2"))"
+  else
+    fail "$1: --trace's counts disagree with rounds=$r threads=$p"; grep -o "trace rounds=.*" "$2"
+  fi
+}
+
 # same_graph LABEL A B: two runs of one (scale, seed) saw the same graph.
 same_graph() {
   local k
@@ -121,6 +137,9 @@ if [ -n "$b" ] && [ "$b" -eq $((r * 2)) ]; then
 else
   fail "no chunks: $b pieces in $r rounds on 2 partitions (not 2 a round)"
 fi
+timeout 120 "$app" --scale 12 --threads 2 --roots 16 --trace >"$out/s12trace" 2>&1
+check_run "standalone scale 12, 2 partitions, --trace" "$out/s12trace" $? 1 16
+check_trace "standalone scale 12, 2 partitions" "$out/s12trace"
 timeout 120 "$app" --scale 14 --threads 2 --roots 8 >"$out/s14" 2>&1
 check_run "standalone scale 14, 2 partitions" "$out/s14" $? 1 8
 # Small chunks: the light phase sends its updates every 256 relaxations and
@@ -199,9 +218,10 @@ rack_up=1  # from here on, the trap takes the rack down (down also removes its d
 "$rib" up --hosts 2 >"$out/up" 2>&1 || { cat "$out/up"; fail "rack up"; exit 1; }
 
 grun() { "$rib" exec 0 -- timeout 150 "$ctl" run "$@"; }
-grun -- "$app" --scale 10 --threads 2 >"$out/r10" 2>&1
+grun -- "$app" --scale 10 --threads 2 --trace >"$out/r10" 2>&1
 check_run "2-host rack scale 10, 2 partitions" "$out/r10" $? 2
 check_block "2-host rack scale 10" "$out/r10" 64
+check_trace "2-host rack scale 10" "$out/r10"
 # Wider buckets and a window of 2 across hosts (fewer rounds; SCALING.md, "Across hosts").
 grun -- "$app" --scale 11 --threads 2 --roots 16 --delta 0.1 --window 2 >"$out/r11" 2>&1
 check_run "2-host rack scale 11, --delta 0.1 --window 2" "$out/r11" $? 2 16

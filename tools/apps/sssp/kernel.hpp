@@ -12,6 +12,7 @@
 #include <gossamer/gossamer.hpp>
 
 #include "partition.hpp"
+#include "trace.hpp"
 
 namespace sssp {
 
@@ -50,9 +51,12 @@ struct Deliver {
   bool last;
   Reports report;
   std::uint64_t stamp;  // the sender's critical path when it sent this (Summary::path)
+  std::uint64_t sent_at = 0;  // now_ns() when handed to the runtime (trace.hpp)
+  bool behind = false;        // queued behind an unanswered piece to us (trace.hpp)
   void operator()(Latch<Partition>& l, Batch batch) const {
     const double t0 = thread_cpu_s();
     auto p = l.lock();
+    thread_tracer().received(last, behind, !p->waiting(), batch.size() * sizeof(std::uint32_t) > kLargeBytes, sent_at, round);
     p->receive(round, last, pieces, report, stamp, batch);
     p->add_round_work(round, thread_cpu_s() - t0, 0);
   }
@@ -84,19 +88,24 @@ struct Solve {
   std::uint32_t operator()(Latch<Partition>& l) const {
     PartitionRef refs[kMaxParts];
     std::uint32_t parts, self;
+    Tracer* tr = &thread_tracer();  // this thread's, that is this partition's
     {
       auto p = l.lock();
       parts = p->setup().parts;
       self = p->setup().index;
       std::copy_n(p->setup().refs.begin(), parts, refs);
     }
+    tr->resize(parts);
     const std::uint64_t budget = parts > 1 ? tuning.chunk : ~std::uint64_t(0);
     // Pieces sent to each partition in the current round (chunks, then the
     // last piece), and in all.
     std::vector<std::uint32_t> pieces(parts, 0);
     std::uint64_t sent = 0;
     const auto send = [&](std::uint32_t to, Deliver d, Batch b) {
-      refs[to].apply_with_then(d, [] {}, std::move(b));
+      d.sent_at = now_ns();
+      d.behind = tr->sent(to, d.last, d.sent_at);
+      refs[to].apply_with_then(
+          d, [tr, to, last = d.last, at = d.sent_at] { tr->answered(to, last, at); }, std::move(b));
       ++pieces[to];
       ++sent;
     };
@@ -139,6 +148,7 @@ struct Solve {
 
     std::uint32_t g = 0;  // the root is in bucket 0
     for (std::uint32_t round = 0;; ++round) {
+      const std::uint64_t round_start = now_ns();
       // The heavy phase, in chunks too: a fiber that computes does not
       // let its thread send what it has queued (a round's last pieces wait
       // in the runtime's channel until the thread's loop runs) nor answer
@@ -180,6 +190,9 @@ struct Solve {
         send(to, Deliver{round, pieces[to] + 1, true, mine, stamp}, std::move(b));
       }
       std::fill(pieces.begin(), pieces.end(), 0);
+      const std::uint64_t handed = now_ns();
+      ++tr->t.rounds;
+      tr->t.compute_ns += handed - round_start;
       // Wait for the others' last pieces of this round. Their chunks that
       // refill the window meanwhile are relaxed at once, as the next
       // round's work: a report of this round that comes later counts the
@@ -193,6 +206,9 @@ struct Solve {
           Reports theirs;
           if (p->take_reports(round, theirs)) {
             all.add(theirs.low, theirs.settled);
+            const std::uint64_t now = now_ns();
+            tr->t.wait_ns += now - handed;
+            tr->t.wake_ns += now - std::max(handed, std::min(now, tr->arrived(round)));
             break;
           }
           work = g != kNoBucket && p->window_live(g, tuning.window);
@@ -202,7 +218,9 @@ struct Solve {
           gossamer::detail::suspend_current();
           continue;
         }
+        const std::uint64_t e0 = now_ns();
         light_chunk(round + 1, g, true);
+        tr->t.eager_ns += now_ns() - e0;
         gossamer::yield();
       }
       // Nothing anywhere: done, on every partition in this same round.
@@ -230,6 +248,7 @@ struct Run {
   // partition and nothing spent waiting on each other.
   double cpu_s = 0, critical_s = 0;
   std::uint64_t critical_relaxations = 0;  // the same for relaxations
+  Trace trace;  // summed over the partitions (trace.hpp)
   std::uint64_t edges() const { return summary.half_edges / 2; }  // TEPS count: non-loop edges in the component
 };
 
@@ -248,6 +267,7 @@ inline Run run_kernel(Parts& parts, std::uint32_t root, const Tuning& tuning) {
   std::vector<std::vector<RoundWork>> work(nparts);
   for_each_concurrently(nparts, [&](std::size_t i) {
     work[i] = parts[i].apply([](Latch<Partition>& l) { return l.lock()->round_work(); });
+    run.trace.add(parts[i].apply([](Latch<Partition>&) { return std::exchange(thread_tracer().t, Trace{}); }));
     const Summary s = parts[i].apply([](Latch<Partition>& l) { return l.lock()->summary(); });
     run.summary.reached += s.reached;
     run.summary.half_edges += s.half_edges;

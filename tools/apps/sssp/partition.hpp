@@ -390,6 +390,7 @@ class Partition {
   // The round fiber, about to suspend: the next non-empty piece, or the one
   // that completes a round, wakes it.
   void wait_here() { waiter_ = gossamer::detail::current_fiber(); }
+  bool waiting() const { return waiter_ != nullptr; }
 
   // A batch of updates from another partition.
   void apply_updates(const Batch& batch) {

@@ -53,6 +53,7 @@ struct Params {
   std::uint64_t message_cost = kMessageCost;  // path='s price of a message, in relaxations
   std::uint32_t window = 0;  // light buckets per round; 0: kWindow (below)
   gossamer::Polling polling = gossamer::Polling::adaptive;
+  bool trace = false;  // print where the rounds' time went (trace.hpp)
 };
 
 // The defaults of --delta and --window, on one host and on a rack alike.
@@ -213,6 +214,7 @@ int drive(Params prm) {
     total.summary.updates_sent += run.summary.updates_sent;
     total.summary.batches_sent += run.summary.batches_sent;
     total.summary.path += run.summary.path;
+    total.trace.add(run.trace);
     if (!prm.validate) {
       res.validate_times.push_back(-1);
       continue;
@@ -248,6 +250,7 @@ int drive(Params prm) {
               total.cpu_s, kernel_cpu_s, total.critical_s,
               (unsigned long long)total.critical_relaxations, (unsigned long long)total.summary.path,
               res.graph_generation + res.construction_time, (unsigned long long)built.arcs);
+  if (prm.trace) print_trace(total.trace);
   if (valid)
     print_results(stdout, res);
   else
@@ -283,6 +286,7 @@ int main(int argc, char** argv) {
   app.add_option("--roots", p.roots, "search keys, as the reference's NBFS")->check(CLI::Range(1, 1 << 20));
   app.add_flag_callback("--skip-validation", [&p] { p.validate = false; },
                         "skip the Graph500 validation of every root (the reference's SKIP_VALIDATION)");
+  app.add_flag("--trace", p.trace, "print where the rounds' time went (SCALING.md)");
   app.add_option("--polling", polling, "busy | adaptive")->check(CLI::IsMember({"busy", "adaptive"}));
   // For the tests: spoil the first root's result before validation, which must then fail.
   std::string corrupt = "none";
