@@ -221,6 +221,9 @@ struct CommandSpec {
   bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
 };
 const CommandSpec* find_command(std::string_view lower_name);
+// A command's place in the table (INFO commandstats' counters), -1 for a
+// name it does not have; GET and SET without a lookup.
+int command_index(std::string_view lower_name);
 std::span<const CommandSpec> all_commands();  // the table, in its order
 // COMMAND [COUNT|LIST|INFO|DOCS|GETKEYS|HELP] (command_info.cpp).
 void command_command(Pending& p, const std::vector<std::string_view>& args);
