@@ -109,9 +109,7 @@ std::span<const CommandSpec> all_commands() { return kCommands; }
 static_assert(std::size(kCommands) <= kMaxCommands);
 static_assert(kCommands[0].name == std::string_view("get") && kCommands[1].name == std::string_view("set"));
 
-int command_index(std::string_view name) {
-  if (name.size() == 3 && name == "get") return 0;
-  if (name.size() == 3 && name == "set") return 1;
+int command_index_lookup(std::string_view name) {
   static const std::unordered_map<std::string_view, int> index = [] {
     std::unordered_map<std::string_view, int> m;
     for (std::size_t i = 0; i < std::size(kCommands); ++i) m.emplace(kCommands[i].name, int(i));
