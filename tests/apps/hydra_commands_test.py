@@ -14,6 +14,7 @@ The two-key commands use keys on different shards of a 3-shard Hydra.
 Exits 77 (skip) without redis-py or redis-server.
 """
 import os
+import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -104,9 +105,49 @@ def introspection(servers, ports):
     both(servers, "OBJECT ENCODING/REFCOUNT, CONFIG GET/SET, KEYS, TOUCH", run, normalize=lambda v: v)
     bad = [("CONFIG", "SET", "no-such-param", "1"), ("CONFIG", "SET", "databases", "4"), ("CONFIG", "SET", "save"),
            ("CONFIG", "FOO"), ("OBJECT", "FOO", "int"), ("OBJECT", "ENCODING"), ("DEBUG", "PROTOCOL", "foo"),
-           ("SCAN", "0", "COUNT", "0"), ("MEMORY", "FOO")]
+           ("SCAN", "0", "COUNT", "0"), ("MEMORY", "FOO"),
+           ("CONFIG", "SET", "maxmemory-clients", "200%"), ("CONFIG", "SET", "maxmemory-clients", "x%"),
+           ("CONFIG", "SET", "maxmemory-clients", "1zb"), ("CONFIG", "SET", "client-query-buffer-limit", "1000"),
+           ("CONFIG", "SET", "client-query-buffer-limit", "big"), ("CONFIG", "SET", "port", "65536"),
+           ("CONFIG", "SET", "port", "x"), ("CONFIG", "SET", "maxmemory", "1", "maxmemory-clients", "101%")]
     for args in bad:
         both(servers, " ".join(args), lambda r: r.execute_command(*args))
+    # Settable and read back as redis-server's; the hidden key-load-delay
+    # only by its exact name; replicaof and slaveof both there.
+    def run_config(r):
+        got = [r.config_set("maxmemory-clients", "10%"), r.config_get("maxmemory-clients"),
+               r.config_set("client-query-buffer-limit", "2mb"), r.config_get("client-query-buffer-limit"),
+               r.config_get("key-load-delay"), "key-load-delay" in r.config_get("*"), sorted(r.config_get("*of"))]
+        r.config_set("maxmemory-clients", "0")
+        r.config_set("client-query-buffer-limit", "1gb")
+        return got
+    both(servers, "CONFIG SET maxmemory-clients, client-query-buffer-limit; CONFIG GET key-load-delay, *of",
+         run_config, normalize=lambda v: v)
+    # Hydra's CONFIG SET client-query-buffer-limit takes effect: a request
+    # left unfinished past 1 MB closes the connection (with its protocol error).
+    hydra = servers[0]
+    hydra.config_set("client-query-buffer-limit", "1mb")
+    s = socket.create_connection(("127.0.0.1", ports[0]), timeout=10)
+    try:
+        s.sendall(b"*2\r\n$3\r\nSET\r\n$3000000\r\n" + b"x" * 1500000)
+        got = b""
+        while chunk := s.recv(4096):
+            got += chunk
+    except OSError as e:  # reset: closed with our bytes unread
+        got = repr(e).encode()
+    finally:
+        s.close()
+    hydra.config_set("client-query-buffer-limit", "1gb")
+    check(b"query buffer limit" in got or b"reset" in got.lower(),
+          "CONFIG SET client-query-buffer-limit 1mb: a 1.5 MB unfinished request closes the connection", got[:200])
+    # INFO commandstats: calls counted per command, as redis-server counts them.
+    def echo_calls(r):
+        before = r.info("commandstats").get("cmdstat_echo", {}).get("calls", 0)
+        for _ in range(3):
+            r.echo("x")
+        stats = r.info("commandstats")["cmdstat_echo"]
+        return [stats["calls"] - before, stats["rejected_calls"], sorted(stats)]
+    both(servers, "INFO commandstats: ECHO's calls", echo_calls, normalize=lambda v: v)
     # Keyspace notifications (hydra_notify_test.py tests the events): the
     # flags read back as redis-server's, and "" turns them off again.
     got = []

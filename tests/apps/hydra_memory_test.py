@@ -68,7 +68,8 @@ def maxmemory(build):
         time.sleep(0.5)
         check(r.set("after", "v") is True, "SET works again once memory is freed")
         check(r.config_get("maxmemory*") == {"maxmemory": str(48 * 10**6), "maxmemory-policy": "noeviction",
-                                               "maxmemory-clients": str(512 << 20)}, "CONFIG GET maxmemory*")
+                                               "maxmemory-clients": str(512 << 20), "maxmemory-samples": "5"},
+              "CONFIG GET maxmemory*")
         check(r.config_set("maxmemory", "1") and raw_set(port) == OOM,
               "CONFIG SET maxmemory 1: the next SET gets Redis's OOM error byte for byte", repr(raw_set(port)))
         check(r.config_set("maxmemory", "0") and r.set("free", "v"), "CONFIG SET maxmemory 0: writes again")

@@ -1,6 +1,8 @@
 // Hydra's command table: each command's arity and key positions, as Redis's
 // (what MULTI checks before queuing, and the shards a command touches), and
 // which commands Loop::transaction_command handles.
+#include <unordered_map>
+
 #include "server.hpp"
 
 namespace hydra {
@@ -103,6 +105,19 @@ bool zset_multi_name(std::string_view n) {
 }
 
 std::span<const CommandSpec> all_commands() { return kCommands; }
+
+static_assert(std::size(kCommands) <= kMaxCommands);
+static_assert(kCommands[0].name == std::string_view("get") && kCommands[1].name == std::string_view("set"));
+
+int command_index_lookup(std::string_view name) {
+  static const std::unordered_map<std::string_view, int> index = [] {
+    std::unordered_map<std::string_view, int> m;
+    for (std::size_t i = 0; i < std::size(kCommands); ++i) m.emplace(kCommands[i].name, int(i));
+    return m;
+  }();
+  const auto it = index.find(name);
+  return it == index.end() ? -1 : it->second;
+}
 
 const CommandSpec* find_command(std::string_view name) {
   for (const auto& c : kCommands)

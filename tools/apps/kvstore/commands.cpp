@@ -85,13 +85,16 @@ void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::str
   // Anything but GET and SET sends what batch.cpp gathered first: its own
   // requests reach the shards after the commands before it.
   if (!batch_used_.empty() && name != "get" && name != "set") send_batches();
+  const int cmd = command_index(name);
+  CommandCounts& counts = g_command_counts[local_index_];
   if (!c.authed && name != "auth" && name != "hello" && name != "quit") {  // --requirepass
     c.multi_error = c.in_multi;  // refused as Redis's rejectCommand: it fails a MULTI
     resp::error(c.pending.emplace_back().reply, "NOAUTH Authentication required.");
-    return;
+    return count_command(counts.rejected, cmd);
   }
-  if (c.subscribed && !c.resp3 && pubsub_refused(c, name, args)) return;  // RESP2 in subscribed mode
-  if (g_oom.load(std::memory_order_relaxed) && oom_refused(c, name)) return;  // --maxmemory (memory.cpp)
+  if (c.subscribed && !c.resp3 && pubsub_refused(c, name, args)) return count_command(counts.rejected, cmd);  // RESP2 in subscribed mode
+  if (g_oom.load(std::memory_order_relaxed) && oom_refused(c, name)) return count_command(counts.rejected, cmd);  // --maxmemory (memory.cpp)
+  count_command(counts.calls, cmd);
   c.set_last_cmd(name);
   if ((c.in_multi || !fences_.empty() || transaction_name(name)) && transaction_command(slot, c, name, args)) return;
   if (g_monitors.load(std::memory_order_relaxed)) [[unlikely]] feed_monitors(c, args);  // MONITOR (monitor.cpp)
@@ -513,6 +516,20 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     line("used_cpu_user", seconds(self.ru_utime));
     line("used_cpu_sys_children", seconds(children.ru_stime));
     line("used_cpu_user_children", seconds(children.ru_utime));
+  }
+  if (want("commandstats")) {  // this host's; Hydra does not time commands or count their failures
+    header("Commandstats");
+    const auto table = all_commands();
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      std::uint64_t calls = 0, rejected = 0;
+      for (std::size_t t = 0; t < local_count_ && t < kMaxThreads; ++t) {
+        calls += g_command_counts[t].calls[i].load(std::memory_order_relaxed);
+        rejected += g_command_counts[t].rejected[i].load(std::memory_order_relaxed);
+      }
+      if (calls + rejected == 0) continue;
+      line(std::string("cmdstat_").append(table[i].name), "calls=" + std::to_string(calls) + ",usec=0,usec_per_call=0.00,rejected_calls=" +
+                                                         std::to_string(rejected) + ",failed_calls=0");
+    }
   }
   if (want("keyspace")) {  // the whole rack's
     header("Keyspace");

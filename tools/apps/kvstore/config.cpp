@@ -18,8 +18,14 @@
 //   every host of the rack (Loop::notify_rack) before it answers.
 // Other CONFIG SETs change this host's process only: on a rack each host
 // keeps its own values.
+#include <arpa/inet.h>
 #include <fnmatch.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <climits>
@@ -63,6 +69,7 @@ struct Param {
   Kind kind;
   const char* initial;                    // kStored: the value it starts with
   std::atomic<long long>* knob = nullptr;  // kEncoding
+  bool hidden = false;                     // CONFIG GET shows it only when asked by its exact name
 };
 
 const Param kParams[] = {
@@ -71,12 +78,15 @@ const Param kParams[] = {
     {"databases", Kind::kImmutable, nullptr},
     {"maxclients", Kind::kImmutable, nullptr},
     {"proto-max-bulk-len", Kind::kImmutable, nullptr},
-    {"client-query-buffer-limit", Kind::kImmutable, nullptr},
+    {"client-query-buffer-limit", Kind::kMemory, nullptr},
     {"requirepass", Kind::kImmutable, nullptr},
     {"daemonize", Kind::kImmutable, nullptr},
-    {"maxmemory", Kind::kMemory, nullptr},  // these four: memory.cpp (connection_config)
+    {"maxmemory", Kind::kMemory, nullptr},  // these: memory.cpp (connection_config)
     {"maxmemory-policy", Kind::kMemory, nullptr},
-    {"maxmemory-clients", Kind::kImmutable, nullptr},
+    {"maxmemory-clients", Kind::kMemory, nullptr},
+    {"maxmemory-samples", Kind::kImmutable, nullptr},  // eviction.cpp samples 5 keys, Redis's default
+    {"replicaof", Kind::kImmutable, nullptr},          // no replication: never a replica
+    {"slaveof", Kind::kImmutable, nullptr},
     {"client-output-buffer-limit", Kind::kImmutable, nullptr},
     {"hash-max-listpack-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
     {"hash-max-ziplist-entries", Kind::kEncoding, nullptr, &g_encodings.hash_entries},
@@ -108,6 +118,7 @@ const Param kParams[] = {
     {"shutdown-on-sigint", Kind::kStored, "default"},
     {"shutdown-on-sigterm", Kind::kStored, "default"},
     {"notify-keyspace-events", Kind::kNotify, nullptr},
+    {"key-load-delay", Kind::kStored, "0", nullptr, true},  // one of Redis's hidden (debugging) parameters
 };
 
 // The kStored values and `dir` (the working directory), behind a lock: any
@@ -140,9 +151,28 @@ std::string current(const Param& p) {
   if (n == "databases") return "1";
   if (n == "maxclients") return std::to_string(g_config.maxclients);
   if (n == "proto-max-bulk-len") return std::to_string(g_config.limits.max_bulk);
-  if (n == "client-query-buffer-limit") return std::to_string(g_config.max_query);
+  if (n == "maxmemory-samples") return "5";
+  if (n == "replicaof" || n == "slaveof") return "";
   if (n == "requirepass") return g_config.requirepass;  // Redis shows it too
   return "no";                                          // daemonize
+}
+
+// Why the port can't be listened on (bind's error, as Redis's anetTcpServer
+// words it), or empty when it could.
+std::string port_taken(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(std::uint16_t(port));
+  if (::inet_pton(AF_INET, g_config.bind.c_str(), &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_ANY);
+  std::string why;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0)
+    why = std::string("bind: ") + std::strerror(errno);
+  ::close(fd);
+  return why;
 }
 
 std::string working_dir() {
@@ -152,14 +182,14 @@ std::string working_dir() {
 
 void get(Pending& p, const std::vector<std::string_view>& args) {
   std::vector<std::pair<std::string, std::string>> hits;
-  auto wanted = [&](const char* name) {
+  auto wanted = [&](const char* name, bool hidden) {  // a hidden parameter: by its exact name only, as Redis
     for (std::size_t i = 2; i < args.size(); ++i)
-      if (::fnmatch(lower(args[i]).c_str(), name, 0) == 0) return true;
+      if (hidden ? lower(args[i]) == name : ::fnmatch(lower(args[i]).c_str(), name, 0) == 0) return true;
     return false;
   };
   for (const Param& e : kParams)
-    if (wanted(e.name)) hits.emplace_back(e.name, current(e));
-  if (wanted("dir")) hits.emplace_back("dir", working_dir());
+    if (wanted(e.name, e.hidden)) hits.emplace_back(e.name, current(e));
+  if (wanted("dir", false)) hits.emplace_back("dir", working_dir());
   resp::map(p.reply, hits.size(), p.resp3);
   for (const auto& [k, v] : hits) {
     resp::bulk(p.reply, k);
@@ -173,6 +203,7 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
   if (args.size() < 4 || args.size() % 2 != 0)
     return resp::error(p.reply, "ERR wrong number of arguments for 'config|set' command");
   std::vector<std::pair<const Param*, std::string>> changes;
+  int new_port = -1;
   for (std::size_t i = 2; i + 1 < args.size(); i += 2) {
     const std::string name = lower(args[i]);
     const Param* found = nullptr;
@@ -184,8 +215,17 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
       continue;
     }
     if (!found) return resp::error(p.reply, "ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'");
+    auto failed = [&](const std::string& why) {
+      resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - " + why);
+    };
+    long long n;
+    if (name == "port") {  // Redis's checks, then (below) its apply step's
+      if (!resp::parse_int64(args[i + 1], n)) return failed("argument couldn't be parsed into an integer");
+      if (n < 0 || n > 65535) return failed("argument must be between 0 and 65535 inclusive");
+      if (n != g_config.port) new_port = int(n);
+    }
     if (found->kind == Kind::kImmutable && current(*found) == args[i + 1]) continue;  // its value already: nothing to do
-    if (found->kind == Kind::kImmutable)
+    if (found->kind == Kind::kImmutable && name != "port")
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config");
     if (found->kind == Kind::kNotify && notify_flags(args[i + 1]) < 0)
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
@@ -205,14 +245,38 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
         return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - hydra "
                                     "has no " + v + " policy (noeviction, allkeys-lru, volatile-lru, allkeys-random, volatile-random)");
     }
-    long long v;
-    if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], v) || v < 0))
+    if (name == "client-query-buffer-limit") {
+      if (!memory_value(args[i + 1], bytes)) return failed("argument must be a memory value");
+      if (bytes < (std::size_t(1) << 20) || bytes > std::size_t(LLONG_MAX))
+        return failed("argument must be between 1048576 and 9223372036854775807 inclusive");
+    }
+    if (name == "maxmemory-clients") {
+      const std::string_view val = args[i + 1];
+      if (val.size() > 1 && val.back() == '%') {
+        if (!resp::parse_int64(val.substr(0, val.size() - 1), n) || n < 0)
+          return failed("argument must be a memory or percent value");
+        if (n > 100) return failed("percentage argument must be less or equal to 100");
+      } else if (!memory_value(val, bytes)) {
+        return failed("argument must be a memory or percent value");
+      }
+    }
+    if (found->kind == Kind::kEncoding && (!resp::parse_int64(args[i + 1], n) || n < 0))
       return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name +
                                       "') - argument couldn't be parsed into an integer");
     for (const auto& [prior, earlier] : changes)  // the same parameter twice (or by its old name): Redis's error
       if (prior == found || (found->knob && prior->knob == found->knob))
         return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument '" + name + "') - duplicate parameter");
     changes.emplace_back(found, std::string(args[i + 1]));
+  }
+  // Redis applies a new port by listening on it, and fails (undoing every
+  // change) if it cannot; Hydra's loops cannot move their listeners while
+  // running, so either way nothing is changed, with Redis's error when the
+  // port is taken.
+  if (new_port >= 0) {
+    const std::string taken = port_taken(new_port);
+    return resp::error(p.reply, "ERR CONFIG SET failed (possibly related to argument 'port') - " +
+                                    (taken.empty() ? "hydra cannot change its port while it runs (restart it with --port)"
+                                                   : "Unable to listen on this port: " + taken));
   }
   for (auto& [param, value] : changes) {
     if (param->kind == Kind::kEncoding) {
@@ -223,7 +287,11 @@ void set(Pending& p, const std::vector<std::string_view>& args) {
       g_notify.store(std::uint32_t(notify_flags(value)), std::memory_order_relaxed);
     } else if (param->kind == Kind::kMemory) {
       std::size_t bytes = 0;
-      if (std::string_view(param->name) == "maxmemory" && memory_value(value, bytes)) set_maxmemory(bytes);
+      const std::string_view n = param->name;
+      if (n == "maxmemory" && memory_value(value, bytes)) set_maxmemory(bytes);
+      else if (n == "client-query-buffer-limit" && memory_value(value, bytes)) g_max_query.store(bytes, std::memory_order_relaxed);
+      else if (n == "maxmemory-clients" && value.back() == '%') set_max_reply_memory(0, std::stoi(value.substr(0, value.size() - 1)));
+      else if (n == "maxmemory-clients" && memory_value(value, bytes)) set_max_reply_memory(bytes, -1);
       else set_policy(lower(value));
     } else {
       std::lock_guard lock(g_mutex);

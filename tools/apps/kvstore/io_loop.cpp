@@ -388,7 +388,7 @@ void Loop::process_input(std::uint32_t slot, Connection& c) {
     std::size_t used = 0;
     auto r = c.parser.parse(in, used);
     if (r == resp::RequestParser::Result::kNeedMore) {
-      if (in.size() > g_config.max_query) protocol_error(c, "Protocol error: query buffer limit exceeded");
+      if (in.size() > g_max_query.load(std::memory_order_relaxed)) protocol_error(c, "Protocol error: query buffer limit exceeded");
       break;
     }
     if (r == resp::RequestParser::Result::kError) {

@@ -161,7 +161,7 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
     if (sub == "encoding") {
       r.kind = Reply::kBulk;
       if (str != s.map.end()) {
-        r.s = string_encoding(str->second);
+        r.s = str->second.raw ? "raw" : string_encoding(str->second);
       } else if (const Hash* h = std::get_if<Hash>(&obj->second)) {
         const auto max = std::size_t(g_encodings.hash_value.load(std::memory_order_relaxed));
         bool small = h->size() <= std::size_t(g_encodings.hash_entries.load(std::memory_order_relaxed));
@@ -176,7 +176,7 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
         r.s = small ? "listpack" : "skiplist";
       } else {
         const Set& set = std::get<Set>(obj->second);
-        bool ints = set.size() <= std::size_t(g_encodings.set_intset.load(std::memory_order_relaxed));
+        bool ints = !obj->second.big && set.size() <= std::size_t(g_encodings.set_intset.load(std::memory_order_relaxed));
         long long n;
         for (auto it = set.begin(); ints && it != set.end(); ++it) ints = strict_int(*it, n);
         r.s = ints ? "intset" : "hashtable";

@@ -28,6 +28,7 @@ std::atomic<int> g_exit_code{0};
 HostStats g_stats;
 std::array<ThreadCounter, kMaxThreads> g_commands;
 std::array<ThreadCounter, kMaxThreads> g_owed;
+std::array<CommandCounts, kMaxThreads> g_command_counts;
 const std::chrono::steady_clock::time_point g_started = std::chrono::steady_clock::now();
 
 void request_stop() noexcept { g_stop.store(true, std::memory_order_relaxed); }
@@ -112,6 +113,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   hydra::set_policy(policy);
   hydra::set_maxmemory(g_config.maxmemory);
+  hydra::g_max_query.store(g_config.max_query);
+  hydra::set_max_reply_memory(g_config.max_reply_memory, -1);
   if (!pass_file.empty()) {
     std::ifstream in(pass_file);
     std::getline(in, g_config.requirepass);

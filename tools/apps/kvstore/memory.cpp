@@ -33,6 +33,11 @@ namespace {
 std::atomic<std::uint32_t> g_first_local{0}, g_local_count{1};  // this host's threads (Loop::check_memory)
 }
 std::atomic<std::size_t> g_maxmemory{0};
+std::atomic<std::size_t> g_max_query{std::size_t(1) << 30};
+std::atomic<std::size_t> g_max_reply_memory{std::size_t(512) << 20};
+namespace {
+std::atomic<int> g_reply_percent{-1};  // maxmemory-clients as a percentage of maxmemory; -1: in bytes
+}
 
 namespace {
 
@@ -101,8 +106,16 @@ bool set_policy(std::string_view name) {
 // CONFIG SET takes effect for the next command, as in Redis.
 void set_maxmemory(std::size_t bytes) {
   g_maxmemory.store(bytes, std::memory_order_relaxed);
+  if (const int percent = g_reply_percent.load(std::memory_order_relaxed); percent >= 0)
+    g_max_reply_memory.store(bytes / 100 * std::size_t(percent), std::memory_order_relaxed);
   publish_policy();
   measure();
+}
+
+void set_max_reply_memory(std::size_t bytes, int percent) {
+  g_reply_percent.store(percent, std::memory_order_relaxed);
+  if (percent >= 0) bytes = g_maxmemory.load(std::memory_order_relaxed) / 100 * std::size_t(percent);
+  g_max_reply_memory.store(bytes, std::memory_order_relaxed);
 }
 
 const char* policy_name() { return kPolicies[g_policy.load(std::memory_order_relaxed) % std::size(kPolicies)]; }
@@ -164,7 +177,10 @@ bool connection_config(std::string_view key, std::string& value) {
   if (key == "maxmemory") value = std::to_string(g_maxmemory.load(std::memory_order_relaxed));
   else if (key == "maxmemory-policy") value = policy_name();
   else if (key == "maxclients") value = std::to_string(g_config.maxclients);
-  else if (key == "maxmemory-clients") value = std::to_string(g_config.max_reply_memory);
+  else if (key == "maxmemory-clients") {
+    const int percent = g_reply_percent.load(std::memory_order_relaxed);
+    value = percent >= 0 ? std::to_string(percent) + "%" : std::to_string(g_max_reply_memory.load(std::memory_order_relaxed));
+  } else if (key == "client-query-buffer-limit") value = std::to_string(g_max_query.load(std::memory_order_relaxed));
   else if (key == "client-output-buffer-limit")
     value = "normal 0 0 0 slave 0 0 0 pubsub " + std::to_string(g_config.pubsub_hard_limit) + " 0 0";
   else return false;

@@ -284,7 +284,14 @@ Reply sets(Shard& s, Op op, const std::string& key, std::vector<std::string>& a)
     Set* st = make_obj<Set>(s, key, wrong);
     if (wrong) return error(kWrongType);
     std::int64_t n = 0;
-    for (auto& m : a) n += st->insert(std::move(m)).second;
+    bool ints = true;
+    for (auto& m : a) {
+      long long v;
+      ints = ints && m.size() <= 20 && resp::parse_int64(m, v);  // as keys.cpp's strict_int
+      n += st->insert(std::move(m)).second;
+    }
+    if (n && (!ints || st->size() > std::size_t(g_encodings.set_intset.load(std::memory_order_relaxed))))
+      s.objs.find(key)->second.big = true;
     if (n) touch(s, key);
     drop_if_empty(s, key, *st);  // SADD of nothing new to a new key cannot happen (arity), but stay safe
     return integer(n);

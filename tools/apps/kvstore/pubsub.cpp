@@ -507,7 +507,8 @@ void Loop::note_backlog(Connection& c) {
 // never chosen while slower ones hold more. Run every 1024 rounds, and in
 // a round whose flushes grew a backlog (note_backlog).
 void Loop::bound_replies() {
-  if (!g_config.max_reply_memory) return;
+  const std::size_t bound = g_max_reply_memory.load(std::memory_order_relaxed);
+  if (!bound) return;
   std::size_t mine = 0;
   std::vector<std::pair<std::size_t, std::uint32_t>> big;
   for (std::uint32_t slot = 0; slot < conns_.size(); ++slot) {
@@ -520,10 +521,10 @@ void Loop::bound_replies() {
   g_owed[local_index_].value.store(mine, std::memory_order_relaxed);
   std::size_t total = 0;
   for (std::size_t i = 0; i < local_count_ && i < kMaxThreads; ++i) total += g_owed[i].value.load(std::memory_order_relaxed);
-  if (total <= g_config.max_reply_memory) return;
+  if (total <= bound) return;
   std::sort(big.begin(), big.end(), std::greater<>());
   for (auto [owed, slot] : big) {
-    if (total <= g_config.max_reply_memory) break;
+    if (total <= bound) break;
     total -= owed;
     mine -= owed;
     evict(slot, *conns_[slot], owed, "replies, the host over --max-reply-memory");

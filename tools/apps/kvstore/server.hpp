@@ -221,6 +221,16 @@ struct CommandSpec {
   bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
 };
 const CommandSpec* find_command(std::string_view lower_name);
+// A command's place in the table (INFO commandstats' counters), -1 for a
+// name it does not have; GET and SET inline, without a lookup.
+int command_index_lookup(std::string_view lower_name);
+inline int command_index(std::string_view n) {
+  if (n.size() == 3 && n[1] == 'e' && n[2] == 't') {
+    if (n[0] == 'g') return 0;
+    if (n[0] == 's') return 1;
+  }
+  return command_index_lookup(n);
+}
 std::span<const CommandSpec> all_commands();  // the table, in its order
 // COMMAND [COUNT|LIST|INFO|DOCS|GETKEYS|HELP] (command_info.cpp).
 void command_command(Pending& p, const std::vector<std::string_view>& args);

@@ -50,18 +50,35 @@ inline thread_local std::uint32_t tl_lru_clock = 0;
 inline std::uint32_t idle_ms(std::uint32_t lru) noexcept { return tl_lru_clock - lru; }
 
 // A string value and when it was last read or written (Redis keeps the
-// clock in its robj header). The clock fills padding: a node of the map is
-// still one 96-byte allocation.
+// clock in its robj header), and whether it was changed in place (SETRANGE,
+// APPEND, SETBIT): Redis's encoding is then `raw`, even for digits, until
+// the value is replaced. Both fill padding: a node of the map is still one
+// 96-byte allocation.
 struct Entry : std::string {
   std::uint32_t lru = tl_lru_clock;
+  bool raw = false;
   Entry() = default;
   Entry(std::string&& v) noexcept : std::string(std::move(v)) {}
   Entry(const std::string& v) : std::string(v) {}
   using std::string::operator=;
+  Entry& operator=(std::string&& v) noexcept {
+    std::string::operator=(std::move(v));
+    raw = false;
+    return *this;
+  }
+  Entry& operator=(const std::string& v) {
+    std::string::operator=(v);
+    raw = false;
+    return *this;
+  }
 };
-// A hash, list or set and its access clock.
+// A hash, list or set and its access clock, and for a set whether SADD
+// ever made it one Redis would hold as a `hashtable` (a member that is not
+// an integer, or more than set-max-intset-entries): Redis never converts
+// it back to an intset, so OBJECT ENCODING stays `hashtable`.
 struct Obj : Object {
   std::uint32_t lru = tl_lru_clock;
+  bool big = false;
   template <class T>
     requires(!std::is_same_v<std::decay_t<T>, Obj>)
   Obj(T&& v) : Object(std::forward<T>(v)) {}

@@ -30,6 +30,13 @@ extern HostStats g_stats;
 // heap in use, and CONFIG GET's values of the connection-side settings.
 extern std::atomic<bool> g_oom;
 extern std::atomic<std::size_t> g_maxmemory;  // --maxmemory, CONFIG SET maxmemory
+// --max-query-buffer and --max-reply-memory as they run: CONFIG SET
+// client-query-buffer-limit and maxmemory-clients change them.
+extern std::atomic<std::size_t> g_max_query;
+extern std::atomic<std::size_t> g_max_reply_memory;
+// maxmemory-clients in bytes, or (percent >= 0) as that share of maxmemory,
+// followed when maxmemory changes, as Redis's.
+void set_max_reply_memory(std::size_t bytes, int percent);
 std::uint64_t used_memory();
 bool set_policy(std::string_view name);        // false: not a policy Hydra has
 void set_maxmemory(std::size_t bytes);
@@ -43,6 +50,20 @@ struct alignas(64) ThreadCounter {
   std::atomic<std::uint64_t> value{0};
 };
 extern std::array<ThreadCounter, kMaxThreads> g_commands;
+// INFO commandstats: each command's calls and rejected calls (refused
+// before it ran: NOAUTH, OOM, not allowed while subscribed), counted by
+// each of this host's threads for its own connections (written by that
+// thread only), by command_index.
+constexpr std::size_t kMaxCommands = 256;
+struct CommandCounts {
+  std::array<std::atomic<std::uint64_t>, kMaxCommands> calls, rejected;
+};
+extern std::array<CommandCounts, kMaxThreads> g_command_counts;
+inline void count_command(std::array<std::atomic<std::uint64_t>, kMaxCommands>& counts, int cmd) {
+  if (cmd < 0) return;
+  auto& n = counts[std::size_t(cmd)];
+  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 // Reply bytes owed to each of this host's threads' connections (Loop::bound_replies).
 extern std::array<ThreadCounter, kMaxThreads> g_owed;
 

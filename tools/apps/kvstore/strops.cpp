@@ -66,7 +66,7 @@ std::string format_ld(long double v) {
 
 // The string at `key` (lazy expiry first): null if missing; `wrong` if
 // the key holds another type.
-std::string* find_str(Shard& s, const std::string& key, bool& wrong) {
+Entry* find_str(Shard& s, const std::string& key, bool& wrong) {
   auto it = live(s, key);
   wrong = false;
   if (it != s.map.end()) return &it->second;
@@ -162,7 +162,7 @@ Reply strings(Shard& s, Op op, const std::string& key, std::vector<std::string>&
         if (offset < 0) return error("ERR offset is out of range");
       }
       const std::string& add = a.back();
-      std::string* v = find_str(s, key, wrong);
+      Entry* v = find_str(s, key, wrong);
       if (wrong) return error(kWrongType);
       const std::size_t old = v ? v->size() : 0;
       if (op == Op::kAppend) offset = (long long)old;
@@ -171,6 +171,7 @@ Reply strings(Shard& s, Op op, const std::string& key, std::vector<std::string>&
       if (!v) v = &s.map.emplace(key, std::string()).first->second;
       if (v->size() < std::size_t(offset) + add.size()) v->resize(std::size_t(offset) + add.size(), '\0');
       v->replace(std::size_t(offset), add.size(), add);
+      v->raw = true;
       touch(s, key);
       return integer((long long)v->size());
     }
@@ -198,7 +199,7 @@ Reply strings(Shard& s, Op op, const std::string& key, std::vector<std::string>&
         return error(kBitOffset);
       if (op == Op::kSetbit && (!resp::parse_int64(a[1], bit) || (bit != 0 && bit != 1)))
         return error("ERR bit is not an integer or out of range");
-      std::string* v = find_str(s, key, wrong);
+      Entry* v = find_str(s, key, wrong);
       if (wrong) return error(kWrongType);
       const std::size_t byte = std::size_t(offset >> 3);
       const unsigned mask = 1u << (7 - (offset & 7));
@@ -211,6 +212,7 @@ Reply strings(Shard& s, Op op, const std::string& key, std::vector<std::string>&
       if (v->size() <= byte) v->resize(byte + 1, '\0');
       auto& c = reinterpret_cast<unsigned char&>((*v)[byte]);
       c = bit ? (c | mask) : (c & ~mask);
+      v->raw = true;  // Redis unshares the value (dbUnshareStringValue) before it looks at the bit
       if (dirty) touch(s, key);
       return integer(old);
     }
