@@ -51,6 +51,7 @@ void Channel::grow_ring() {
   ring.swap(bigger);
   ring_head = 0;
   ring_mask = ring.size() - 1;
+  ring_cap = ring.size();
 }
 
 // ---- parked completions -----------------------------------------------------
@@ -128,7 +129,7 @@ namespace {
 constexpr std::size_t kRecordRoom = 256;
 }  // namespace
 
-// Inline in close(), its one caller.
+// Inline in close() and send_record(), its callers.
 inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
   if (!control_send_) [[likely]] {
     ++tl_state.outstanding;

@@ -100,10 +100,12 @@ struct Channel {
   // Completions of inflight then queued records, in order (a ring whose
   // size is a power of two).
   std::vector<Completion> ring;
-  std::size_t ring_head = 0, ring_size = 0, ring_mask = 0;  // mask: ring.size() - 1
+  // mask: ring.size() - 1; cap: ring.size() (kept apart: a vector's size
+  // is a division by sizeof(Completion), 48, on every push)
+  std::size_t ring_head = 0, ring_size = 0, ring_mask = 0, ring_cap = 0;
 
   void push(const Completion& c) {
-    if (ring_size == ring.size()) [[unlikely]] grow_ring();
+    if (ring_size == ring_cap) [[unlikely]] grow_ring();
     ring[(ring_head + ring_size) & ring_mask] = c;
     ++ring_size;
   }
@@ -194,7 +196,9 @@ class Worker {
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to, Channel& ch, bool remote);
+  // Always inlined into its two callers (close, send_record): left to GCC,
+  // send_record called it through the PLT.
+  [[gnu::always_inline]] inline void record_closed(ThreadId to, Channel& ch, bool remote);
   std::uint64_t park(const Completion& c);
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
