@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "runtime_state.hpp"
 #include "worker.hpp"
@@ -54,6 +57,42 @@ void Channel::grow_ring() {
   ring_cap = ring.size();
 }
 
+// ---- blocking callers' slots ----------------------------------------------------
+
+// The response into the blocked fiber's WaitSlot, and the fiber ready.
+inline void Worker::fill_wait_slot(WaitSlot& w, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  w.status = status;
+  w.len = len;
+  if (status == abi::kOk) [[likely]] {
+    if (len <= kWaitBytes) {
+      // Whole words, then the rest: no call to memcpy for a few bytes.
+      std::uint32_t i = 0;
+      for (; i + sizeof(std::uint64_t) <= len; i += sizeof(std::uint64_t)) {
+        std::uint64_t v;
+        std::memcpy(&v, data + i, sizeof v);
+        std::memcpy(w.bytes + i, &v, sizeof v);
+      }
+      if (i != len) [[unlikely]] std::memcpy(w.bytes + i, data + i, len - i);
+    }
+  } else {
+    w.error = data && len ? new std::string(reinterpret_cast<const char*>(data), len) : new std::string;
+  }
+  w.done = true;
+  make_ready(w.fiber);
+}
+
+void wait_failed(WaitSlot& w, const char* op) {
+  std::unique_ptr<std::string> m(std::exchange(w.error, nullptr));
+  if (!m) m = std::make_unique<std::string>();
+  throw_status(w.status, reinterpret_cast<const std::byte*>(m->data()), std::uint32_t(m->size()), op);
+}
+
+void wait_wrong_size(const char* op) {
+  // What complete_wait reports for a raw result of the wrong size.
+  const std::string m = "the response could not be decoded: gossamer: response has the wrong size";
+  throw_status(abi::kMalformed, reinterpret_cast<const std::byte*>(m.data()), std::uint32_t(m.size()), op);
+}
+
 // ---- parked completions -----------------------------------------------------
 
 std::uint64_t ParkedTable::park(const Completion& c) {
@@ -94,6 +133,10 @@ void Worker::complete_parked(std::uint64_t token, std::uint32_t status, const st
   Completion c;
   if (!parked_.take(token, &c)) return;  // unknown or already completed: drop
   ++activity_;
+  if (c.fn == wait_slot_fn()) {
+    fill_wait_slot(*c.context<WaitSlot*>(), status, data, len);
+    return;
+  }
   DelegatedScope scope;
   if (c.fn) c.fn(c, status, data, len);
 }
@@ -440,6 +483,17 @@ bool Worker::flush(ThreadId to) {
 // Runs the oldest completion of the channel with one response. Rack probes
 // and stops (control) are not the application's: they are not counted.
 inline void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  if (const Completion& front = ch.ring[ch.ring_head]; front.fn == wait_slot_fn()) {
+    // A blocked fiber's slot (never a control request's): no call, no
+    // delegated scope (no user code runs), no copy of the whole completion.
+    WaitSlot* w = front.context<WaitSlot*>();
+    ch.drop_front();
+    fill_wait_slot(*w, status, data, len);
+    --tl_state.outstanding;
+    ++responses_received_;
+    ++activity_;
+    return;
+  }
   Completion c = ch.pop();
   // Control requests are rare: the function is compared only while one is out.
   const bool control = control_pending_ != 0 && is_control_completion(c.fn);

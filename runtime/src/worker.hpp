@@ -111,9 +111,12 @@ struct Channel {
   }
   Completion pop() {
     Completion c = ring[ring_head];
+    drop_front();
+    return c;
+  }
+  void drop_front() {
     ring_head = (ring_head + 1) & ring_mask;
     --ring_size;
-    return c;
   }
   void grow_ring();
 };
@@ -269,7 +272,11 @@ class Worker {
   BulkBody take_bulk_bodies(const BlockView (&blocks)[2], std::uint32_t count, std::uint32_t Header::*flags,
                             std::uint32_t bit, Bulk::Kind kind, ThreadId peer,
                             std::vector<std::vector<std::byte>>* bodies, bool* whole);
-  void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
+  // Both inlined where responses are read (client.cpp): per response.
+  [[gnu::always_inline]] inline void complete_next(Channel& ch, std::uint32_t status, const std::byte* data,
+                                                   std::uint32_t len);
+  [[gnu::always_inline]] inline void fill_wait_slot(WaitSlot& w, std::uint32_t status, const std::byte* data,
+                                                    std::uint32_t len);
   void ring_doorbell(std::uint32_t entry);
 
   [[noreturn]] static void fiber_main_fail(const char* what);
