@@ -539,21 +539,25 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   // The completions below are still at the front of the ring, ahead of
   // those of the batch flushed here, so they are popped in order.
   if (ch.queued >= min_batch) flush(to);
-  int r = 0;
-  std::uint32_t off = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    while (r < 3 && off + sizeof(ResponseHeader) > regions[r].len) {
-      ++r;
-      off = 0;
+  // Region by region (a region that cannot hold another header ends), its
+  // pointer and length in registers: the walk per response is a header
+  // load and one bounds check.
+  std::uint32_t left = n;
+  for (const Region& reg : regions) {
+    const std::byte* p = reg.p;
+    const std::byte* const end = p + reg.len;
+    while (left != 0 && std::size_t(end - p) >= sizeof(ResponseHeader)) {
+      ResponseHeader rh;
+      std::memcpy(&rh, p, sizeof rh);
+      const std::byte* data = p + sizeof rh;
+      if (rh.length > std::size_t(end - data)) fatal("response overruns its block");
+      p = data + abi::align_record(rh.length);
+      if (p > end) p = end;  // the last record's padding may lie past the region
+      --left;
+      complete_next(ch, rh.status, data, rh.length);
     }
-    if (r == 3) fatal("response slot holds fewer responses than requests");
-    ResponseHeader rh;
-    std::memcpy(&rh, regions[r].p + off, sizeof rh);
-    const std::byte* data = regions[r].p + off + sizeof rh;
-    if (off + sizeof rh + rh.length > regions[r].len) fatal("response overruns its block");
-    off += sizeof rh + abi::align_record(rh.length);
-    complete_next(ch, rh.status, data, rh.length);
   }
+  if (left != 0) fatal("response slot holds fewer responses than requests");
   delete spill;
   return true;
 }
