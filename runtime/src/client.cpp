@@ -175,10 +175,8 @@ constexpr std::size_t kRecordRoom = 256;
 // Inline in close() and send_record(), its callers.
 inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
   if (!control_send_) [[likely]] {
-    ++tl_state.outstanding;
-    ++requests_sent_;
+    count_sent();
     if (remote) ++requests_sent_remote_;
-    ++activity_;
   }
   if (!is_dirty_[to]) {
     is_dirty_[to] = 1;
@@ -264,6 +262,41 @@ void RecordWriter::close(Completion done) {
   if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
 }
 
+namespace {
+// Whole words (len is a multiple of 8): no call to memcpy for a few bytes.
+inline void put_record(std::byte* rec, std::uint32_t invoker, PropertyHandle prop, const std::byte* body,
+                       std::uint32_t len) {
+  const RequestHeader h{invoker, len, prop.raw};
+  std::memcpy(rec, &h, sizeof h);
+  for (std::uint32_t i = 0; i < len; i += sizeof(std::uint64_t)) {
+    std::uint64_t v;
+    std::memcpy(&v, body + i, sizeof v);
+    std::memcpy(rec + kRecordHeader + i, &v, sizeof v);
+  }
+}
+
+// send_record when something on its way may call out: the queue or the
+// ring must grow, the channel is not yet dirty, a control request, another
+// host, an eager flush, deferred toggles. The same arguments as
+// send_record, so that it is a jump from there.
+[[gnu::noinline]] void send_record_slow(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body,
+                                        std::uint32_t len, const Completion& done) {
+  Worker* w = tl_state.worker;
+  Channel& ch = w->channel(to);
+  std::byte* rec = ch.queue.reserve(kRecordHeader + len);
+  put_record(rec, invoker, prop, body, len);
+  ch.queue.truncate(std::size_t(rec - ch.queue.data()) + kRecordHeader + len);
+  ++ch.queued;
+  ch.push(done);
+  w->record_closed(to, ch, !w->rt().is_local(to));
+  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
+}
+}  // namespace
+
+// The common case calls nothing, so it saves no registers: the record goes
+// into room the queue has, its completion into room the ring has, and
+// record_closed's work is the counters and, with kEagerBatch records queued
+// behind the batch in the slot, the look at its response.
 void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
                  const Completion& done) {
   Worker* w = tl_state.worker;
@@ -272,20 +305,20 @@ void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const 
     fatal("a request was started while another was being encoded (delegation from inside "
           "a serialize() function?)");
   Channel& ch = w->channel(to);
-  std::byte* rec = ch.queue.reserve(kRecordHeader + len);
-  const RequestHeader h{invoker, len, prop.raw};
-  std::memcpy(rec, &h, sizeof h);
-  // Whole words (len is a multiple of 8): no call to memcpy for a few bytes.
-  for (std::uint32_t i = 0; i < len; i += sizeof(std::uint64_t)) {
-    std::uint64_t v;
-    std::memcpy(&v, body + i, sizeof v);
-    std::memcpy(rec + kRecordHeader + i, &v, sizeof v);
+  if (!ch.queue.fits(kRecordHeader + len) || ch.ring_size == ch.ring_cap || !w->is_dirty(to) || w->control_send() ||
+      !w->rt().is_local(to) || (ch.queued + 1 >= kEagerBatch && !ch.inflight) || w->has_deferred_toggles())
+      [[unlikely]] {
+    send_record_slow(to, invoker, prop, body, len, done);
+    return;
   }
+  std::byte* rec = ch.queue.reserve(kRecordHeader + len);
+  put_record(rec, invoker, prop, body, len);
   ch.queue.truncate(std::size_t(rec - ch.queue.data()) + kRecordHeader + len);
   ++ch.queued;
-  ch.push(done);
-  w->record_closed(to, ch, !w->rt().is_local(to));
-  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
+  ch.push_into_room(done);
+  w->count_sent();
+  // record_closed's rest (the batch is out, or the slow path ran).
+  if (ch.queued >= kEagerBatch && Worker::response_ready(ch)) tl_state.budget = 1;
 }
 
 void RecordWriter::abandon() noexcept {

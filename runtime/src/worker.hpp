@@ -71,6 +71,7 @@ class ByteQueue {
     return buf_.get() + end_;
   }
   std::byte* limit() { return buf_.get() + cap_; }
+  bool fits(std::size_t n) const { return end_ + n <= cap_; }  // reserve(n) would not grow
   std::byte* data() { return buf_.get(); }
   std::size_t size() const { return end_; }
   void truncate(std::size_t n) { end_ = n; }
@@ -106,6 +107,9 @@ struct Channel {
 
   void push(const Completion& c) {
     if (ring_size == ring_cap) [[unlikely]] grow_ring();
+    push_into_room(c);
+  }
+  void push_into_room(const Completion& c) {  // the caller saw ring_size < ring_cap
     ring[(ring_head + ring_size) & ring_mask] = c;
     ++ring_size;
   }
@@ -203,6 +207,14 @@ class Worker {
   // send_record called it through the PLT.
   [[gnu::always_inline]] inline void record_closed(ThreadId to, Channel& ch, bool remote);
   std::uint64_t park(const Completion& c);
+  bool is_dirty(ThreadId to) const { return is_dirty_[to] != 0; }
+  // An application's request closed (record_closed, and send_record's path
+  // that calls nothing): counted.
+  void count_sent() {
+    ++tl_state.outstanding;
+    ++requests_sent_;
+    ++activity_;
+  }
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
   void defer_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
@@ -254,10 +266,14 @@ class Worker {
   // (runtime_state.hpp)
   bool would_flush(ThreadId to, const Channel& ch, std::uint32_t min_batch) const;
   // The channel's batch has its responses (one load of the ready word).
+
+ public:
   static bool response_ready(const Channel& ch) {
     auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
     return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == ch.seq;
   }
+
+ private:
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
