@@ -293,10 +293,10 @@ inline void put_record(std::byte* rec, std::uint32_t invoker, PropertyHandle pro
 }
 }  // namespace
 
-// The common case calls nothing, so it saves no registers: the record goes
-// into room the queue has, its completion into room the ring has, and
-// record_closed's work is the counters and, with kEagerBatch records queued
-// behind the batch in the slot, the look at its response.
+// The common case calls nothing on its way: the record goes into room the
+// queue has, its completion into room the ring has, and record_closed's
+// work is the counters and, with kEagerBatch records queued behind the
+// batch in the slot, the look at its response.
 void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
                  const Completion& done) {
   Worker* w = tl_state.worker;
@@ -410,6 +410,13 @@ bool Worker::flush(ThreadId to) {
       ++n;
     }
     std::memcpy(pdata, q, pl);
+    // The rest of the queue is whole records: when all of them fit the
+    // overflow block, it takes them without reading each length.
+    const std::size_t rest = ch.queue.size() - ch.head - pl;
+    if (ch.queued <= most && rest <= abi::kOverflowBytes) {
+      ol = std::uint32_t(rest);
+      n = ch.queued;
+    }
     while (n < most && ol + (size = next_size()) <= abi::kOverflowBytes) {
       ol += size;
       ++n;
