@@ -1,11 +1,15 @@
-// Client side of delegation: requests are encoded into the channel's queue,
-// packed into the request slot when it is free, and their responses matched
-// to completions in order (papers 001 §5.2-5.3, 000 §3.2.4).
+// Client side of delegation: requests encoded into the channel's queue
+// (encode.cpp) are packed into the request slot when it is free, and their
+// responses matched to completions in order (papers 001 §5.2-5.3,
+// 000 §3.2.4).
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "runtime_state.hpp"
 #include "worker.hpp"
@@ -51,6 +55,43 @@ void Channel::grow_ring() {
   ring.swap(bigger);
   ring_head = 0;
   ring_mask = ring.size() - 1;
+  ring_cap = ring.size();
+}
+
+// ---- blocking callers' slots ----------------------------------------------------
+
+// The response into the blocked fiber's WaitSlot, and the fiber ready.
+inline void Worker::fill_wait_slot(WaitSlot& w, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  w.status = status;
+  w.len = len;
+  if (status == abi::kOk) [[likely]] {
+    if (len <= kWaitBytes) {
+      // Whole words, then the rest: no call to memcpy for a few bytes.
+      std::uint32_t i = 0;
+      for (; i + sizeof(std::uint64_t) <= len; i += sizeof(std::uint64_t)) {
+        std::uint64_t v;
+        std::memcpy(&v, data + i, sizeof v);
+        std::memcpy(w.bytes + i, &v, sizeof v);
+      }
+      if (i != len) [[unlikely]] std::memcpy(w.bytes + i, data + i, len - i);
+    }
+  } else {
+    w.error = data && len ? new std::string(reinterpret_cast<const char*>(data), len) : new std::string;
+  }
+  w.done = true;
+  make_ready(w.fiber);
+}
+
+void wait_failed(WaitSlot& w, const char* op) {
+  std::unique_ptr<std::string> m(std::exchange(w.error, nullptr));
+  if (!m) m = std::make_unique<std::string>();
+  throw_status(w.status, reinterpret_cast<const std::byte*>(m->data()), std::uint32_t(m->size()), op);
+}
+
+void wait_wrong_size(const char* op) {
+  // What complete_wait reports for a raw result of the wrong size.
+  const std::string m = "the response could not be decoded: gossamer: response has the wrong size";
+  throw_status(abi::kMalformed, reinterpret_cast<const std::byte*>(m.data()), std::uint32_t(m.size()), op);
 }
 
 // ---- parked completions -----------------------------------------------------
@@ -93,6 +134,10 @@ void Worker::complete_parked(std::uint64_t token, std::uint32_t status, const st
   Completion c;
   if (!parked_.take(token, &c)) return;  // unknown or already completed: drop
   ++activity_;
+  if (c.fn == wait_slot_fn()) {
+    fill_wait_slot(*c.context<WaitSlot*>(), status, data, len);
+    return;
+  }
   DelegatedScope scope;
   if (c.fn) c.fn(c, status, data, len);
 }
@@ -118,161 +163,6 @@ void send_completion(ThreadId client, std::uint64_t token, std::uint32_t status,
   rw.append(&pad, sizeof pad);
   if (len) rw.append(data, len);
   rw.close({});
-}
-
-// ---- encoding ----------------------------------------------------------------
-
-namespace {
-// Room a record starts with: closures and arguments up to this size are
-// encoded without a call (RecordWriter::append).
-constexpr std::size_t kRecordRoom = 256;
-}  // namespace
-
-// Inline in close(), its one caller.
-inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
-  if (!control_send_) [[likely]] {
-    ++tl_state.outstanding;
-    ++requests_sent_;
-    if (remote) ++requests_sent_remote_;
-    ++activity_;
-  }
-  if (!is_dirty_[to]) {
-    is_dirty_[to] = 1;
-    dirty_.push_back(to);
-  }
-  if (remote) return;  // batches to other hosts: at the loop's pace (flush_and_poll)
-  if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
-  if (!ch.inflight) {
-    // The slot is free and a batch's worth is queued: send it now, so the
-    // trustee works while this fiber queues the next one.
-    flush(to);
-  } else if (response_ready(ch)) {
-    // The batch in the slot is answered and a batch's worth waits behind
-    // it: the fiber's next operation offers the loop a pass to move both.
-    tl_state.budget = 1;
-  }
-}
-
-RecordWriter::RecordWriter(ThreadId to, std::uint32_t invoker, PropertyHandle prop) : to_(to) {
-  Worker* w = tl_state.worker;
-  if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
-  if (w->record_open())
-    fatal("a request was started while another was being encoded (delegation from inside "
-          "a serialize() function?)");
-  w->set_record_open(true);
-  ByteQueue& q = w->channel(to).queue;
-  rec_ = q.reserve(kRecordRoom);
-  lim_ = q.limit();
-  RequestHeader h{invoker, 0, prop.raw};
-  std::memcpy(rec_, &h, sizeof h);
-  cur_ = rec_ + sizeof h;
-}
-
-// The queue's end stays at the record's start until close(): the record's
-// bytes are kept across the move by appending them for it, then taking
-// them back off.
-void RecordWriter::make_room(std::size_t len) {
-  ByteQueue& q = tl_state.worker->channel(to_).queue;
-  const std::size_t start = std::size_t(rec_ - q.data()), used = std::size_t(cur_ - rec_);
-  q.truncate(start + used);
-  q.reserve(len + kRecordRoom);
-  q.truncate(start);
-  rec_ = q.data() + start;
-  cur_ = rec_ + used;
-  lim_ = q.limit();
-}
-
-void RecordWriter::close(Completion done) {
-  Worker* w = tl_state.worker;
-  Channel& ch = w->channel(to_);
-  std::size_t body = std::size_t(cur_ - rec_) - kRecordHeader;
-  const bool remote = !w->rt().is_local(to_);
-  if (remote && body > kMaxBulkBytes) [[unlikely]] {
-    // Across hosts a body is at most 1 GiB (either path): the trustee
-    // answers this stand-in with an error, in order with the rest.
-    RequestHeader h{abi::kBuiltinTooLarge, 0, 0};
-    std::memcpy(rec_, &h, sizeof h);
-    cur_ = rec_ + kRecordHeader;
-    body = 0;
-  }
-  if (body > UINT32_MAX) fatal("request body larger than 4 GiB");
-  auto* hdr = reinterpret_cast<RequestHeader*>(rec_);
-  hdr->length = std::uint32_t(body);
-  if (kRecordHeader + abi::align_record(std::uint32_t(body)) > kMaxInlineRecord && !remote) [[unlikely]] {
-    // Too big for any block: the body moves to the heap and the record names
-    // it (in-process only).
-    auto* heap = new std::byte[body];
-    std::memcpy(heap, rec_ + kRecordHeader, body);
-    abi::ExternalBody ext{reinterpret_cast<std::uint64_t>(heap), body};
-    hdr->invoker |= abi::kInvokerExternal;
-    hdr->length = sizeof ext;
-    cur_ = rec_ + kRecordHeader;
-    append(&ext, sizeof ext);
-  }
-  // Too big for a block, to another host: it stays whole in the queue and
-  // flush() cuts it into pieces as large as the room left in each batch.
-  pad_to_align();
-  ch.queue.truncate(std::size_t(cur_ - ch.queue.data()));
-  ++ch.queued;
-  ch.push(done);
-  w->set_record_open(false);
-  w->record_closed(to_, ch, remote);
-  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
-}
-
-void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
-                 const Completion& done) {
-  Worker* w = tl_state.worker;
-  if (to >= w->rt().size()) fatal("request to a trustee that does not exist");
-  if (w->record_open())
-    fatal("a request was started while another was being encoded (delegation from inside "
-          "a serialize() function?)");
-  Channel& ch = w->channel(to);
-  std::byte* rec = ch.queue.reserve(kRecordHeader + len);
-  const RequestHeader h{invoker, len, prop.raw};
-  std::memcpy(rec, &h, sizeof h);
-  // Whole words (len is a multiple of 8): no call to memcpy for a few bytes.
-  for (std::uint32_t i = 0; i < len; i += sizeof(std::uint64_t)) {
-    std::uint64_t v;
-    std::memcpy(&v, body + i, sizeof v);
-    std::memcpy(rec + kRecordHeader + i, &v, sizeof v);
-  }
-  ch.queue.truncate(std::size_t(rec - ch.queue.data()) + kRecordHeader + len);
-  ++ch.queued;
-  ch.push(done);
-  w->record_closed(to, ch, !w->rt().is_local(to));
-  if (w->has_deferred_toggles()) [[unlikely]] w->send_deferred_toggles();
-}
-
-void RecordWriter::abandon() noexcept {
-  Worker* w = tl_state.worker;
-  ByteQueue& q = w->channel(to_).queue;
-  q.truncate(std::size_t(rec_ - q.data()));
-  w->drop_deferred_toggles();
-  w->set_record_open(false);
-}
-
-void Worker::send_deferred_toggles() {
-  while (!deferred_toggles_.empty()) {
-    DeferredToggle t = deferred_toggles_.back();
-    deferred_toggles_.pop_back();
-    toggle_ref(t.trustee, t.handle, t.id);  // the record is closed: now, or sent
-  }
-}
-
-void Worker::send_control(ThreadId to, std::uint32_t invoker, Completion done) {
-  control_send_ = true;
-  ++control_pending_;
-  RecordWriter rw(to, invoker, {});
-  rw.close(done);
-  control_send_ = false;
-}
-
-void Worker::wait_for_room() {
-  while (tl_state.outstanding >= tl_state.max_outstanding) {
-    room_waiters_.push_back(tl_state.fiber);
-    suspend();  // flush_and_poll() makes it ready
-  }
 }
 
 // ---- moving batches ------------------------------------------------------------
@@ -333,6 +223,13 @@ bool Worker::flush(ThreadId to) {
       ++n;
     }
     std::memcpy(pdata, q, pl);
+    // The rest of the queue is whole records: when all of them fit the
+    // overflow block, it takes them without reading each length.
+    const std::size_t rest = ch.queue.size() - ch.head - pl;
+    if (ch.queued <= most && rest <= abi::kOverflowBytes) {
+      ol = std::uint32_t(rest);
+      n = ch.queued;
+    }
     while (n < most && ol + (size = next_size()) <= abi::kOverflowBytes) {
       ol += size;
       ++n;
@@ -439,6 +336,17 @@ bool Worker::flush(ThreadId to) {
 // Runs the oldest completion of the channel with one response. Rack probes
 // and stops (control) are not the application's: they are not counted.
 inline void Worker::complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len) {
+  if (const Completion& front = ch.ring[ch.ring_head]; front.fn == wait_slot_fn()) {
+    // A blocked fiber's slot (never a control request's): no call, no
+    // delegated scope (no user code runs), no copy of the whole completion.
+    WaitSlot* w = front.context<WaitSlot*>();
+    ch.drop_front();
+    fill_wait_slot(*w, status, data, len);
+    --tl_state.outstanding;
+    ++responses_received_;
+    ++activity_;
+    return;
+  }
   Completion c = ch.pop();
   // Control requests are rare: the function is compared only while one is out.
   const bool control = control_pending_ != 0 && is_control_completion(c.fn);
@@ -484,21 +392,25 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
   // The completions below are still at the front of the ring, ahead of
   // those of the batch flushed here, so they are popped in order.
   if (ch.queued >= min_batch) flush(to);
-  int r = 0;
-  std::uint32_t off = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    while (r < 3 && off + sizeof(ResponseHeader) > regions[r].len) {
-      ++r;
-      off = 0;
+  // Region by region (a region that cannot hold another header ends), its
+  // pointer and length in registers: the walk per response is a header
+  // load and one bounds check.
+  std::uint32_t left = n;
+  for (const Region& reg : regions) {
+    const std::byte* p = reg.p;
+    const std::byte* const end = p + reg.len;
+    while (left != 0 && std::size_t(end - p) >= sizeof(ResponseHeader)) {
+      ResponseHeader rh;
+      std::memcpy(&rh, p, sizeof rh);
+      const std::byte* data = p + sizeof rh;
+      if (rh.length > std::size_t(end - data)) fatal("response overruns its block");
+      p = data + abi::align_record(rh.length);
+      if (p > end) p = end;  // the last record's padding may lie past the region
+      --left;
+      complete_next(ch, rh.status, data, rh.length);
     }
-    if (r == 3) fatal("response slot holds fewer responses than requests");
-    ResponseHeader rh;
-    std::memcpy(&rh, regions[r].p + off, sizeof rh);
-    const std::byte* data = regions[r].p + off + sizeof rh;
-    if (off + sizeof rh + rh.length > regions[r].len) fatal("response overruns its block");
-    off += sizeof rh + abi::align_record(rh.length);
-    complete_next(ch, rh.status, data, rh.length);
   }
+  if (left != 0) fatal("response slot holds fewer responses than requests");
   delete spill;
   return true;
 }

@@ -71,6 +71,7 @@ class ByteQueue {
     return buf_.get() + end_;
   }
   std::byte* limit() { return buf_.get() + cap_; }
+  bool fits(std::size_t n) const { return end_ + n <= cap_; }  // reserve(n) would not grow
   std::byte* data() { return buf_.get(); }
   std::size_t size() const { return end_; }
   void truncate(std::size_t n) { end_ = n; }
@@ -100,18 +101,26 @@ struct Channel {
   // Completions of inflight then queued records, in order (a ring whose
   // size is a power of two).
   std::vector<Completion> ring;
-  std::size_t ring_head = 0, ring_size = 0, ring_mask = 0;  // mask: ring.size() - 1
+  // mask: ring.size() - 1; cap: ring.size() (kept apart: a vector's size
+  // is a division by sizeof(Completion), 48, on every push)
+  std::size_t ring_head = 0, ring_size = 0, ring_mask = 0, ring_cap = 0;
 
   void push(const Completion& c) {
-    if (ring_size == ring.size()) [[unlikely]] grow_ring();
+    if (ring_size == ring_cap) [[unlikely]] grow_ring();
+    push_into_room(c);
+  }
+  void push_into_room(const Completion& c) {  // the caller saw ring_size < ring_cap
     ring[(ring_head + ring_size) & ring_mask] = c;
     ++ring_size;
   }
   Completion pop() {
     Completion c = ring[ring_head];
+    drop_front();
+    return c;
+  }
+  void drop_front() {
     ring_head = (ring_head + 1) & ring_mask;
     --ring_size;
-    return c;
   }
   void grow_ring();
 };
@@ -194,8 +203,18 @@ class Worker {
 
   // client side (client.cpp)
   Channel& channel(ThreadId to) { return channels_[to]; }
-  void record_closed(ThreadId to, Channel& ch, bool remote);
+  // Always inlined into its two callers (close, send_record): left to GCC,
+  // send_record called it through the PLT.
+  [[gnu::always_inline]] inline void record_closed(ThreadId to, Channel& ch, bool remote);
   std::uint64_t park(const Completion& c);
+  bool is_dirty(ThreadId to) const { return is_dirty_[to] != 0; }
+  // An application's request closed (record_closed, and send_record's path
+  // that calls nothing): counted.
+  void count_sent() {
+    ++tl_state.outstanding;
+    ++requests_sent_;
+    ++activity_;
+  }
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
   void defer_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
@@ -247,10 +266,14 @@ class Worker {
   // (runtime_state.hpp)
   bool would_flush(ThreadId to, const Channel& ch, std::uint32_t min_batch) const;
   // The channel's batch has its responses (one load of the ready word).
+
+ public:
   static bool response_ready(const Channel& ch) {
     auto* word = reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(ch.response_seq));
     return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire) == ch.seq;
   }
+
+ private:
   void serve_slot(ThreadId client, const abi::RequestSlotHeader& h);
   bool serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h);
   void emit_remote(ThreadId client, std::uint32_t seq);
@@ -265,7 +288,11 @@ class Worker {
   BulkBody take_bulk_bodies(const BlockView (&blocks)[2], std::uint32_t count, std::uint32_t Header::*flags,
                             std::uint32_t bit, Bulk::Kind kind, ThreadId peer,
                             std::vector<std::vector<std::byte>>* bodies, bool* whole);
-  void complete_next(Channel& ch, std::uint32_t status, const std::byte* data, std::uint32_t len);
+  // Both inlined where responses are read (client.cpp): per response.
+  [[gnu::always_inline]] inline void complete_next(Channel& ch, std::uint32_t status, const std::byte* data,
+                                                   std::uint32_t len);
+  [[gnu::always_inline]] inline void fill_wait_slot(WaitSlot& w, std::uint32_t status, const std::byte* data,
+                                                    std::uint32_t len);
   void ring_doorbell(std::uint32_t entry);
 
   [[noreturn]] static void fiber_main_fail(const char* what);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -191,6 +192,33 @@ struct Completion {
     return c;
   }
 };
+
+// A blocking call's end of its request when the result is void or at most
+// kWaitBytes of raw bytes (trust_complete.hpp, kSlotWait): the runtime
+// copies the response into it and makes the fiber ready itself, in line
+// with reading the response, instead of calling a type-erased completion
+// (Completion::fn is wait_slot_fn(), its storage the slot's address). The
+// fiber decodes the bytes after it resumes. Lives on that fiber's stack.
+inline constexpr std::size_t kWaitBytes = 32;
+struct WaitSlot {
+  Fiber* fiber = nullptr;
+  bool done = false;
+  std::uint32_t status = abi::kOk;
+  std::uint32_t len = 0;        // the response's length (its bytes are here if it is <= kWaitBytes)
+  std::string* error = nullptr;  // a failed status's message: allocated by the runtime, freed by wait_failed
+  alignas(8) std::byte bytes[kWaitBytes];
+};
+// Completion::fn of a WaitSlot: a marker, never called (the runtime checks
+// for it where it runs completions). Not a function of the library: a
+// function's address taken in a non-PIE program and in the library need
+// not compare equal.
+inline Completion::Fn wait_slot_fn() noexcept { return reinterpret_cast<Completion::Fn>(std::uintptr_t{1}); }
+// The fiber found its slot failed: throws what throw_status throws for the
+// status and message (and frees the message).
+[[noreturn]] void wait_failed(WaitSlot& w, const char* op);
+// The response does not have the result's size: throws the remote_error a
+// response that does not decode gives (status kMalformed).
+[[noreturn]] void wait_wrong_size(const char* op);
 
 // Builds one request record straight into the channel to trustee `to`.
 // Usage: open, append body bytes (append / stream), close. Nothing else may

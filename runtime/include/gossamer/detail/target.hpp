@@ -83,10 +83,17 @@ struct Target {
       preempt_point();  // a fiber applying locally in a loop lets its thread serve
       return run_local<T>(handle, [&](T& p) -> R { return f(p, std::forward<Args>(args)...); });
     }
-    Waiter<R> w;
-    w.fiber = current_fiber();
-    send("apply()", f, [&w] { return Completion::make(&complete_wait<R>, &w); }, std::forward<Args>(args)...);
-    return wait_for(w, "apply()");
+    if constexpr (kSlotWait<R>) {
+      WaitSlot w;
+      w.fiber = current_fiber();
+      send("apply()", f, [&w] { return Completion::make(wait_slot_fn(), &w); }, std::forward<Args>(args)...);
+      return wait_slot<R>(w, "apply()");
+    } else {
+      Waiter<R> w;
+      w.fiber = current_fiber();
+      send("apply()", f, [&w] { return Completion::make(&complete_wait<R>, &w); }, std::forward<Args>(args)...);
+      return wait_for(w, "apply()");
+    }
   }
 
   template <class F, class Then, class... Args>
@@ -117,10 +124,17 @@ struct Target {
     check_closure<F>();
     using R = std::invoke_result_t<F&, T&>;
     require_blocking("launch()");
-    Waiter<R> w;
-    w.fiber = current_fiber();
-    send_launch(f, Completion::make(&complete_wait<R>, &w));
-    return wait_for(w, "launch()");
+    if constexpr (kSlotWait<R>) {
+      WaitSlot w;
+      w.fiber = current_fiber();
+      send_launch(f, Completion::make(wait_slot_fn(), &w));
+      return wait_slot<R>(w, "launch()");
+    } else {
+      Waiter<R> w;
+      w.fiber = current_fiber();
+      send_launch(f, Completion::make(&complete_wait<R>, &w));
+      return wait_for(w, "launch()");
+    }
   }
 
   template <class F, class Then>

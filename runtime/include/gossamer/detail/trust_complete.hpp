@@ -68,6 +68,27 @@ R wait_for(Waiter<R>& w, const char* op) {
   if constexpr (!std::is_void_v<R>) return std::move(*w.value);
 }
 
+// Results a blocking call receives through a WaitSlot (core.hpp): void, or
+// raw bytes that fit it. Others (cereal types, larger values) decode in
+// their completion, complete_wait.
+template <class R>
+constexpr bool slot_wait() {
+  if constexpr (std::is_void_v<R>) return true;
+  else return is_raw_type_v<R> && sizeof(R) <= kWaitBytes;
+}
+template <class R>
+inline constexpr bool kSlotWait = slot_wait<R>();
+
+template <class R>
+R wait_slot(WaitSlot& w, const char* op) {
+  while (!w.done) suspend_current();
+  if (w.status != abi::kOk) [[unlikely]] wait_failed(w, op);
+  if constexpr (!std::is_void_v<R>) {
+    if (w.len != sizeof(R)) [[unlikely]] wait_wrong_size(op);
+    return decode_result<R>(w.bytes, sizeof(R));
+  }
+}
+
 // Runs a then-callback. It has no caller to throw to: an exception from it
 // ends the process with its message (then_callback_threw), never
 // std::terminate from inside the runtime's loop.
