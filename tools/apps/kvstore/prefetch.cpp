@@ -20,49 +20,20 @@
 // and KeyDB's pipelines). It only reads pointers; what then runs, and
 // every reply, is the same as without it.
 //
-// The chain is libstdc++'s (bits/hashtable.h: _M_buckets, _M_bucket_count,
-// _Hash_node with a cached hash code, the modulo of _Prime_rehash_policy);
-// the bucket array is private, so it is reached through the explicit
-// instantiation rule ([temp.spec]: names in an explicit instantiation are
-// not access checked). With another standard library prefetch_keys does
-// nothing.
+// The walk itself is key_prefetch.hpp (shared with tools/bench's
+// hydra-prefetch-bench); with a standard library other than libstdc++ the
+// scan does nothing.
 #include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "key_prefetch.hpp"
 #include "server.hpp"
 
 namespace hydra {
 namespace {
-
-using StringMap = decltype(Shard::map);
-
-#if defined(__GLIBCXX__) && defined(_GLIBCXX_RELEASE) && _GLIBCXX_RELEASE >= 11 && _GLIBCXX_RELEASE <= 14
-#define HYDRA_PREFETCH 1
-using Table = std::__umap_hashtable<std::string, Entry, std::hash<std::string>, std::equal_to<std::string>,
-                                    std::allocator<std::pair<const std::string, Entry>>>;
-using NodeBase = std::__detail::_Hash_node_base;
-using Node = std::__detail::_Hash_node<std::pair<const std::string, Entry>, true>;
-static_assert(std::__cache_default<std::string, std::hash<std::string>>::value,
-              "libstdc++ caches std::string keys' hash codes in the node");
-
-template <class Tag, typename Tag::type M>
-struct Expose {
-  friend typename Tag::type member(Tag) { return M; }
-};
-struct TableOf {
-  using type = Table StringMap::*;
-  friend type member(TableOf);
-};
-struct BucketsOf {
-  using type = NodeBase** Table::*;
-  friend type member(BucketsOf);
-};
-template struct Expose<TableOf, &StringMap::_M_h>;
-template struct Expose<BucketsOf, &Table::_M_buckets>;
-#endif
 
 // The length in a "*N\r\n" or "$N\r\n" line whose digits start at p (at
 // most 9 of them); p moves past the CRLF. False for anything unexpected or
@@ -119,43 +90,17 @@ std::size_t Loop::prefetch_keys(const Connection& c) {
   std::string_view in(c.in);
   std::size_t pos = c.consumed;
 #ifdef HYDRA_PREFETCH
-  constexpr std::size_t kWindow = 16;      // keys in flight at once (about the line fill buffers)
-  constexpr std::size_t kMinBuckets = 1u << 15;  // a smaller table stays in cache: nothing to hide
   if (own_ == nullptr) return in.size();
   StringMap& map = own_->map;
-  const std::size_t nb = map.bucket_count();
-  if (nb < kMinBuckets) return in.size();
-  NodeBase** const buckets = map.*member(TableOf{}).*member(BucketsOf{});
-  std::size_t hash[kWindow];
-  NodeBase* step[kWindow];  // the bucket's slot, then the node before the first, then the first
+  if (map.bucket_count() < kPrefetchMinBuckets) return in.size();
+  std::string_view keys[kPrefetchWindow];
   std::size_t n = 0, requests = 0;
-  std::string_view key;
-  while (n < kWindow && next_key(in, pos, key)) {
+  while (n < kPrefetchWindow && next_key(in, pos, keys[n])) {
     ++requests;
-    if (key.size() > 256 || (nshards_ > 1 && shard_of(key, nshards_) != own_shard_)) continue;
-    hash[n] = std::hash<std::string_view>{}(key);  // the same as std::hash<std::string>
-    NodeBase** slot = &buckets[hash[n] % nb];
-    __builtin_prefetch(slot);
-    step[n++] = reinterpret_cast<NodeBase*>(slot);
+    if (keys[n].size() <= 256 && (nshards_ == 1 || shard_of(keys[n], nshards_) == own_shard_)) ++n;
   }
   if (requests == 0) return in.size();  // not a multibulk: do not look again in this input
-  if (n < 2) return pos;                // one key: nothing to overlap
-  for (std::size_t i = 0; i < n; ++i) {  // the slot: the node before the bucket's first
-    step[i] = *reinterpret_cast<NodeBase**>(step[i]);
-    if (step[i] != nullptr) __builtin_prefetch(step[i]);
-  }
-  for (std::size_t i = 0; i < n; ++i) {  // the bucket's first node: its key and, a line on, its hash code
-    if (step[i] == nullptr) continue;
-    step[i] = step[i]->_M_nxt;
-    __builtin_prefetch(step[i]);
-    __builtin_prefetch(reinterpret_cast<const char*>(step[i]) + 64);
-  }
-  for (std::size_t i = 0; i < n; ++i) {  // the key's buffer if the hash matches, else the next node
-    if (step[i] == nullptr) continue;
-    const Node* node = static_cast<const Node*>(step[i]);
-    if (node->_M_hash_code == hash[i]) __builtin_prefetch(node->_M_v().first.data());
-    else if (node->_M_nxt != nullptr) __builtin_prefetch(node->_M_nxt);
-  }
+  if (n >= 2) prefetch_chains(map, keys, n);  // one key: nothing to overlap
   return pos;
 #else
   (void)pos;
