@@ -116,6 +116,7 @@ bool Loop::start_listening() {
 
 void Loop::run() {
   tl_loop = this;
+  find_own_shard();
   if (leader_ && epoll_ >= 0 && !start_listening()) {
     g_exit_code.store(1);
     request_stop();
@@ -382,7 +383,9 @@ bool Loop::read_input(std::uint32_t slot, Connection& c) {
 // Parses and executes what the buffer holds, while the connection has room
 // for more replies; stops at a protocol error (replied, then closed).
 void Loop::process_input(std::uint32_t slot, Connection& c) {
+  std::size_t prefetched = 0;  // requests before this offset had their keys prefetched (prefetch.cpp)
   while (can_execute(c)) {
+    if (c.consumed >= prefetched) prefetched = prefetch_keys(c);
     std::string_view in(c.in);
     in.remove_prefix(c.consumed);
     std::size_t used = 0;

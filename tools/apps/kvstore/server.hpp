@@ -311,6 +311,10 @@ class Loop {
   void on_event(std::uint32_t slot, std::uint32_t ev);
   bool read_input(std::uint32_t slot, Connection& c);
   void process_input(std::uint32_t slot, Connection& c);
+  // prefetch.cpp: prefetches the own shard's map for the keys of the
+  // requests ahead in c.in; returns where the requests it looked at end.
+  std::size_t prefetch_keys(const Connection& c);
+  void find_own_shard();
   void protocol_error(Connection& c, const std::string& why);
   void flush(std::uint32_t slot, Connection& c);
   void update_events(std::uint32_t slot, Connection& c);
@@ -511,6 +515,7 @@ class Loop {
   std::uint32_t first_local_ = 0, local_count_ = 1, next_target_ = 0;
   std::size_t local_index_ = 0;              // this thread among its host's
   std::size_t own_shard_ = gossamer::thread_index();  // this thread's shard: applied at once, never batched
+  Shard* own_ = nullptr;                     // that shard, for prefetch_keys only (find_own_shard)
   std::uint64_t commands_ = 0;               // published to g_commands for INFO
   std::vector<std::unique_ptr<Connection>> conns_;  // by slot; null = free
   std::vector<std::uint32_t> gens_;
