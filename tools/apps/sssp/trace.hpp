@@ -42,6 +42,7 @@ struct Trace {
   std::uint64_t behind_ns = 0;  // behind ones: handed to the runtime until the earlier piece's response came
   std::uint64_t chunks_sent = 0;
   std::uint64_t rtt_last_ns = 0, rtt_chunk_ns = 0;  // handed to the runtime until the response came
+  std::uint64_t rtt_last_n = 0, rtt_chunk_n = 0;    // the responses those sum (some come after the run's trace)
   // Receiver side: handed to the runtime by the sender until applied here,
   // last pieces by [behind at the sender][above 4 KiB: over TCP across
   // hosts, by default], and how many found the receiver busy (not waiting).
@@ -53,6 +54,7 @@ struct Trace {
     wake_ns += o.wake_ns, last_sent += o.last_sent, last_behind += o.last_behind, behind_ns += o.behind_ns;
     behind_chunk += o.behind_chunk, last_busy += o.last_busy;
     chunks_sent += o.chunks_sent, rtt_last_ns += o.rtt_last_ns, rtt_chunk_ns += o.rtt_chunk_ns;
+    rtt_last_n += o.rtt_last_n, rtt_chunk_n += o.rtt_chunk_n;
     for (int i = 0; i < 2; ++i) {
       chunk_n[i] += o.chunk_n[i], chunk_ns[i] += o.chunk_ns[i];
       for (int j = 0; j < 2; ++j) last_n[i][j] += o.last_n[i][j], last_ns[i][j] += o.last_ns[i][j];
@@ -95,6 +97,7 @@ class Tracer {
     const std::uint64_t now = now_ns();
     if (unanswered_[to]) --unanswered_[to];
     (last ? t.rtt_last_ns : t.rtt_chunk_ns) += now - at;
+    ++(last ? t.rtt_last_n : t.rtt_chunk_n);
     if (behind_since_[to] && at < behind_since_[to]) {  // the piece the behind one waited for
       t.behind_ns += now - behind_since_[to];
       behind_since_[to] = 0;
@@ -142,7 +145,7 @@ inline void print_trace(const Trace& t) {
               (unsigned long long)t.last_n[0][1], (unsigned long long)t.last_n[1][0],
               (unsigned long long)t.last_n[1][1], (unsigned long long)t.last_busy, (unsigned long long)t.chunks_sent, per(t.chunk_ns[0], t.chunk_n[0]),
               per(t.chunk_ns[1], t.chunk_n[1]), (unsigned long long)t.chunk_n[0], (unsigned long long)t.chunk_n[1],
-              per(t.rtt_last_ns, t.last_sent), per(t.rtt_chunk_ns, t.chunks_sent));
+              per(t.rtt_last_ns, t.rtt_last_n), per(t.rtt_chunk_ns, t.rtt_chunk_n));
 }
 
 }  // namespace sssp
