@@ -95,8 +95,11 @@ namespace {
 // crosses hosts as its bytes, and a function's address differs there.
 constexpr auto exists_closure = [](Shard& s, std::vector<std::string> keys) { return shard_exists(s, std::move(keys)); };
 constexpr auto mset_closure = [](Shard& s, std::vector<std::string> kvs) { return shard_mset(s, std::move(kvs)); };
-constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
 constexpr auto read_closure = [](Shard& s, std::string key) { return shard_dump_read(s, std::move(key)); };  // LCS
+// RENAME's source (a write lookup in Redis: no keymiss) or COPY's (a read: keymiss).
+constexpr auto move_src_closure = [](Shard& s, std::string key, bool read) {
+  return read ? shard_dump_read(s, std::move(key)) : shard_dump(s, std::move(key));
+};
 constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
 // The stores and RENAME's deletion with their keyspace events (notify.cpp).
 constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
@@ -274,7 +277,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     p.waiting = 1;
     const std::string src(args[1]), dst(args[2]);
     const std::size_t ss = shard_index(src), ds = shard_index(dst);
-    ask(ss, dump_closure, [=, this](Dump d) {
+    ask(ss, move_src_closure, [=, this](Dump d) {
       if (d.type == 0xff) return fail("ERR out of memory");
       if (d.type == Dump::kNone) return copy ? integer(0) : fail("ERR no such key");
       if (src == dst) return nx ? integer(0) : settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
@@ -286,7 +289,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
           settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
         }, src, dst);
       }, dst, std::move(d), replace, std::string(copy ? "copy_to" : "rename_to"));
-    }, src);
+    }, src, copy);
     return true;
   }
   if (name == "sinter" || name == "sunion" || name == "sdiff" || name == "sinterstore" || name == "sunionstore" ||
