@@ -100,6 +100,10 @@ constexpr auto read_closure = [](Shard& s, std::string key) { return shard_dump_
 constexpr auto move_src_closure = [](Shard& s, std::string key, bool read) {
   return read ? shard_dump_read(s, std::move(key)) : shard_dump(s, std::move(key));
 };
+constexpr auto owed_closure = [](Shard&, std::string src, std::uint8_t from, std::uint8_t owed) {
+  notify_owed_pop(src, from, owed);
+  return Count{};
+};
 constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
 // The stores and RENAME's deletion with their keyspace events (notify.cpp).
 constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
@@ -164,6 +168,13 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
         ask(ss, pop_closure, [=, this](Reply popped) {
           if (popped.kind != Reply::kBulk) return fail(popped.kind == Reply::kError ? popped.s : "ERR no element");
           ask(ds, push_closure, [=, this](Reply pushed) {
+            // The push failed (the destination changed type since step 2, or
+            // out of memory): the element is lost, the pop's events still owed.
+            if (pushed.kind == Reply::kError && popped.n != 0) {
+              ask(ss, owed_closure, [=](Count) { fail(pushed.s); }, src, std::uint8_t(from_left ? 0 : 1),
+                  std::uint8_t(popped.n));
+              return;
+            }
             if (pushed.kind == Reply::kError) return fail(pushed.s);
             settle(slot, gen, seq, [&](Pending& q) { resp::bulk(q.reply, popped.s); });
           }, to_left ? Op::kLpush : Op::kRpush, std::vector<std::string>{dst, popped.s}, src, std::uint8_t(from_left ? 0 : 1),
