@@ -14,8 +14,9 @@ channels, in the order one PSUBSCRIBE * subscriber gets them).
       for as many as it has threads).
   moves(ports, shards)  LMOVE and RPOPLPUSH, keys on different shards and the
       same key: the push's event, then the pop's, then del if emptied.
-  keymiss(ports)  each read of a missing key (GET, MGET, HGET, LRANGE...)
-      and of an existing one, the events of "KEA" plus m.
+  keymiss(ports)  each read of a missing key (GET, MGET, HGET, LRANGE,
+      TOUCH, COPY's source, SORT's BY and GET keys...) and of an existing
+      one, and writes of missing keys, the events of "KEA" plus m.
   setbit(ports)  SETBIT that changes the bit, makes or grows the key, or
       does neither (Redis 7.0 sends setbit only for the first three).
 """
@@ -147,8 +148,12 @@ KEYMISS_READS = [
     ["zcount", "nx", "0", "1"], ["zrangebyscore", "nx", "0", "1"], ["zrevrange", "nx", "0", "1"],
     ["zmscore", "nx", "a"], ["zscan", "nx", "0"], ["zrandmember", "nx"],
     ["lcs", "nx", "nx2"], ["sort", "nx"], ["object", "encoding", "nx"], ["getdel", "nx"], ["getex", "nx"],
-    ["getset", "nx", "v"], ["copy", "nx", "nx3"], ["zrangestore", "nx4", "nx", "0", "1"], ["lpop", "nx"],
-    ["append", "nx5", "v"], ["spop", "nx"], ["rename", "nx", "nx6"], ["smove", "nx", "nx6", "a"],
+    ["touch", "nx"], ["touch", "str"], ["sort", "sl", "by", "w_*", "get", "g_*"],
+    # The writes last, each on a key of its own that no command before made
+    # (GETSET makes its key): COPY's source is a read (keymiss), the others'
+    # are lookupKeyWrite (none).
+    ["getset", "nxg", "v"], ["copy", "nxc", "nx3"], ["zrangestore", "nx4", "nxz", "0", "1"], ["lpop", "nxl"],
+    ["append", "nx5", "v"], ["spop", "nxs"], ["rename", "nxr", "nx6"], ["smove", "nxm", "nx6", "a"],
     ["get", "str"], ["hget", "h", "f"], ["lrange", "l", "0", "-1"], ["smembers", "s"], ["zrange", "z", "0", "-1"],
     ["mget", "str", "nx"], ["exists", "str", "nx"],
 ]
@@ -160,13 +165,16 @@ def keymiss(ports, shards):
     # come in either order (the README says so).
     twin = next(f"nx{i}" for i in range(2, 10000) if shard_of(f"nx{i}", shards) == shard_of("nx", shards))
     reads = [[twin if a == "nx2" else a for a in c] for c in KEYMISS_READS]
+    # SORT's one element names BY and GET keys on one shard (their keymiss
+    # events in Redis's order: BY's, then GET's).
+    elem = next(f"e{i}" for i in range(10000) if shard_of(f"w_e{i}", shards) == shard_of(f"g_e{i}", shards))
     # Each read is followed by "incr mark" (its incrby event), so a missing
     # or extra event shows next to the read that made it.
     trigger = []
     for c in reads:
         trigger += [c, ["incr", "mark"]]
     setup = [["set", "str", "v"], ["hset", "h", "f", "1"], ["rpush", "l", "a"], ["sadd", "s", "a"],
-             ["zadd", "z", "1", "a"]]
+             ["zadd", "z", "1", "a"], ["rpush", "sl", elem]]
     ev = []
     for p in ports:
         got, _, out = _run_case(p, "KEAm", setup, [], trigger)
@@ -193,7 +201,7 @@ def keymiss(ports, shards):
             check(h == rr, f"keymiss: {' '.join(c)}: redis-server's events", f"hydra {h}, redis-server {rr}")
         elif h != rr:
             quiet.append(f"{' '.join(c)}: hydra {h}, redis-server {rr}")
-    check(not quiet, "keymiss: none where redis-server sends none (hits, OBJECT, LPOP, APPEND, COPY, RENAME...)", quiet)
+    check(not quiet, "keymiss: none where redis-server sends none (hits, OBJECT, LPOP, APPEND, RENAME, SMOVE...)", quiet)
     # Class m alone (no A): keymiss still sent, and nothing else.
     _compare(ports, "keymiss with flags Em only: GET, HGET of missing keys, SET", "Em", [],
              [], [["get", "a"], ["hget", "b", "f"], ["set", "a", "1"], ["get", "a"]])

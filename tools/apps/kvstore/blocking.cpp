@@ -177,7 +177,10 @@ Count shard_give_back(Shard& s, Served sv) noexcept {
       return {};
     }
     List* l = make_obj<List>(s, sv.key, wrong);
-    if (wrong || !l) return {};  // the key became another type meanwhile: the elements go
+    if (wrong || !l) {  // the key became another type meanwhile: the elements go, and a move's pop events are owed
+      notify_owed_pop(sv.key, sv.where, sv.owed);
+      return {};
+    }
     for (auto it = sv.values.rbegin(); it != sv.values.rend(); ++it) {
       if (sv.where == 0) l->push_front(std::move(*it));
       else l->push_back(std::move(*it));
@@ -494,8 +497,7 @@ void Loop::handle_served() {
       const std::string value = sv.values.empty() ? std::string() : sv.values[0];
       const std::string src = sv.key;
       const std::uint8_t from = sv.where, owed = sv.owed;
-      auto back = std::make_shared<Served>(std::move(sv));
-      back->owed = 0;
+      auto back = std::make_shared<Served>(std::move(sv));  // owed: sent if the give-back fails
       ask(shard_of(b.dst, nshards_), push, [this, id, back, value](Reply pushed) {
         if (pushed.kind == Reply::kError) {
           ask(shard_of(back->key, nshards_), give_back_closure, [](Count) {}, *back);

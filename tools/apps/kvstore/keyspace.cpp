@@ -95,8 +95,15 @@ namespace {
 // crosses hosts as its bytes, and a function's address differs there.
 constexpr auto exists_closure = [](Shard& s, std::vector<std::string> keys) { return shard_exists(s, std::move(keys)); };
 constexpr auto mset_closure = [](Shard& s, std::vector<std::string> kvs) { return shard_mset(s, std::move(kvs)); };
-constexpr auto dump_closure = [](Shard& s, std::string key) { return shard_dump(s, std::move(key)); };
 constexpr auto read_closure = [](Shard& s, std::string key) { return shard_dump_read(s, std::move(key)); };  // LCS
+// RENAME's source (a write lookup in Redis: no keymiss) or COPY's (a read: keymiss).
+constexpr auto move_src_closure = [](Shard& s, std::string key, bool read) {
+  return read ? shard_dump_read(s, std::move(key)) : shard_dump(s, std::move(key));
+};
+constexpr auto owed_closure = [](Shard&, std::string src, std::uint8_t from, std::uint8_t owed) {
+  notify_owed_pop(src, from, owed);
+  return Count{};
+};
 constexpr auto del_closure = [](Shard& s, std::vector<std::string> keys) { return shard_del(s, std::move(keys)); };
 // The stores and RENAME's deletion with their keyspace events (notify.cpp).
 constexpr auto store_closure = [](Shard& s, std::string key, Dump d, bool replace, std::string event) {
@@ -161,6 +168,13 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
         ask(ss, pop_closure, [=, this](Reply popped) {
           if (popped.kind != Reply::kBulk) return fail(popped.kind == Reply::kError ? popped.s : "ERR no element");
           ask(ds, push_closure, [=, this](Reply pushed) {
+            // The push failed (the destination changed type since step 2, or
+            // out of memory): the element is lost, the pop's events still owed.
+            if (pushed.kind == Reply::kError && popped.n != 0) {
+              ask(ss, owed_closure, [=](Count) { fail(pushed.s); }, src, std::uint8_t(from_left ? 0 : 1),
+                  std::uint8_t(popped.n));
+              return;
+            }
             if (pushed.kind == Reply::kError) return fail(pushed.s);
             settle(slot, gen, seq, [&](Pending& q) { resp::bulk(q.reply, popped.s); });
           }, to_left ? Op::kLpush : Op::kRpush, std::vector<std::string>{dst, popped.s}, src, std::uint8_t(from_left ? 0 : 1),
@@ -274,7 +288,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
     p.waiting = 1;
     const std::string src(args[1]), dst(args[2]);
     const std::size_t ss = shard_index(src), ds = shard_index(dst);
-    ask(ss, dump_closure, [=, this](Dump d) {
+    ask(ss, move_src_closure, [=, this](Dump d) {
       if (d.type == 0xff) return fail("ERR out of memory");
       if (d.type == Dump::kNone) return copy ? integer(0) : fail("ERR no such key");
       if (src == dst) return nx ? integer(0) : settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
@@ -286,7 +300,7 @@ bool Loop::execute_keyspace(std::uint32_t slot, const std::string& name, Pending
           settle(slot, gen, seq, [](Pending& q) { resp::simple(q.reply, "OK"); });
         }, src, dst);
       }, dst, std::move(d), replace, std::string(copy ? "copy_to" : "rename_to"));
-    }, src);
+    }, src, copy);
     return true;
   }
   if (name == "sinter" || name == "sunion" || name == "sdiff" || name == "sinterstore" || name == "sunionstore" ||

@@ -240,6 +240,7 @@ Reply shard_move_pop(Shard& s, Op op, std::vector<std::string> args) noexcept {
 
 Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::string src, std::uint8_t from,
                       std::uint8_t owed) noexcept {
+  if (owed > 2) owed = 0;  // it comes off the wire: 1 or 2 only
   if (owed == 0 || !notifying() || args.empty()) return shard_typed(s, op, std::move(args));
   ServeAfterEvents hold(s);
   const bool same = args[0] == src;  // then the push refilled it: no del (Redis pops after pushing)
@@ -255,6 +256,12 @@ Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::strin
     if (owed == 2 && !same) notify(kNotifyGeneric, "del", src);
   }
   return r;
+}
+
+void notify_owed_pop(const std::string& src, std::uint8_t from, std::uint8_t owed) noexcept {
+  if (owed == 0 || owed > 2) return;
+  notify(kNotifyList, from ? "rpop" : "lpop", src);
+  if (owed == 2) notify(kNotifyGeneric, "del", src);
 }
 
 // A key written whole by a command of several keys (RENAME's and COPY's

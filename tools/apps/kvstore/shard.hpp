@@ -395,13 +395,15 @@ inline Count shard_del(Shard& s, std::vector<std::string> keys) noexcept {
   return c;
 }
 
-// TOUCH: EXISTS that sets the keys' access clocks.
+// TOUCH: EXISTS that sets the keys' access clocks; a read (Redis's
+// lookupKeyRead): keymiss for a missing key.
 inline Count shard_touch(Shard& s, std::vector<std::string> keys) noexcept {
   Count c;
   for (const auto& k : keys) {
     expire_if_due(s, k);
     if (auto it = s.map.find(k); it != s.map.end()) it->second.lru = tl_lru_clock, ++c.n;
     else if (auto o = s.objs.find(k); o != s.objs.end()) o->second.lru = tl_lru_clock, ++c.n;
+    else notify(kNotifyKeyMiss, "keymiss", k);
   }
   return c;
 }

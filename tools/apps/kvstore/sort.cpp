@@ -36,6 +36,8 @@ std::vector<Value> shard_lookup(Shard& s, std::vector<std::string> keys, std::ve
   try {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       expire_if_due(s, keys[i]);
+      if ((g_notify.load(std::memory_order_relaxed) & kNotifyKeyMiss) && !key_exists(s, keys[i])) [[unlikely]]
+        notify(kNotifyKeyMiss, "keymiss", keys[i]);  // lookupKeyByPattern reads with lookupKeyRead
       if (fields[i].empty()) {
         if (auto it = s.map.find(keys[i]); it != s.map.end()) out[i] = {Value::kString, it->second};
       } else if (auto o = s.objs.find(keys[i]); o != s.objs.end()) {

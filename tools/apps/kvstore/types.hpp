@@ -107,6 +107,9 @@ Reply shard_typed_events(Shard& s, Op op, std::vector<std::string> args) noexcep
 Reply shard_move_pop(Shard& s, Op op, std::vector<std::string> args) noexcept;
 Reply shard_move_push(Shard& s, Op op, std::vector<std::string> args, std::string src, std::uint8_t from,
                       std::uint8_t owed) noexcept;
+// The pop events a move's pop left owed (`owed` 1: lpop/rpop, 2: and del)
+// where its element is lost instead of pushed or given back (notify.cpp).
+void notify_owed_pop(const std::string& src, std::uint8_t from, std::uint8_t owed) noexcept;
 // strops.cpp: the ops from kGetdel on (args[0] the key).
 Reply shard_strops(Shard& s, Op op, std::vector<std::string> args);
 // zset.cpp: the ops from kZadd on (args[0] the key).
