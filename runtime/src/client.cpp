@@ -404,8 +404,9 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
       std::memcpy(&rh, p, sizeof rh);
       const std::byte* data = p + sizeof rh;
       if (rh.length > std::size_t(end - data)) fatal("response overruns its block");
-      p = data + abi::align_record(rh.length);
-      if (p > end) p = end;  // the last record's padding may lie past the region
+      // The last record's padding may lie past the region: clamp before
+      // forming the pointer (one past the end is the furthest it may go).
+      p = data + std::min<std::size_t>(abi::align_record(rh.length), std::size_t(end - data));
       --left;
       complete_next(ch, rh.status, data, rh.length);
     }
