@@ -24,15 +24,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hydra_proc import free_port  # noqa: E402 (beside this file)
 from resp_client import encode  # noqa: E402
+from check_log import check, finish  # noqa: E402,F401 (the check log, re-exported to the pair tests)
 
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok: " if ok else "FAIL: ") + what + ("" if ok or not detail else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
 def wait_up(port, proc, timeout=30):
@@ -178,8 +171,3 @@ def keys_on_distinct_shards(prefix, shards):
 def host_ports(args):
     """HOST:PORT arguments (a rack's hosts) as (host, port) pairs."""
     return [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in args)]
-
-
-def finish():
-    print(f"{len(failures)} failure(s)" if failures else "all passed")
-    return 1 if failures else 0

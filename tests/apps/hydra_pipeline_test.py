@@ -24,16 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp_client import Conn, encode  # noqa: E402
 from hydra_proc import free_port, local_hydra  # noqa: E402
-
-failures = 0
-
-
-def check(ok, what, detail=""):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok or not detail else f": {detail}"), flush=True)
-    if not ok:
-        failures += 1
-    return ok
+from check_log import check, finish  # noqa: E402
 
 
 def key(rng):
@@ -132,8 +123,7 @@ def main():
                 pipeline_checks(("127.0.0.1", port), threads)
             except (OSError, EOFError, socket.timeout) as e:
                 check(False, f"{threads} thread(s): the connection", repr(e))
-    print("hydra_pipeline_test: " + ("all checks passed" if not failures else f"{failures} checks FAILED"))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

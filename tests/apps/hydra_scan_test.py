@@ -23,16 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp_client import Conn, parse_addr  # noqa: E402
 from hydra_proc import free_port, local_hydra  # noqa: E402 (the standalone server, stopped after)
-
-failures = 0
-
-
-def check(ok, what, detail=""):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what + ("" if ok or not detail else f": {detail}"), flush=True)
-    if not ok:
-        failures += 1
-    return ok
+from check_log import check, finish  # noqa: E402
 
 
 def full_scan(c, churn, *opts):
@@ -121,7 +112,7 @@ def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "scan":
         for a in sys.argv[2].split(","):
             scan_checks(parse_addr(a), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
-        return 1 if failures else 0
+        return finish()
     hydra = os.path.join(sys.argv[1], "tools", "apps", "kvstore", "hydra")
     port = free_port()
     with local_hydra(hydra, port, threads=4, seconds=100):
@@ -132,8 +123,7 @@ def main():
             except OSError:
                 time.sleep(0.1)
         scan_checks(("127.0.0.1", port), 4)
-    print("hydra_scan_test: " + ("all checks passed" if not failures else f"{failures} checks FAILED"))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
