@@ -85,18 +85,22 @@ struct App {
   std::vector<std::uint32_t> tail;
   // Slot bookkeeping, indexed [local][global]:
   //   out_req: last request seq shipped for (client local, trustee remote)
-  //   in_req:  last request seq written for (trustee local, client remote)
   //   out_resp: last response seq shipped for (trustee local, client remote)
-  // The local thread's core ships (doorbells); the core of the connection a
-  // record arrived on delivers. A pair has one slot in flight, so the two
-  // never write the same word at once, but they read each other's: every
-  // access is a relaxed atomic (get/set).
+  // and [lane][local][global]:
+  //   in_req: last request seq written into the lane for (trustee local,
+  //           client remote); 0 before the first
+  // Ships (doorbells) come in seq order, from the local thread's core.
+  // Deliveries, from the core of the connection a record arrived on, may
+  // come out of order when a pair's two batches take two connections: each
+  // lane has at most one, so no two cores write the same word at once, but
+  // they read each other's: every access is a relaxed atomic (get/set).
   std::vector<std::uint32_t> out_req, in_req, out_resp;
-  std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
-    return std::atomic_ref<std::uint32_t>(at(v, local_i, g)).load(std::memory_order_relaxed);
+  std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane = 0) {
+    return std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).load(std::memory_order_relaxed);
   }
-  void set(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t x) {
-    std::atomic_ref<std::uint32_t>(at(v, local_i, g)).store(x, std::memory_order_relaxed);
+  void set(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t x,
+           std::uint32_t lane = 0) {
+    std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).store(x, std::memory_order_relaxed);
   }
   // Per (peer host, local thread): what the thread sent to that host lately
   // (sizes of its last slots; bytes and slots decaying over ~64 ms, see
@@ -113,20 +117,29 @@ struct App {
   Flow& flow(std::uint32_t host, std::uint32_t local_i) { return flows[std::size_t(host) * local + local_i]; }
 
   bool is_local(std::uint32_t g) const { return g >= first && g < first + local; }
-  std::uint32_t& at(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
-    return v[std::size_t(local_i) * total + g];
+  // Request `q` may go into its lane, whose last was `last` (0: none yet):
+  // the lane's next (two batches on), or the lane's first (batch 1 or 2).
+  static constexpr bool next_in_lane(std::uint32_t last, std::uint32_t q) {
+    return q == last + abi::kLanes || (last == 0 && q != 0 && q <= abi::kLanes);
   }
-  std::uint8_t* request_primary(std::uint32_t trustee, std::uint32_t client) {
-    return base + layout.request_primary + (std::size_t(trustee) * total + client) * abi::kPrimaryBytes;
+  std::uint32_t& at(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane) {
+    return v[(std::size_t(lane & 1) * local + local_i) * total + g];
   }
-  std::uint8_t* request_overflow(std::uint32_t trustee, std::uint32_t client) {
-    return base + layout.request_overflow + (std::size_t(trustee) * total + client) * abi::kOverflowBytes;
+  // Batch seq of a pair uses lane seq & 1 (abi::kLanes, attach.hpp).
+  std::size_t cell(std::uint32_t lane, std::uint32_t major, std::uint32_t minor) const {
+    return (std::size_t(lane & 1) * total + major) * total + minor;
   }
-  std::uint8_t* response_primary(std::uint32_t client, std::uint32_t trustee) {
-    return base + layout.response_primary + (std::size_t(client) * total + trustee) * abi::kPrimaryBytes;
+  std::uint8_t* request_primary(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane) {
+    return base + layout.request_primary + cell(lane, trustee, client) * abi::kPrimaryBytes;
   }
-  std::uint8_t* response_overflow(std::uint32_t client, std::uint32_t trustee) {
-    return base + layout.response_overflow + (std::size_t(client) * total + trustee) * abi::kOverflowBytes;
+  std::uint8_t* request_overflow(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane) {
+    return base + layout.request_overflow + cell(lane, trustee, client) * abi::kOverflowBytes;
+  }
+  std::uint8_t* response_primary(std::uint32_t client, std::uint32_t trustee, std::uint32_t lane) {
+    return base + layout.response_primary + cell(lane, client, trustee) * abi::kPrimaryBytes;
+  }
+  std::uint8_t* response_overflow(std::uint32_t client, std::uint32_t trustee, std::uint32_t lane) {
+    return base + layout.response_overflow + cell(lane, client, trustee) * abi::kOverflowBytes;
   }
   std::uint32_t* wake_word(std::uint32_t local_i) {
     return reinterpret_cast<std::uint32_t*>(base + layout.wake_words + local_i * abi::kWakeStride);

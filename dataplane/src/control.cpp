@@ -284,7 +284,7 @@ void Dataplane::attach(int fd) {
   for (std::uint32_t h = 0; h < hosts_; ++h)
     for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).set_conn(std::uint8_t(i % conns_per_host_));
   a->out_req.assign(cells, 0);
-  a->in_req.assign(cells, 0);
+  a->in_req.assign(abi::kLanes * cells, 0);
   a->out_resp.assign(cells, 0);
   if (apps_.size() >= cfg_.dataplane.max_applications) {
     ::munmap(base, layout.bytes);

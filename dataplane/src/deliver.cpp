@@ -74,11 +74,15 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
     return;
   }
   std::uint32_t li = r.trustee - a.first;
-  const std::uint32_t last = a.get(a.in_req, li, r.client);
-  std::uint8_t* primary = a.request_primary(r.trustee, r.client);
-  // The next batch, and the trustee has answered the previous one.
-  if (r.slot_seq != last + 1 ||
-      load_acquire<std::uint32_t>(a.response_primary(r.client, r.trustee)) != last) {
+  const std::uint32_t q = r.slot_seq;
+  const std::uint32_t last = a.get(a.in_req, li, r.client, q);
+  std::uint8_t* primary = a.request_primary(r.trustee, r.client, q);
+  // The next batch of its lane (two batches on; the first of each lane is
+  // 1 or 2), and the trustee has answered the lane's previous one. The
+  // other lane's batch may come before or after it: the trustee serves
+  // them in seq order.
+  if (!App::next_in_lane(last, q) ||
+      load_acquire<std::uint32_t>(a.response_primary(r.client, r.trustee, q)) != last) {
     ++k.stats.records_rejected;
     return;
   }
@@ -88,8 +92,8 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   h.overflow_len = r.overflow_len;
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
-  std::memcpy(a.request_overflow(r.trustee, r.client), v.payload + r.primary_len, r.overflow_len);
-  a.set(a.in_req, li, r.client, r.slot_seq);
+  std::memcpy(a.request_overflow(r.trustee, r.client, q), v.payload + r.primary_len, r.overflow_len);
+  a.set(a.in_req, li, r.client, q, q);
   peers_[src].open.fetch_add(1, std::memory_order_relaxed);  // until our last response
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
@@ -104,9 +108,12 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
     return;
   }
   std::uint32_t li = r.client - a.first;
-  std::uint8_t* primary = a.response_primary(r.client, r.trustee);
-  // Answers the request we shipped last, and only once.
-  if (r.slot_seq != a.get(a.out_req, li, r.trustee) || load_acquire<std::uint32_t>(primary) == r.slot_seq) {
+  const std::uint32_t q = r.slot_seq;
+  std::uint8_t* primary = a.response_primary(r.client, r.trustee, q);
+  // Answers one of the (at most two) requests we shipped last, and only
+  // once. Its lane is free: the client took the lane's previous answer
+  // before it published the request this answers.
+  if (a.get(a.out_req, li, r.trustee) - q >= abi::kLanes || load_acquire<std::uint32_t>(primary) == q) {
     ++k.stats.records_rejected;
     return;
   }
@@ -117,7 +124,7 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   h.flags = r.slot_flags & abi::kResponseMore;
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
-  std::memcpy(a.response_overflow(r.client, r.trustee), v.payload + r.primary_len, r.overflow_len);
+  std::memcpy(a.response_overflow(r.client, r.trustee, q), v.payload + r.primary_len, r.overflow_len);
   if (!(h.flags & abi::kResponseMore)) peers_[src].open.fetch_sub(1, std::memory_order_relaxed);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);

@@ -61,15 +61,16 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
   std::vector<std::uint8_t>& scratch = k.scratch;
   scratch.resize(abi::kPrimaryBytes + abi::kOverflowBytes);
   if (!response) {
-    const std::uint8_t* primary = a.request_primary(peer, self_g);
-    std::uint32_t seq = load_acquire<std::uint32_t>(primary);
-    if (seq != a.get(a.out_req, li, peer) + 1) return bad("request slot seq is not the next one");
+    // Batches are rung in seq order: the next one, in its lane.
+    const std::uint32_t seq = a.get(a.out_req, li, peer) + 1;
+    const std::uint8_t* primary = a.request_primary(peer, self_g, seq);
+    if (load_acquire<std::uint32_t>(primary) != seq) return bad("request slot seq is not the next one");
     abi::RequestSlotHeader h;
     std::memcpy(&h, primary, sizeof h);
     if (h.primary_len > abi::kRequestPrimaryData || h.overflow_len > abi::kOverflowBytes)
       return bad("request slot lengths out of range");
     std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
-    std::memcpy(scratch.data() + h.primary_len, a.request_overflow(peer, self_g), h.overflow_len);
+    std::memcpy(scratch.data() + h.primary_len, a.request_overflow(peer, self_g, seq), h.overflow_len);
     a.set(a.out_req, li, peer, seq);
     w.kind = wire::kRecRequest;
     w.count = h.count;
@@ -79,16 +80,17 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     w.primary_len = h.primary_len;
     w.overflow_len = h.overflow_len;
   } else {
-    const std::uint8_t* primary = a.response_primary(peer, self_g);
-    std::uint32_t seq = load_acquire<std::uint32_t>(primary);
-    if (seq != a.get(a.in_req, li, peer) || seq == a.get(a.out_resp, li, peer))
+    // Answers come in seq order too: the next one, for a request we wrote.
+    const std::uint32_t seq = a.get(a.out_resp, li, peer) + 1;
+    const std::uint8_t* primary = a.response_primary(peer, self_g, seq);
+    if (load_acquire<std::uint32_t>(primary) != seq || a.get(a.in_req, li, peer, seq) != seq)
       return bad("response slot seq unexpected");
     abi::ResponseSlotHeader h;
     std::memcpy(&h, primary, sizeof h);
     if (h.primary_len > abi::kResponsePrimaryData || h.overflow_len > abi::kOverflowBytes)
       return bad("response slot lengths out of range");
     std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
-    std::memcpy(scratch.data() + h.primary_len, a.response_overflow(peer, self_g), h.overflow_len);
+    std::memcpy(scratch.data() + h.primary_len, a.response_overflow(peer, self_g, seq), h.overflow_len);
     a.set(a.out_resp, li, peer, seq);
     w.kind = wire::kRecResponse;
     w.count = h.count;
@@ -99,10 +101,10 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     w.overflow_len = h.overflow_len;
     w.slot_flags = h.flags & abi::kResponseMore;
   }
-  // Any usable connection keeps a pair's slots in order: a pair has one
-  // slot in flight at a time (the next request follows the response, the
-  // next response the request), so two never race on two connections.
-  // An exchange opens with its request and closes with its last response.
+  // Any usable connection will do: a pair has at most one batch in flight
+  // per lane, and the receiver takes a pair's two lanes in either order
+  // (deliver.cpp). An exchange opens with its request and closes with its
+  // last response.
   if (!response) peers_[host].open.fetch_add(1, std::memory_order_relaxed);
   else if (!(w.slot_flags & abi::kResponseMore)) peers_[host].open.fetch_sub(1, std::memory_order_relaxed);
   App::Flow& f = a.flow(host, li);

@@ -175,7 +175,7 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
     // The checks inline: a channel still waiting for its response costs one
     // load of the response's ready word here, not two calls.
     if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
-    if (!ch.inflight && would_flush(to, ch, min_batch))
+    if (ch.inflight < ch.max_out && would_flush(to, ch, min_batch))
       worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;
@@ -198,10 +198,13 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
 // order), and publishes the batch.
 bool Worker::flush(ThreadId to) {
   Channel& ch = channels_[to];
-  if (ch.inflight || (!ch.queued && !ch.need_fetch)) return false;
+  if (ch.inflight >= ch.max_out || (!ch.queued && !ch.need_fetch)) return false;
   bool remote = !rt_.is_local(to);
-  std::byte* primary = square_.request_primary(to, id_);
-  std::byte* overflow = square_.request_overflow(to, id_);
+  // Across hosts, batch `sent + 1` goes to its lane: the lane's previous
+  // batch is answered (at most max_out are out, answered in order).
+  const std::uint32_t lane = remote ? ch.sent + 1 : 0;
+  std::byte* primary = square_.request_primary(to, id_, lane);
+  std::byte* overflow = square_.request_overflow(to, id_, lane);
   std::byte* pdata = primary + sizeof(abi::RequestSlotHeader);
   std::uint32_t pl = 0, ol = 0, n = 0;
   bool in_overflow = false;
@@ -316,7 +319,7 @@ bool Worker::flush(ThreadId to) {
     ch.head = 0;
   }
   abi::RequestSlotHeader hdr{};
-  hdr.seq = ch.seq + 1;
+  hdr.seq = (remote ? ch.sent : ch.seq) + 1;
   hdr.count = std::uint16_t(n);
   hdr.primary_len = std::uint16_t(pl);
   hdr.overflow_len = std::uint16_t(ol);
@@ -324,8 +327,18 @@ bool Worker::flush(ThreadId to) {
   // batch only after it sees the new seq.
   std::memcpy(primary + sizeof hdr.seq, reinterpret_cast<std::byte*>(&hdr) + sizeof hdr.seq,
               sizeof hdr - sizeof hdr.seq);
-  ch.seq = hdr.seq;
-  ch.inflight = remote ? 1 : n;  // remote: "the slot is out", responses may come in several
+  if (!remote) {
+    ch.seq = hdr.seq;
+    ch.inflight = n;
+  } else {
+    // Responses may come in several batches' slots (kResponseMore): a
+    // remote batch counts as one.
+    ch.sent = hdr.seq;
+    if (ch.inflight++ == 0) {
+      ch.seq = hdr.seq;
+      ch.response_seq = square_.response_primary(id_, to, hdr.seq);
+    }
+  }
   ch.need_fetch = false;
   store_atomic<std::uint32_t>(primary, hdr.seq, std::memory_order_release);
   if (remote) ring_doorbell(to);
@@ -421,7 +434,9 @@ bool Worker::poll_responses(ThreadId to, std::uint32_t min_batch) {
 // (kResponseMore) until the next batch fetches it.
 bool Worker::poll_remote_responses(ThreadId to) {
   Channel& ch = channels_[to];
-  std::byte* primary = square_.response_primary(id_, to);
+  // The oldest batch's answer, in its lane.
+  std::byte* primary = square_.response_primary(id_, to, ch.seq);
+  std::byte* const overflow = square_.response_overflow(id_, to, ch.seq);
   if (load_atomic<std::uint32_t>(primary, std::memory_order_acquire) != ch.seq) return false;
   abi::ResponseSlotHeader h;
   std::memcpy(&h, primary, sizeof h);
@@ -430,8 +445,7 @@ bool Worker::poll_remote_responses(ThreadId to) {
   // A batch with responses sent over TCP is taken only once every one of
   // them is here (the slot stays as it is until then).
   bool whole = false;
-  const BlockView blocks[2] = {{primary + sizeof h, h.primary_len},
-                               {square_.response_overflow(id_, to), h.overflow_len}};
+  const BlockView blocks[2] = {{primary + sizeof h, h.primary_len}, {overflow, h.overflow_len}};
   const BulkBody bulk = take_bulk_bodies(blocks, h.count, &ResponseHeader::status, abi::kStatusBulk,
                                          Bulk::kResponse, to, &bulk_responses_, &whole);
   if (bulk == BulkBody::kWaiting) return false;
@@ -440,9 +454,15 @@ bool Worker::poll_remote_responses(ThreadId to) {
   std::size_t bulk_next = 0;
   std::byte* copy = response_copy_.data();
   std::memcpy(copy, primary + sizeof h, h.primary_len);
-  std::memcpy(copy + h.primary_len, square_.response_overflow(id_, to), h.overflow_len);
-  ch.inflight = 0;
-  ch.need_fetch = h.flags & abi::kResponseMore;
+  std::memcpy(copy + h.primary_len, overflow, h.overflow_len);
+  // The next batch out, if any, is now the oldest. Held-back responses
+  // (kResponseMore) come with it; with none out, the next flush fetches
+  // them, even empty.
+  if (--ch.inflight != 0) {
+    ++ch.seq;
+    ch.response_seq = square_.response_primary(id_, to, ch.seq);
+  }
+  ch.need_fetch = (h.flags & abi::kResponseMore) && ch.inflight == 0;
   // Deliver after sending the next batch, as for local trustees: copy out
   // what the completions need first.
   struct Region {

@@ -52,10 +52,16 @@ Worker::Worker(Runtime& rt, ThreadId id)
     : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
+  // Where each client's next batch will be: lane 0 on this host; across
+  // hosts batch 1's lane (then seq & 1, abi::kLanes).
   for (ThreadId c = 0; c < n; ++c)
-    request_words_.push_back(reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c)));
+    request_words_.push_back(
+        reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, rt.is_local(c) ? 0 : 1)));
   channels_.resize(n);
-  for (ThreadId to = 0; to < n; ++to) channels_[to].response_seq = square_.response_primary(id_, to);
+  for (ThreadId to = 0; to < n; ++to) {
+    channels_[to].response_seq = square_.response_primary(id_, to);
+    channels_[to].max_out = rt.is_local(to) ? 1 : abi::kLanes;
+  }
   is_dirty_.assign(n, 0);
   entrust_cursor = 0;
   wake_word_ = &own_wake_;
@@ -255,12 +261,13 @@ bool Worker::run_ready_fibers() {
 bool Worker::loop_has_work(std::uint32_t min_batch) {
   const std::size_t n = request_words_.size();
   for (std::size_t c = 0; c < n; ++c)
-    if (std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(request_words_[c])).load(std::memory_order_relaxed) !=
-        served_seq_[c])
+    if (std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(request_words_[c])).load(std::memory_order_relaxed) ==
+        served_seq_[c] + 1)
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
     if (ch.inflight ? response_ready(ch) : would_flush(to, ch, min_batch)) return true;
+    if (ch.inflight && ch.inflight < ch.max_out && would_flush(to, ch, min_batch)) return true;
   }
   return false;
 }

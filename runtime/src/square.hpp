@@ -1,5 +1,6 @@
 // The square (papers 001 §4.7, Fig. 21): every (client, trustee) pair of the
-// rack has one request slot and one response slot. Request slots are laid
+// rack has one request slot and one response slot (two of each across
+// hosts: lanes, gossamer/abi/attach.hpp). Request slots are laid
 // out trustee-major, so a trustee scans its clients' primary blocks in one
 // contiguous run of 128 B blocks; response slots are client-major, so a
 // client scans its responses contiguously. Overflow blocks live apart, so
@@ -28,23 +29,27 @@ class Square {
   Square& operator=(const Square&) = delete;
 
   std::uint32_t size() const { return n_; }
-  std::byte* request_primary(std::uint32_t trustee, std::uint32_t client) {
-    return req_primary_ + (std::size_t(trustee) * n_ + client) * abi::kPrimaryBytes;
+  // Lane 0 unless given: pairs across hosts use lane seq & 1 (abi::kLanes).
+  std::byte* request_primary(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane = 0) {
+    return req_primary_ + cell(lane, trustee, client) * abi::kPrimaryBytes;
   }
-  std::byte* request_overflow(std::uint32_t trustee, std::uint32_t client) {
-    return req_overflow_ + (std::size_t(trustee) * n_ + client) * abi::kOverflowBytes;
+  std::byte* request_overflow(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane = 0) {
+    return req_overflow_ + cell(lane, trustee, client) * abi::kOverflowBytes;
   }
-  std::byte* response_primary(std::uint32_t client, std::uint32_t trustee) {
-    return resp_primary_ + (std::size_t(client) * n_ + trustee) * abi::kPrimaryBytes;
+  std::byte* response_primary(std::uint32_t client, std::uint32_t trustee, std::uint32_t lane = 0) {
+    return resp_primary_ + cell(lane, client, trustee) * abi::kPrimaryBytes;
   }
-  std::byte* response_overflow(std::uint32_t client, std::uint32_t trustee) {
-    return resp_overflow_ + (std::size_t(client) * n_ + trustee) * abi::kOverflowBytes;
+  std::byte* response_overflow(std::uint32_t client, std::uint32_t trustee, std::uint32_t lane = 0) {
+    return resp_overflow_ + cell(lane, client, trustee) * abi::kOverflowBytes;
   }
   // Rack segments only.
   std::byte* segment() const { return segment_; }
   const abi::SegmentLayout& layout() const { return layout_; }
 
  private:
+  std::size_t cell(std::uint32_t lane, std::uint32_t major, std::uint32_t minor) const {
+    return (std::size_t(lane & 1) * n_ + major) * n_ + minor;
+  }
   void place(std::byte* base);
   std::uint32_t n_;
   abi::SegmentLayout layout_{};

@@ -179,16 +179,23 @@ bool Worker::serve_requests() {
   std::uint64_t t0 = 0;  // the TSC when the first batch was found (serve_cycles_)
   std::uint32_t n = rt_.size();
   for (ThreadId c = 0; c < n; ++c) {
-    std::byte* primary = square_.request_primary(id_, c);
+    // The slot of the client's next batch (lane 0, or its lane across
+    // hosts): served once it holds that batch, so in seq order.
+    const std::uint32_t next = served_seq_[c] + 1;
+    std::byte* primary = reinterpret_cast<std::byte*>(const_cast<std::uint32_t*>(request_words_[c]));
     std::uint32_t seq = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
                             .load(std::memory_order_acquire);
-    if (seq == served_seq_[c]) continue;
+    if (seq != next) continue;
     if (!t0) t0 = __builtin_ia32_rdtsc();
     abi::RequestSlotHeader h;
     std::memcpy(&h, primary, sizeof h);  // copy, then validate
     h.seq = seq;
-    if (rt_.is_local(c)) serve_slot(c, h);
-    else if (!serve_remote_slot(c, h)) continue;  // its payload is on its way (TCP)
+    if (rt_.is_local(c)) {
+      serve_slot(c, h);
+    } else {
+      if (!serve_remote_slot(c, h)) continue;  // its payload is on its way (TCP)
+      request_words_[c] = reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, next + 1));
+    }
     served_seq_[c] = seq;
     worked = true;
   }
@@ -274,9 +281,9 @@ class StreamResponseWriter final : public ResponseWriter {
 // a body one of its records names, sent over TCP, has not arrived.
 bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h) {
   const BlockView regions[2] = {
-      {square_.request_primary(id_, client) + sizeof(abi::RequestSlotHeader),
+      {square_.request_primary(id_, client, h.seq) + sizeof(abi::RequestSlotHeader),
        std::min<std::uint32_t>(h.primary_len, abi::kRequestPrimaryData)},
-      {square_.request_overflow(id_, client),
+      {square_.request_overflow(id_, client, h.seq),
        std::min<std::uint32_t>(h.overflow_len, abi::kOverflowBytes)}};
   // Every body its references name must be here before any record runs.
   bool whole = false;  // each of the reference's length; else malformed below
@@ -357,8 +364,8 @@ bool Worker::serve_remote_slot(ThreadId client, const abi::RequestSlotHeader& h)
 // when something is left for the next batch to fetch.
 void Worker::emit_remote(ThreadId client, std::uint32_t seq) {
   RemoteClient& rc = *remote_clients_[client];
-  std::byte* primary = square_.response_primary(client, id_);
-  std::byte* overflow = square_.response_overflow(client, id_);
+  std::byte* primary = square_.response_primary(client, id_, seq);
+  std::byte* overflow = square_.response_overflow(client, id_, seq);
   std::uint32_t pl = 0, ol = 0, count = 0;
   int stage = 0;
   const std::uint32_t host = bulk_ ? rt_.rack()->host_of(client) : 0;

@@ -89,9 +89,14 @@ struct Channel {
   ByteQueue queue;               // encoded records not yet in the slot
   std::size_t head = 0;          // first unsent byte of `queue`
   std::uint32_t queued = 0;      // records in queue[head..]
-  std::uint32_t inflight = 0;    // records in the slot awaiting responses
-  std::uint32_t seq = 0;         // last request seq published
-  const std::byte* response_seq = nullptr;  // the response slot's ready word
+  // Same host: records in the slot awaiting responses, and `seq` the
+  // batch's. Another host: batches awaiting responses (up to max_out, one
+  // per lane, abi::kLanes), `seq` the oldest's and `sent` the newest's.
+  std::uint32_t inflight = 0;
+  std::uint32_t seq = 0;
+  std::uint32_t sent = 0;
+  std::uint32_t max_out = 1;
+  const std::byte* response_seq = nullptr;  // the ready word of seq's response slot
   // To a trustee on another host: the trustee may hold responses back when
   // they do not fit the slot (abi::kResponseMore); the next batch then
   // fetches them, even if empty. Pieces of a response that spans slots

@@ -234,8 +234,9 @@ void FakeApp::send_detach() {
   ::send(sock_, &m, sizeof m, MSG_NOSIGNAL);
 }
 
-std::uint8_t* FakeApp::slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size) const {
-  return base_ + region + (std::size_t(row) * total_ + col) * size;
+std::uint8_t* FakeApp::slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size,
+                            std::uint32_t lane_of) const {
+  return base_ + region + ((std::size_t(lane_of & 1) * total_ + row) * total_ + col) * size;
 }
 
 void FakeApp::ring(std::uint32_t li, std::uint32_t entry) {
@@ -285,8 +286,8 @@ std::vector<std::uint8_t> read_slot(const std::uint8_t* primary, const std::uint
 void FakeApp::request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq,
                       const std::vector<std::uint8_t>& body) {
   const std::uint32_t client = first_ + li;
-  write_slot<abi::RequestSlotHeader>(slot(layout_.request_primary, trustee, client, abi::kPrimaryBytes),
-                                     slot(layout_.request_overflow, trustee, client, abi::kOverflowBytes),
+  write_slot<abi::RequestSlotHeader>(slot(layout_.request_primary, trustee, client, abi::kPrimaryBytes, seq),
+                                     slot(layout_.request_overflow, trustee, client, abi::kOverflowBytes, seq),
                                      abi::kRequestPrimaryData, seq, body);
   ring(li, trustee);
 }
@@ -294,8 +295,8 @@ void FakeApp::request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq
 void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
                       const std::vector<std::uint8_t>& body) {
   const std::uint32_t trustee = first_ + li;
-  write_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes),
-                                      slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes),
+  write_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes, seq),
+                                      slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes, seq),
                                       abi::kResponsePrimaryData, seq, body);
   ring(li, client | abi::kDoorbellResponse);
 }
@@ -305,22 +306,26 @@ bool FakeApp::dataplane_sleeping() const {
   return std::atomic_ref<std::uint32_t>(hdr->dataplane_sleeping).load(std::memory_order_seq_cst) != 0;
 }
 
-std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee) const {
-  return load_acquire<std::uint32_t>(slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes));
+std::uint32_t FakeApp::response_seq(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const {
+  return load_acquire<std::uint32_t>(
+      slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes, lane_of));
 }
 
-std::vector<std::uint8_t> FakeApp::response_body(std::uint32_t li, std::uint32_t trustee) const {
-  return read_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes),
-                                            slot(layout_.response_overflow, first_ + li, trustee, abi::kOverflowBytes));
+std::vector<std::uint8_t> FakeApp::response_body(std::uint32_t li, std::uint32_t trustee,
+                                                 std::uint32_t lane_of) const {
+  return read_slot<abi::ResponseSlotHeader>(
+      slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes, lane_of),
+      slot(layout_.response_overflow, first_ + li, trustee, abi::kOverflowBytes, lane_of));
 }
 
-std::uint32_t FakeApp::request_seq(std::uint32_t li, std::uint32_t client) const {
-  return load_acquire<std::uint32_t>(slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes));
+std::uint32_t FakeApp::request_seq(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const {
+  return load_acquire<std::uint32_t>(slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes, lane_of));
 }
 
-std::vector<std::uint8_t> FakeApp::request_body(std::uint32_t li, std::uint32_t client) const {
-  return read_slot<abi::RequestSlotHeader>(slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes),
-                                           slot(layout_.request_overflow, first_ + li, client, abi::kOverflowBytes));
+std::vector<std::uint8_t> FakeApp::request_body(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const {
+  return read_slot<abi::RequestSlotHeader>(
+      slot(layout_.request_primary, first_ + li, client, abi::kPrimaryBytes, lane_of),
+      slot(layout_.request_overflow, first_ + li, client, abi::kOverflowBytes, lane_of));
 }
 
 std::vector<std::uint8_t> pattern(std::uint32_t client, std::uint32_t trustee, std::uint32_t seq, bool response,

@@ -97,20 +97,22 @@ class FakeApp {
   std::uint32_t local() const { return local_; }
 
   // Client side: local thread `li` publishes batch `seq` to remote trustee
-  // `trustee` and rings its doorbell.
+  // `trustee` (in the slots of lane seq & 1, abi::kLanes) and rings its
+  // doorbell. The readers take the seq whose lane they read.
   void request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq, const std::vector<std::uint8_t>& body);
-  std::uint32_t response_seq(std::uint32_t li, std::uint32_t trustee) const;
-  std::vector<std::uint8_t> response_body(std::uint32_t li, std::uint32_t trustee) const;
+  std::uint32_t response_seq(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const;
+  std::vector<std::uint8_t> response_body(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const;
   // Trustee side: the request slot of (local trustee li, remote client).
-  std::uint32_t request_seq(std::uint32_t li, std::uint32_t client) const;
-  std::vector<std::uint8_t> request_body(std::uint32_t li, std::uint32_t client) const;
+  std::uint32_t request_seq(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const;
+  std::vector<std::uint8_t> request_body(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const;
   void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body);
   // The segment's dataplane_sleeping word: non-zero while a polling core of
   // our dataplane sleeps (a doorbell then kicks it).
   bool dataplane_sleeping() const;
 
  private:
-  std::uint8_t* slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size) const;
+  std::uint8_t* slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size,
+                     std::uint32_t lane_of) const;
   void ring(std::uint32_t li, std::uint32_t entry);
   std::string socket_;
   std::uint32_t host_, hosts_, total_, first_ = 0, local_ = 0;

@@ -35,7 +35,10 @@ inline std::size_t size_of(std::uint32_t seq, bool response) {
 // until each client has had `rounds` answers from each remote trustee.
 class Traffic {
  public:
-  Traffic(FakeApp& a, FakeApp& b, std::uint32_t rounds) : apps_{&a, &b}, rounds_(rounds) {
+  // window: batches a client keeps out per trustee (1, or 2 as the runtime
+  // does across hosts: both lanes).
+  Traffic(FakeApp& a, FakeApp& b, std::uint32_t rounds, std::uint32_t window = abi::kLanes)
+      : apps_{&a, &b}, rounds_(rounds), window_(window) {
     for (int h = 0; h < 2; ++h) {
       sent_[h].assign(kTotal * kTotal, 0);
       answered_[h].assign(kTotal * kTotal, 0);
@@ -81,8 +84,8 @@ class Traffic {
   // detach drain's last batch (no response expected).
   bool saw_final(int h, std::uint32_t li, std::uint32_t client, std::uint32_t seq) {
     FakeApp& app = *apps_[h];
-    if (app.request_seq(li, client) != seq) return false;
-    const auto body = app.request_body(li, client);
+    if (app.request_seq(li, client, seq) != seq) return false;
+    const auto body = app.request_body(li, client, seq);
     EXPECT_EQ(body, pattern(client, app.first() + li, seq, false, size_of(seq, false)));
     return true;
   }
@@ -91,42 +94,51 @@ class Traffic {
   bool owns(int h, std::uint32_t self) const {
     return self >= apps_[h]->first() && self < apps_[h]->first() + apps_[h]->local();
   }
+  // Up to window_ batches out (one per lane), answered in seq order.
   bool client(int h, std::uint32_t li, std::uint32_t self, std::uint32_t peer) {
     FakeApp& app = *apps_[h];
     const std::uint32_t i = self * kTotal + peer;
-    if (answered_[h][i] < sent_[h][i]) {
-      const std::uint32_t got = app.response_seq(li, peer);
-      if (got == sent_[h][i]) {
-        const auto body = app.response_body(li, peer);
-        if (body != pattern(self, peer, got, true, size_of(got, true))) {
-          ADD_FAILURE() << "thread " << self << ": response " << got << " from " << peer << " has other bytes";
+    while (answered_[h][i] < sent_[h][i]) {
+      const std::uint32_t want = answered_[h][i] + 1;
+      const std::uint32_t got = app.response_seq(li, peer, want);
+      if (got != want) {
+        // The lane still holds its previous answer (or none yet).
+        if (got + abi::kLanes != want && !(got == 0 && want <= abi::kLanes)) {
+          ADD_FAILURE() << "thread " << self << ": response slot of " << peer << " says " << got << ", waiting for "
+                        << want;
           return false;
         }
-        answered_[h][i] = got;
-      } else if (got != sent_[h][i] - 1) {
-        ADD_FAILURE() << "thread " << self << ": response slot of " << peer << " says " << got << ", sent "
-                      << sent_[h][i];
+        break;
+      }
+      const auto body = app.response_body(li, peer, want);
+      if (body != pattern(self, peer, got, true, size_of(got, true))) {
+        ADD_FAILURE() << "thread " << self << ": response " << got << " from " << peer << " has other bytes";
         return false;
       }
+      answered_[h][i] = got;
     }
-    if (answered_[h][i] == sent_[h][i] && sent_[h][i] < rounds_) {
+    while (sent_[h][i] - answered_[h][i] < window_ && sent_[h][i] < rounds_) {
       const std::uint32_t seq = ++sent_[h][i];
       app.request(li, peer, seq, pattern(self, peer, seq, false, size_of(seq, false)));
     }
     return true;
   }
+  // Serves each client's batches in seq order, whichever lane came first.
   bool trustee(int h, std::uint32_t li, std::uint32_t self, std::uint32_t client) {
     FakeApp& app = *apps_[h];
     const std::uint32_t i = self * kTotal + client;
-    const std::uint32_t got = app.request_seq(li, client);
-    if (got == served_[h][i]) return true;
-    if (got != served_[h][i] + 1) {
-      ADD_FAILURE() << "trustee " << self << ": request from " << client << " is " << got << " after "
-                    << served_[h][i] << " (lost or repeated)";
-      return false;
+    const std::uint32_t want = served_[h][i] + 1;
+    const std::uint32_t got = app.request_seq(li, client, want);
+    if (got != want) {
+      if (got + abi::kLanes != want && !(got == 0 && want <= abi::kLanes)) {
+        ADD_FAILURE() << "trustee " << self << ": request from " << client << " is " << got << " after "
+                      << served_[h][i] << " (lost or repeated)";
+        return false;
+      }
+      return true;
     }
     if (got > rounds_) return true;  // a detach drain's final batch: not answered
-    if (app.request_body(li, client) != pattern(client, self, got, false, size_of(got, false))) {
+    if (app.request_body(li, client, got) != pattern(client, self, got, false, size_of(got, false))) {
       ADD_FAILURE() << "trustee " << self << ": request " << got << " from " << client << " has other bytes";
       return false;
     }
@@ -137,6 +149,7 @@ class Traffic {
 
   FakeApp* apps_[2];
   std::uint32_t rounds_;
+  std::uint32_t window_;
   std::vector<std::uint32_t> sent_[2], answered_[2], served_[2];  // [self * kTotal + peer]
 };
 

@@ -54,13 +54,13 @@ Sent full_slots(std::uint32_t mtu) {
   for (std::uint32_t seq = 1; seq <= kRounds && !::testing::Test::HasFailure(); ++seq) {
     a.request(0, 1, seq, pattern(0, 1, seq, false, kFullSlot));
     const auto end = Clock::now() + std::chrono::seconds(20);
-    while (b.request_seq(0, 0) != seq && Clock::now() < end)
+    while (b.request_seq(0, 0, seq) != seq && Clock::now() < end)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-    EXPECT_EQ(b.request_body(0, 0), pattern(0, 1, seq, false, kFullSlot)) << "request " << seq;
+    EXPECT_EQ(b.request_body(0, 0, seq), pattern(0, 1, seq, false, kFullSlot)) << "request " << seq;
     b.respond(0, 0, seq, pattern(0, 1, seq, true, 64));
-    while (a.response_seq(0, 1) != seq && Clock::now() < end)
+    while (a.response_seq(0, 1, seq) != seq && Clock::now() < end)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-    EXPECT_EQ(a.response_seq(0, 1), seq) << "no answer to request " << seq;
+    EXPECT_EQ(a.response_seq(0, 1, seq), seq) << "no answer to request " << seq;
   }
   a.send_detach();
   b.send_detach();
@@ -103,7 +103,7 @@ TEST(Mtu, FrameLargerThanThePeersMtuIsCountedAndDropped) {
   ASSERT_FALSE(HasFailure());
   a.request(0, 1, 1, pattern(0, 1, 1, false, kFullSlot));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_NE(b.request_seq(0, 0), 1u) << "a frame longer than host b's MTU was delivered";
+  EXPECT_NE(b.request_seq(0, 0, 1), 1u) << "a frame longer than host b's MTU was delivered";
   rack.stop();
   EXPECT_GT(rack.stat(1, "dropped{reason=\"too_long\"}"), 0u);
   EXPECT_GT(rack.stat(0, "retransmits"), 0u);

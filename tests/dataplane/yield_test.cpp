@@ -45,11 +45,11 @@ void attach_and_round_trip(FakeApp& a, FakeApp& b) {
   ASSERT_TRUE(b.wait_message(abi::kMsgStart, 10'000));
   a.request(0, 1, 1, pattern(0, 1, 1, false, 64));
   const auto end = Clock::now() + std::chrono::seconds(20);
-  while (b.request_seq(0, 0) != 1 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  ASSERT_EQ(b.request_seq(0, 0), 1u) << "the request never arrived";
+  while (b.request_seq(0, 0, 1) != 1 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  ASSERT_EQ(b.request_seq(0, 0, 1), 1u) << "the request never arrived";
   b.respond(0, 0, 1, pattern(0, 1, 1, true, 64));
-  while (a.response_seq(0, 1) != 1 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  ASSERT_EQ(a.response_seq(0, 1), 1u) << "no answer";
+  while (a.response_seq(0, 1, 1) != 1 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  ASSERT_EQ(a.response_seq(0, 1, 1), 1u) << "no answer";
 }
 
 // How long until host a's dataplane is seen asleep, looking until `deadline`;

@@ -12,10 +12,10 @@
 // Segment layout (all offsets from the segment start, 4 KiB aligned):
 //
 //   SegmentHeader                                   at 0, one page
-//   request primary blocks   [trustee][client]      T*T * kPrimaryBytes
-//   response primary blocks  [client][trustee]      T*T * kPrimaryBytes
-//   request overflow blocks  [trustee][client]      T*T * kOverflowBytes
-//   response overflow blocks [client][trustee]      T*T * kOverflowBytes
+//   request primary blocks   [lane][trustee][client]  2*T*T * kPrimaryBytes
+//   response primary blocks  [lane][client][trustee]  2*T*T * kPrimaryBytes
+//   request overflow blocks  [lane][trustee][client]  2*T*T * kOverflowBytes
+//   response overflow blocks [lane][client][trustee]  2*T*T * kOverflowBytes
 //   wake words               [local thread]         L * kWakeStride
 //   doorbell rings           [local thread]         L * doorbell_stride
 //   thread counters          [local thread]         L * sizeof(ThreadCounters)
@@ -26,6 +26,12 @@
 // by the dataplane and served by trustee r. Response slots mirror that.
 // Thread counters are written by their thread and only read by the
 // dataplane, which copies them into its metrics file (abi/metrics.hpp).
+//
+// Lanes: a pair on two hosts may have two batches in flight, so that the
+// next batch crosses while the trustee serves the one before. Batch `seq`
+// uses the request and response slots of lane `seq & 1` (kLanes); the
+// trustee serves them in seq order whichever arrives first. A pair on one
+// host uses lane 0 only, one batch at a time.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +44,8 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31524d4153534f47ull;  // "GOSSAMR1"
-inline constexpr std::uint32_t kAttachVersion = 3;  // 2: thread counters; 3: run id and token
+inline constexpr std::uint32_t kAttachVersion = 4;  // 2: thread counters; 3: run id and token; 4: lanes
+inline constexpr std::uint32_t kLanes = 2;          // slot pairs per (client, trustee) pair
 inline constexpr std::uint32_t kMaxRackThreads = 4096;
 inline constexpr std::uint32_t kMaxRackHosts = 64;
 inline constexpr std::size_t kPage = 4096;
@@ -136,7 +143,7 @@ constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentL
   if (total == 0 || total > kMaxRackThreads || local == 0 || local > total) return false;
   std::uint32_t entries = 2;
   while (entries < 2 * total) entries *= 2;
-  std::uint64_t cells = std::uint64_t(total) * total;
+  std::uint64_t cells = std::uint64_t(kLanes) * total * total;
   SegmentLayout l{};
   l.request_primary = kPage;
   l.response_primary = l.request_primary + page_round(cells * kPrimaryBytes);
