@@ -86,7 +86,7 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
           hdr.doorbells == l.doorbells && hdr.doorbell_stride == l.doorbell_stride &&
           hdr.counters == l.counters);
   // Regions in order, not overlapping, inside the segment.
-  const std::uint64_t cells = t * t;
+  const std::uint64_t cells = abi::kLanes * t * t;  // both lanes of every pair
   require(l.request_primary >= sizeof(abi::SegmentHeader));
   require(l.request_primary + cells * abi::kPrimaryBytes <= l.response_primary);
   require(l.response_primary + cells * abi::kPrimaryBytes <= l.request_overflow);
