@@ -98,7 +98,7 @@ inline std::string make_huge(void* p, std::size_t len) {
 // `file_bytes` long) that every request crosses: the header and primary
 // slots, the wake words, doorbells and counters, in 2 MiB pages. The
 // overflow slots between them stay in 4 KiB pages, touched only by large
-// requests (~128 MiB of them for 64 threads). A part larger than 64 MiB
+// requests (~256 MiB of them for 64 threads, both lanes). A part larger than 64 MiB
 // (hundreds of threads) is only madvise(MADV_HUGEPAGE)d, not faulted in:
 // 2 MiB pages as it is touched, where the THP settings allow. Returns "" or
 // why not.
