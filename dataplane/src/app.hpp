@@ -95,17 +95,6 @@ struct App {
   // lane has at most one, so no two cores write the same word at once, but
   // they read each other's: every access is a relaxed atomic (get/set).
   std::vector<std::uint32_t> out_req, in_req, out_resp;
-  // Batches in flight per pair ([local][global], 0 to kLanes): client_out
-  // for (client local, trustee remote), shipped and not yet answered;
-  // trustee_out for (trustee local, client remote), delivered and not yet
-  // answered. A pair counts once in Peer::open while either is above 0
-  // (the 0 <-> 1 steps of add()), so a pair's second batch is no "more
-  // coming" that a lone frame would wait for.
-  std::vector<std::uint32_t> client_out, trustee_out;
-  // Adds d, returns the count before (the two cores that change it: atomic).
-  std::uint32_t add(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::int32_t d) {
-    return std::atomic_ref<std::uint32_t>(at(v, local_i, g, 0)).fetch_add(std::uint32_t(d), std::memory_order_relaxed);
-  }
   std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane = 0) {
     return std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).load(std::memory_order_relaxed);
   }

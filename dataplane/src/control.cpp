@@ -286,8 +286,6 @@ void Dataplane::attach(int fd) {
   a->out_req.assign(cells, 0);
   a->in_req.assign(abi::kLanes * cells, 0);
   a->out_resp.assign(cells, 0);
-  a->client_out.assign(cells, 0);
-  a->trustee_out.assign(cells, 0);
   if (apps_.size() >= cfg_.dataplane.max_applications) {
     ::munmap(base, layout.bytes);
     a->base = nullptr;

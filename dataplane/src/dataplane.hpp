@@ -212,11 +212,9 @@ class Dataplane {
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
     std::atomic<bool> sent_data{false};          // ... and whether it sent data at all
     // Exchanges with it that are open here (coalescing, Connection::set_batching):
-    // pairs with a request slot we sent that is not answered yet, and pairs
-    // with a request slot it sent that we have not answered (each pair once,
-    // whether one or two batches are out: App::client_out, trustee_out).
-    // More than the requests still queued: more slots are coming, a short
-    // frame may wait for them.
+    // request slots we sent whose last response has not come, and request
+    // slots it sent that we have not answered last. More than the requests
+    // still queued: more slots are coming, a short frame may wait for them.
     std::atomic<std::int64_t> open{0};
     // QP scheduler: its active connections to us in the current phase
     // (activation_epoch_); written by core 0 only once every core applied

@@ -3,7 +3,6 @@
 // control stage.
 #include "dataplane.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 #include "clock.hpp"
@@ -95,8 +94,7 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.request_overflow(r.trustee, r.client, q), v.payload + r.primary_len, r.overflow_len);
   a.set(a.in_req, li, r.client, q, q);
-  if (a.add(a.trustee_out, li, r.client, 1) == 0)
-    peers_[src].open.fetch_add(1, std::memory_order_relaxed);  // until our answer to its last
+  peers_[src].open.fetch_add(1, std::memory_order_relaxed);  // until our last response
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
@@ -112,12 +110,10 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::uint32_t li = r.client - a.first;
   const std::uint32_t q = r.slot_seq;
   std::uint8_t* primary = a.response_primary(r.client, r.trustee, q);
-  // Answers one of the requests in flight (at most two: the last ones
-  // shipped), and only once. Its lane is free: the client took the lane's
-  // previous answer before it published the request this answers.
-  const std::uint32_t out = a.get(a.client_out, li, r.trustee);
-  if (a.get(a.out_req, li, r.trustee) - q >= std::min(out, abi::kLanes) ||
-      load_acquire<std::uint32_t>(primary) == q) {
+  // Answers one of the (at most two) requests we shipped last, and only
+  // once. Its lane is free: the client took the lane's previous answer
+  // before it published the request this answers.
+  if (a.get(a.out_req, li, r.trustee) - q >= abi::kLanes || load_acquire<std::uint32_t>(primary) == q) {
     ++k.stats.records_rejected;
     return;
   }
@@ -129,7 +125,7 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.response_overflow(r.client, r.trustee, q), v.payload + r.primary_len, r.overflow_len);
-  if (a.add(a.client_out, li, r.trustee, -1) == 1) peers_[src].open.fetch_sub(1, std::memory_order_relaxed);
+  if (!(h.flags & abi::kResponseMore)) peers_[src].open.fetch_sub(1, std::memory_order_relaxed);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }

@@ -103,15 +103,10 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
   }
   // Any usable connection will do: a pair has at most one batch in flight
   // per lane, and the receiver takes a pair's two lanes in either order
-  // (deliver.cpp). A pair's exchange opens with its first batch out and
-  // closes with the answer to its last: every request slot gets one
-  // response slot (a held-back response, kResponseMore, is fetched by a
-  // request of its own).
-  if (!response) {
-    if (a.add(a.client_out, li, peer, 1) == 0) peers_[host].open.fetch_add(1, std::memory_order_relaxed);
-  } else if (a.add(a.trustee_out, li, peer, -1) == 1) {
-    peers_[host].open.fetch_sub(1, std::memory_order_relaxed);
-  }
+  // (deliver.cpp). An exchange opens with its request and closes with its
+  // last response.
+  if (!response) peers_[host].open.fetch_add(1, std::memory_order_relaxed);
+  else if (!(w.slot_flags & abi::kResponseMore)) peers_[host].open.fetch_sub(1, std::memory_order_relaxed);
   App::Flow& f = a.flow(host, li);
   const std::size_t body = std::size_t(w.primary_len) + w.overflow_len;
   f.size.add(std::uint32_t(body));
