@@ -127,7 +127,7 @@ struct App {
   }
   // Batch seq of a pair uses lane seq & 1 (abi::kLanes, attach.hpp).
   std::size_t cell(std::uint32_t lane, std::uint32_t major, std::uint32_t minor) const {
-    return (std::size_t(lane & 1) * total + major) * total + minor;
+    return abi::slot_cell(total, lane, major, minor);
   }
   std::uint8_t* request_primary(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane) {
     return base + layout.request_primary + cell(lane, trustee, client) * abi::kPrimaryBytes;

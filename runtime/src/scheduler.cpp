@@ -266,8 +266,9 @@ bool Worker::loop_has_work(std::uint32_t min_batch) {
       return true;
   for (ThreadId to : dirty_) {
     const Channel& ch = channels_[to];
-    if (ch.inflight ? response_ready(ch) : would_flush(to, ch, min_batch)) return true;
-    if (ch.inflight && ch.inflight < ch.max_out && would_flush(to, ch, min_batch)) return true;
+    // As flush_and_poll: an answer to take, or room for a batch to send.
+    if ((ch.inflight && response_ready(ch)) || (ch.inflight < ch.max_out && would_flush(to, ch, min_batch)))
+      return true;
   }
   return false;
 }

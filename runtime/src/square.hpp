@@ -48,7 +48,7 @@ class Square {
 
  private:
   std::size_t cell(std::uint32_t lane, std::uint32_t major, std::uint32_t minor) const {
-    return (std::size_t(lane & 1) * n_ + major) * n_ + minor;
+    return abi::slot_cell(n_, lane, major, minor);
   }
   void place(std::byte* base);
   std::uint32_t n_;

@@ -154,27 +154,6 @@ TEST(AttachAbi, SegmentLayout) {
     for (std::uint32_t l = 1; l <= t; l += 7) check_layout(t, l);
 }
 
-// Which request a lane takes next (deliver.cpp): batch seq of a pair uses
-// lane seq & 1, so a lane takes every second seq, starting at 1 or 2.
-TEST(Lanes, NextInLane) {
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(0, 1));   // lane 1's first
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(0, 2));   // lane 0's first, before or after batch 1
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(0, 0));  // nothing is batch 0
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(0, 3));  // lane 1, but batch 1 first
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(0, 4));
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(1, 3));
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(1, 1));  // a repeat
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(1, 2));  // the other lane's
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(1, 5));  // a skip
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(2, 4));
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(4, 2));  // an old one
-  // Across the wrap of the 32-bit seq (2^32 is even: the lanes alternate on).
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(0xffff'fffeu, 0));
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(0xffff'ffffu, 1));
-  EXPECT_TRUE(gossamer::dataplane::App::next_in_lane(0, 2));  // lane 0 after the wrap took 0
-  EXPECT_FALSE(gossamer::dataplane::App::next_in_lane(0xffff'ffffu, 0xffff'ffffu));
-}
-
 TEST(AttachAbi, SegmentLayoutGrowsWithCounts) {
   abi::SegmentLayout a{}, b{};
   ASSERT_TRUE(abi::segment_layout(64, 8, &a));

@@ -236,7 +236,7 @@ void FakeApp::send_detach() {
 
 std::uint8_t* FakeApp::slot(std::uint64_t region, std::uint32_t row, std::uint32_t col, std::size_t size,
                             std::uint32_t lane_of) const {
-  return base_ + region + ((std::size_t(lane_of & 1) * total_ + row) * total_ + col) * size;
+  return base_ + region + abi::slot_cell(total_, lane_of, row, col) * size;
 }
 
 void FakeApp::ring(std::uint32_t li, std::uint32_t entry) {

@@ -51,6 +51,13 @@ inline constexpr std::uint32_t kMaxRackHosts = 64;
 inline constexpr std::size_t kPage = 4096;
 inline constexpr std::size_t kWakeStride = 64;  // one futex word per cache line
 
+// Index of a slot block in its region: [lane][major][minor], T x T per lane
+// (requests: major trustee, minor client; responses the other way round).
+// `lane` may be a batch's seq: its low bit names the lane.
+constexpr std::size_t slot_cell(std::uint32_t total, std::uint32_t lane, std::uint32_t major, std::uint32_t minor) {
+  return (std::size_t(lane % kLanes) * total + major) * total + minor;
+}
+
 // Doorbell ring entries. A client rings after publishing a request slot to a
 // remote trustee; a trustee rings after answering a remote client.
 inline constexpr std::uint32_t kDoorbellResponse = 0x8000'0000u;  // else: request
