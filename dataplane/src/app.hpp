@@ -84,23 +84,61 @@ struct App {
   // core only).
   std::vector<std::uint32_t> tail;
   // Slot bookkeeping, indexed [local][global]:
-  //   out_req: last request seq shipped for (client local, trustee remote)
   //   out_resp: last response seq shipped for (trustee local, client remote)
+  //   client_out: batches in flight (0 to kLanes) for (client local,
+  //           trustee remote): shipped, not answered yet
+  //   trustee_out: the same for (trustee local, client remote): delivered,
+  //           not answered yet
   // and [lane][local][global]:
+  //   out_req: last request seq shipped in the lane for (client local,
+  //           trustee remote); 0 before the first
   //   in_req: last request seq written into the lane for (trustee local,
   //           client remote); 0 before the first
   // Ships (doorbells) come in seq order, from the local thread's core.
   // Deliveries, from the core of the connection a record arrived on, may
   // come out of order when a pair's two batches take two connections: each
   // lane has at most one, so no two cores write the same word at once, but
-  // they read each other's: every access is a relaxed atomic (get/set).
-  std::vector<std::uint32_t> out_req, in_req, out_resp;
-  std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane = 0) {
-    return std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).load(std::memory_order_relaxed);
+  // they read each other's: every access is an atomic (get/set; relaxed
+  // unless a caller orders it). The in-flight counts change on two cores
+  // (shipping and delivery): read-modify-writes (batch_out, batch_back).
+  std::vector<std::uint32_t> out_req, in_req, out_resp, client_out, trustee_out;
+  std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane = 0,
+                    std::memory_order mo = std::memory_order_relaxed) {
+    return std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).load(mo);
   }
   void set(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t x,
-           std::uint32_t lane = 0) {
-    std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).store(x, std::memory_order_relaxed);
+           std::uint32_t lane = 0, std::memory_order mo = std::memory_order_relaxed) {
+    std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).store(x, mo);
+  }
+  // The last request seq shipped to trustee g: the later of its lanes'
+  // (serial arithmetic: seqs wrap at 2^32).
+  std::uint32_t last_shipped(std::uint32_t local_i, std::uint32_t g) {
+    const std::uint32_t l0 = get(out_req, local_i, g, 0), l1 = get(out_req, local_i, g, 1);
+    return std::int32_t(l0 - l1) > 0 ? l0 : l1;
+  }
+  // Request q to trustee g is the one its lane shipped last (either lane's
+  // answer may come first): a response to anything else is stale or
+  // forged. Before the first, a lane's last is 0; a response numbered 0
+  // then finds its slot's seq 0 as well, i.e. a duplicate (deliver.cpp).
+  // Acquire: the ship counted the batch (client_out) before it stored q.
+  bool lane_shipped(std::uint32_t local_i, std::uint32_t g, std::uint32_t q) {
+    return get(out_req, local_i, g, q, std::memory_order_acquire) == q;
+  }
+  // A pair's batch goes out (v: client_out or trustee_out); true when it is
+  // the pair's first in flight, which opens an exchange (Peer::open).
+  bool batch_out(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
+    return std::atomic_ref<std::uint32_t>(at(v, local_i, g, 0)).fetch_add(1, std::memory_order_relaxed) == 0;
+  }
+  // A pair's batch is answered; true when it was the pair's last in flight,
+  // which closes its exchange. Never below 0 (a duplicate that got past the
+  // checks would otherwise wrap it and keep the exchange open for good).
+  bool batch_back(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g) {
+    std::atomic_ref<std::uint32_t> n(at(v, local_i, g, 0));
+    std::uint32_t x = n.load(std::memory_order_relaxed);
+    do {
+      if (x == 0) return false;
+    } while (!n.compare_exchange_weak(x, x - 1, std::memory_order_relaxed));
+    return x == 1;
   }
   // Per (peer host, local thread): what the thread sent to that host lately
   // (sizes of its last slots; bytes and slots decaying over ~64 ms, see

@@ -283,9 +283,11 @@ void Dataplane::attach(int fd) {
   a->flows.resize(std::size_t(hosts_) * a->local);
   for (std::uint32_t h = 0; h < hosts_; ++h)
     for (std::uint32_t i = 0; i < a->local; ++i) a->flow(h, i).set_conn(std::uint8_t(i % conns_per_host_));
-  a->out_req.assign(cells, 0);
+  a->out_req.assign(abi::kLanes * cells, 0);
   a->in_req.assign(abi::kLanes * cells, 0);
   a->out_resp.assign(cells, 0);
+  a->client_out.assign(cells, 0);
+  a->trustee_out.assign(cells, 0);
   if (apps_.size() >= cfg_.dataplane.max_applications) {
     ::munmap(base, layout.bytes);
     a->base = nullptr;
@@ -359,6 +361,7 @@ void Dataplane::drop_app(std::size_t i, bool do_announce, const char* why) {
 }
 
 void Dataplane::release(App& a) {
+  close_exchanges(a);
   if (a.base) ::munmap(a.base, a.bytes);
   if (a.eventfd >= 0) {
     for (auto& k : cores_) ::epoll_ctl(k->epoll_fd, EPOLL_CTL_DEL, a.eventfd, nullptr);

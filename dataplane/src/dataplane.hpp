@@ -126,6 +126,9 @@ class Dataplane {
   // Before start(): where the verbs calls come from (dataplane.transport:
   // verbs; main.cpp: rdma-core, a test: the recording fake).
   void set_verbs(VerbsFactory f) { verbs_factory_ = std::move(f); }
+  // Exchanges open with `peer` (Peer::open), as any core last left it:
+  // 0 once every request either way has had its response.
+  std::int64_t exchanges_open(std::uint32_t peer) const { return peers_[peer].open.load(std::memory_order_relaxed); }
 
  private:
   friend class UdpTransport;  // the UDP transport works on the connections and port of its core
@@ -212,9 +215,12 @@ class Dataplane {
     std::atomic<std::uint64_t> utilization{0};   // summed by owners, taken by core 0
     std::atomic<bool> sent_data{false};          // ... and whether it sent data at all
     // Exchanges with it that are open here (coalescing, Connection::set_batching):
-    // request slots we sent whose last response has not come, and request
-    // slots it sent that we have not answered last. More than the requests
-    // still queued: more slots are coming, a short frame may wait for them.
+    // pairs of threads with a request slot we sent that is not answered yet,
+    // and pairs with a request slot it sent that we have not answered (each
+    // pair once, whether one or two of its batches are out:
+    // App::client_out, trustee_out). More than the requests still queued:
+    // more slots are coming, a short frame may wait for them. Never below
+    // 0 (close_exchange); a restart of the peer sets it to 0.
     std::atomic<std::int64_t> open{0};
     // QP scheduler: its active connections to us in the current phase
     // (activation_epoch_); written by core 0 only once every core applied
@@ -293,6 +299,12 @@ class Dataplane {
   void deliver(Core& k, std::uint32_t src_host, const wire::RecordView& v);
   void deliver_request(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
   void deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
+  // A pair's first batch in flight with `host` opens an exchange, its last
+  // answered closes it (App::batch_out, batch_back); an application that
+  // leaves closes those it still had open (release()).
+  void open_exchange(std::uint32_t host) { peers_[host].open.fetch_add(1, std::memory_order_relaxed); }
+  void close_exchange(std::uint32_t host);
+  void close_exchanges(App& a);
   void peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot);
   void control_restart(std::uint32_t peer, std::uint64_t boot);
 

@@ -94,7 +94,7 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.request_overflow(r.trustee, r.client, q), v.payload + r.primary_len, r.overflow_len);
   a.set(a.in_req, li, r.client, q, q);
-  peers_[src].open.fetch_add(1, std::memory_order_relaxed);  // until our last response
+  if (a.batch_out(a.trustee_out, li, r.client)) open_exchange(src);  // until we answer its last
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
@@ -110,10 +110,11 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::uint32_t li = r.client - a.first;
   const std::uint32_t q = r.slot_seq;
   std::uint8_t* primary = a.response_primary(r.client, r.trustee, q);
-  // Answers one of the (at most two) requests we shipped last, and only
-  // once. Its lane is free: the client took the lane's previous answer
-  // before it published the request this answers.
-  if (a.get(a.out_req, li, r.trustee) - q >= abi::kLanes || load_acquire<std::uint32_t>(primary) == q) {
+  // Answers the request its lane shipped last, and only once (the lane's
+  // slot holds the previous answer until then). Either lane's may come
+  // first. The lane is free: the client took its previous answer before it
+  // published the request this answers.
+  if (!a.lane_shipped(li, r.trustee, q) || load_acquire<std::uint32_t>(primary) == q) {
     ++k.stats.records_rejected;
     return;
   }
@@ -125,9 +126,30 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::memcpy(primary + sizeof h.seq, reinterpret_cast<std::uint8_t*>(&h) + sizeof h.seq, sizeof h - sizeof h.seq);
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.response_overflow(r.client, r.trustee, q), v.payload + r.primary_len, r.overflow_len);
-  if (!(h.flags & abi::kResponseMore)) peers_[src].open.fetch_sub(1, std::memory_order_relaxed);
+  // Every request slot gets one response slot: a held-back rest
+  // (kResponseMore) comes with the answer to a later request of its own.
+  if (a.batch_back(a.client_out, li, r.trustee)) close_exchange(src);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
+}
+
+void Dataplane::close_exchange(std::uint32_t host) {
+  std::atomic<std::int64_t>& n = peers_[host].open;
+  std::int64_t x = n.load(std::memory_order_relaxed);
+  do {
+    if (x <= 0) return;  // the peer restarted since (peer_restarted set 0)
+  } while (!n.compare_exchange_weak(x, x - 1, std::memory_order_relaxed));
+}
+
+// Once no core serves `a` any more (free_retired): its pairs still in
+// flight either way will never be answered.
+void Dataplane::close_exchanges(App& a) {
+  for (std::uint32_t li = 0; li < a.local; ++li)
+    for (std::uint32_t g = 0; g < a.total; ++g) {
+      if (a.is_local(g)) continue;
+      if (a.get(a.client_out, li, g) > 0) close_exchange(host_of(a.total, g));
+      if (a.get(a.trustee_out, li, g) > 0) close_exchange(host_of(a.total, g));
+    }
 }
 
 }  // namespace gossamer::dataplane

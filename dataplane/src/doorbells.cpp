@@ -62,7 +62,7 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
   scratch.resize(abi::kPrimaryBytes + abi::kOverflowBytes);
   if (!response) {
     // Batches are rung in seq order: the next one, in its lane.
-    const std::uint32_t seq = a.get(a.out_req, li, peer) + 1;
+    const std::uint32_t seq = a.last_shipped(li, peer) + 1;
     const std::uint8_t* primary = a.request_primary(peer, self_g, seq);
     if (load_acquire<std::uint32_t>(primary) != seq) return bad("request slot seq is not the next one");
     abi::RequestSlotHeader h;
@@ -71,7 +71,10 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
       return bad("request slot lengths out of range");
     std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
     std::memcpy(scratch.data() + h.primary_len, a.request_overflow(peer, self_g, seq), h.overflow_len);
-    a.set(a.out_req, li, peer, seq);
+    // Counted in flight before it is named shipped: its answer, delivered
+    // on any core once the lane names it, finds it counted (deliver.cpp).
+    if (a.batch_out(a.client_out, li, peer)) open_exchange(host);
+    a.set(a.out_req, li, peer, seq, seq, std::memory_order_release);
     w.kind = wire::kRecRequest;
     w.count = h.count;
     w.client = std::uint16_t(self_g);
@@ -92,6 +95,7 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
     std::memcpy(scratch.data() + h.primary_len, a.response_overflow(peer, self_g, seq), h.overflow_len);
     a.set(a.out_resp, li, peer, seq);
+    if (a.batch_back(a.trustee_out, li, peer)) close_exchange(host);
     w.kind = wire::kRecResponse;
     w.count = h.count;
     w.client = std::uint16_t(peer);
@@ -103,10 +107,7 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
   }
   // Any usable connection will do: a pair has at most one batch in flight
   // per lane, and the receiver takes a pair's two lanes in either order
-  // (deliver.cpp). An exchange opens with its request and closes with its
-  // last response.
-  if (!response) peers_[host].open.fetch_add(1, std::memory_order_relaxed);
-  else if (!(w.slot_flags & abi::kResponseMore)) peers_[host].open.fetch_sub(1, std::memory_order_relaxed);
+  // (deliver.cpp).
   App::Flow& f = a.flow(host, li);
   const std::size_t body = std::size_t(w.primary_len) + w.overflow_len;
   f.size.add(std::uint32_t(body));

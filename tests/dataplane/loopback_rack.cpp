@@ -259,10 +259,11 @@ namespace {
 // bytes in the overflow block. Written before the seq word (release).
 template <class Header>
 void write_slot(std::uint8_t* primary, std::uint8_t* overflow, std::uint32_t primary_cap, std::uint32_t seq,
-                const std::vector<std::uint8_t>& body) {
+                const std::vector<std::uint8_t>& body, std::uint16_t flags = 0) {
   Header h{};
   h.seq = seq;
   h.count = 1;
+  if constexpr (requires { h.flags; }) h.flags = flags;
   h.primary_len = std::uint16_t(std::min<std::size_t>(body.size(), primary_cap));
   h.overflow_len = std::uint16_t(body.size() - h.primary_len);
   std::memcpy(primary + sizeof h, body.data(), h.primary_len);
@@ -293,12 +294,18 @@ void FakeApp::request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq
 }
 
 void FakeApp::respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq,
-                      const std::vector<std::uint8_t>& body) {
+                      const std::vector<std::uint8_t>& body, std::uint16_t flags) {
   const std::uint32_t trustee = first_ + li;
   write_slot<abi::ResponseSlotHeader>(slot(layout_.response_primary, client, trustee, abi::kPrimaryBytes, seq),
                                       slot(layout_.response_overflow, client, trustee, abi::kOverflowBytes, seq),
-                                      abi::kResponsePrimaryData, seq, body);
+                                      abi::kResponsePrimaryData, seq, body, flags);
   ring(li, client | abi::kDoorbellResponse);
+}
+
+std::uint16_t FakeApp::response_flags(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const {
+  abi::ResponseSlotHeader h;
+  std::memcpy(&h, slot(layout_.response_primary, first_ + li, trustee, abi::kPrimaryBytes, lane_of), sizeof h);
+  return h.flags;
 }
 
 bool FakeApp::dataplane_sleeping() const {

@@ -61,6 +61,8 @@ class LoopbackRack {
   // (or one labelled line, when `name` has labels).
   std::uint64_t stat(int host, const std::string& name) const;
   const std::string& dir() const { return dir_; }
+  // Host h's exchanges open with the other host (Dataplane::exchanges_open).
+  std::int64_t exchanges_open(int host) const { return dp_[host]->exchanges_open(std::uint32_t(1 - host)); }
   // The token gossamerd would give run `id`'s instance on `host`, as hex
   // (GOSSAMER_RUN_TOKEN).
   std::string run_token(const std::string& id, int host) const;
@@ -105,7 +107,11 @@ class FakeApp {
   // Trustee side: the request slot of (local trustee li, remote client).
   std::uint32_t request_seq(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const;
   std::vector<std::uint8_t> request_body(std::uint32_t li, std::uint32_t client, std::uint32_t lane_of) const;
-  void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body);
+  // flags: the response slot's (abi::kResponseMore: the answer's rest
+  // comes with a later one).
+  void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body,
+               std::uint16_t flags = 0);
+  std::uint16_t response_flags(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const;
   // The segment's dataplane_sleeping word: non-zero while a polling core of
   // our dataplane sleeps (a doorbell then kicks it).
   bool dataplane_sleeping() const;

@@ -41,6 +41,10 @@ void exact_delivery(const LoopbackRack::Options& o, std::uint32_t rounds) {
       if ((tr < 2) != (c < 2)) {
         EXPECT_EQ(t.served(tr < 2 ? 0 : 1, tr, c), rounds) << tr << " <- " << c;
       }
+  // Every request either way has its response: no exchange is open (a
+  // held-back response, every 5th, once left one open for good).
+  EXPECT_EQ(rack.exchanges_open(0), 0);
+  EXPECT_EQ(rack.exchanges_open(1), 0);
 
   // Detach drain: host a rings one more request per pair and detaches at
   // once; the dataplane confirms only after shipping them, and host b's
@@ -62,6 +66,14 @@ void exact_delivery(const LoopbackRack::Options& o, std::uint32_t rounds) {
       }
   b.send_detach();
   ASSERT_TRUE(b.wait_message(abi::kMsgDetached, 10'000));
+  // The drain's requests will never be answered: each host closes their
+  // exchanges once its application is gone (else its frames would wait for
+  // more that never comes, and its cores stay awake for them).
+  const auto closed = Clock::now() + std::chrono::seconds(10);
+  while ((rack.exchanges_open(0) != 0 || rack.exchanges_open(1) != 0) && Clock::now() < closed)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(rack.exchanges_open(0), 0) << "host a";
+  EXPECT_EQ(rack.exchanges_open(1), 0) << "host b";
   rack.stop();
 
   // The faults were there, and the connections repaired them.

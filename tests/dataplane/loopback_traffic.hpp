@@ -31,6 +31,11 @@ inline std::size_t size_of(std::uint32_t seq, bool response) {
   if (seq % 7 == 0) return response ? 2000 : 3000;
   return 8 * (1 + (seq * 5 + (response ? 3 : 0)) % 13);
 }
+// Every 5th response says its rest is held back (kResponseMore), as a
+// trustee's runtime does when an answer outgrows the slot; the dataplane
+// carries the flag and nothing else changes: each request slot still gets
+// one response slot.
+inline std::uint16_t flags_of(std::uint32_t seq) { return seq % 5 == 0 ? abi::kResponseMore : 0; }
 
 // Drives the client and trustee roles of every thread of both applications
 // until each client has had `rounds` answers from each remote trustee.
@@ -112,8 +117,9 @@ class Traffic {
         break;
       }
       const auto body = app.response_body(li, peer, want);
-      if (body != pattern(self, peer, got, true, size_of(got, true))) {
-        ADD_FAILURE() << "thread " << self << ": response " << got << " from " << peer << " has other bytes";
+      if (body != pattern(self, peer, got, true, size_of(got, true)) ||
+          app.response_flags(li, peer, want) != flags_of(got)) {
+        ADD_FAILURE() << "thread " << self << ": response " << got << " from " << peer << " has other bytes or flags";
         return false;
       }
       answered_[h][i] = got;
@@ -144,7 +150,7 @@ class Traffic {
       return false;
     }
     served_[h][i] = got;
-    app.respond(li, client, got, pattern(client, self, got, true, size_of(got, true)));
+    app.respond(li, client, got, pattern(client, self, got, true, size_of(got, true)), flags_of(got));
     return true;
   }
 
