@@ -9,6 +9,7 @@
 // in Redis (t_hash.c: hashTypeTryConversion, hashTypeSet).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <memory>
@@ -118,9 +119,16 @@ class Hash {
       *v = std::move(value);
       return false;
     }
+    if (pairs_.size() == pairs_.capacity()) grow(1);
     pairs_.emplace_back(std::move(field), std::move(value));
     if (pairs_.size() > l.entries) convert();
     return true;
+  }
+
+  // Room for `n` more fields of a listpack (HSET's new fields, at most):
+  // one allocation for a multi-field HSET instead of the doublings.
+  void reserve_more(std::size_t n, Limits l) {
+    if (!table_ && pairs_.size() + n <= l.entries && pairs_.capacity() < pairs_.size() + n) pairs_.reserve(pairs_.size() + n);
   }
 
   // HDEL's field: true if it was there.
@@ -139,7 +147,10 @@ class Hash {
   // Call fit() once they are all in.
   void append(std::string field, std::string value) {
     if (table_) table_->insert_or_assign(std::move(field), std::move(value));
-    else pairs_.emplace_back(std::move(field), std::move(value));
+    else {
+      if (pairs_.size() == pairs_.capacity()) grow(1);
+      pairs_.emplace_back(std::move(field), std::move(value));
+    }
   }
 
   // A hash whose contents would make Redis's RDB loader convert it (more
@@ -163,6 +174,14 @@ class Hash {
   }
 
  private:
+  // A full listpack's next size: exact while small (a small hash wastes no
+  // slot: 64 bytes each), then a quarter more (not std::vector's double),
+  // so an insert moves the pairs at most every fourth time.
+  void grow(std::size_t n) {
+    const std::size_t size = pairs_.size();
+    pairs_.reserve(size + std::max(n, size < 16 ? std::size_t(1) : size / 4));
+  }
+
   std::vector<Pair> pairs_;      // the listpack: used while table_ is null
   std::unique_ptr<Table> table_;  // the hashtable
 };

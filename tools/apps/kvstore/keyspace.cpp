@@ -3,6 +3,7 @@
 // one closure on one key's shard; the steps run inside the command's
 // transaction (transactions.cpp), so nobody sees the keys between them.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 
@@ -71,6 +72,7 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
         // loader converts the others), in the source's order.
         Hash h;
         if (d.table) h.convert();
+        else h.reserve_more(d.items.size() / 2, {SIZE_MAX, SIZE_MAX});
         for (std::size_t i = 0; i + 1 < d.items.size(); i += 2) h.append(std::move(d.items[i]), std::move(d.items[i + 1]));
         h.fit(hash_limits());
         s.objs.emplace(key, std::move(h));

@@ -95,6 +95,7 @@ Reply hashes(Shard& s, Op op, const std::string& key, std::vector<std::string>& 
       if (op == Op::kHsetnx) {
         if (!h->find(a[0])) added = h->set(std::move(a[0]), std::move(a[1]), lim);
       } else {
+        if (a.size() > 2) h->reserve_more(a.size() / 2, lim);  // several fields: one allocation
         for (std::size_t i = 0; i + 1 < a.size(); i += 2) added += h->set(std::move(a[i]), std::move(a[i + 1]), lim);
       }
       if (added || op != Op::kHsetnx) touch(s, key);
