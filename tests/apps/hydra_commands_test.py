@@ -97,7 +97,7 @@ def introspection(servers, ports):
                 r.set("raw", "x" * 45), r.object("encoding", "raw"), r.hset("hh", "f", "v"),
                 r.object("encoding", "hh"), r.config_set("hash-max-listpack-entries", 1), r.hset("hh2", "a", "1"),
                 r.hset("hh2", "b", "1"), r.object("encoding", "hh2"), r.config_get("hash-max-listpack-entries"),
-                r.config_set("hash-max-listpack-entries", 128), r.sadd("is", "1", "2"), r.object("encoding", "is"),
+                r.config_set("hash-max-listpack-entries", 512), r.sadd("is", "1", "2"), r.object("encoding", "is"),
                 r.sadd("hs", "a"), r.object("encoding", "hs"), r.rpush("ql", "a"), r.object("encoding", "ql"),
                 r.object("encoding", "nosuch"), r.object("refcount", "int"), r.object("refcount", "raw"),
                 r.config_set("list-compress-depth", 2), r.config_get("list-compress-depth"),

@@ -23,7 +23,10 @@
 4. `hydra_dump_test.py rack HOST:PORT HOST:PORT` (hydra_test.py's rack
    part runs it): DUMP through one host, RESTORE through the other into a
    key on every shard of both hosts, both ways; BUSYKEY and Bad data
-   format through the host that does not own the key.
+   format through the host that does not own the key; COPY of hashes
+   across hosts keeps their encoding and order.
+   Hashes compare with their OBJECT ENCODING, and a listpack's fields in
+   order.
 5. The payloads of Redis's own tests/integration/corrupt-dump.tcl (when
    redis-tests has fetched the suite): each answered as redis-server with
    sanitize-dump-payload yes answers it.
@@ -95,8 +98,10 @@ def value_of(r, key):
         v = r.get(key)
     elif t == "list":
         v = r.lrange(key, 0, -1)
-    elif t == "hash":
-        v = sorted(r.hgetall(key).items())
+    elif t == "hash":  # a listpack's order is part of its value (insertion order, kept by DUMP/RESTORE)
+        enc = r.object("encoding", key)
+        items = list(r.hgetall(key).items())
+        v = (enc, items if enc == b"listpack" else sorted(items))
     elif t == "set":
         v = sorted(r.smembers(key))
     elif t == "zset":
@@ -272,7 +277,9 @@ def rack(addrs):
     dumped through one host and restored through the other into a key on
     every shard (so across hosts both ways: the value travels to the
     target's trustee serialized), compared; BUSYKEY and a corrupted payload
-    through the host that does not own the key."""
+    through the host that does not own the key. COPY of a listpack hash
+    (its order) and of a hashtable one HDEL left small (still a
+    hashtable: the Dump carries the encoding) to every shard."""
     h0, h1 = (redis.Redis(host=h, port=p, socket_timeout=30) for h, p in addrs)
     shards = int(h0.info("server").get("gossamer_shards", 4))
     targets = keys_on_distinct_shards("rt", shards)
@@ -288,6 +295,17 @@ def rack(addrs):
                 dst.restore(t, 0 if name != "ttl" else 50000, dumped, replace=True)
                 ok = ok and value_of(src, t) == value_of(src, name)
             check(ok, f"rack: DUMP of {name} restored {how} into a key on each of {shards} shards")
+    h1.hset("h_order", mapping={f"f{(i * 37) % 100}": str(i) for i in range(100)})
+    h1.hset("h_conv", mapping={f"f{i}": str(i) for i in range(513)})
+    h1.hdel("h_conv", *[f"f{i}" for i in range(510)])
+    for name, enc in (("h_order", b"listpack"), ("h_conv", b"hashtable")):
+        for src, dst, how in ((h0, h1, "via host 0, read via host 1"), (h1, h0, "via host 1, read via host 0")):
+            ok = True
+            for t in targets:
+                src.copy(name, t, replace=True)
+                ok = ok and value_of(dst, t) == value_of(dst, name) and value_of(dst, t)[1][0] == enc
+            check(ok, f"rack: COPY of {name} ({enc.decode()}) {how} to a key on each of {shards} shards: "
+                  "the same encoding and order")
     for t in targets:
         for c in (h0, h1):
             try:

@@ -4,10 +4,12 @@
 
   hydra_types_test.py BUILD_DIR
 
-Hashes, lists and sets are unordered in Hydra where Redis keeps small ones
-in insertion order (listpacks), so HKEYS/HVALS/SMEMBERS are compared sorted
-and the raw RESP3 checks use one-element collections. Exits 77 (skip)
-without redis-py or redis-server.
+Small hashes keep insertion order in both (listpacks: hash_order checks
+the order, the conversions to hashtable and OBJECT ENCODING); sets are
+unordered in Hydra where Redis keeps small ones in insertion order, so
+SMEMBERS, and HKEYS/HVALS of a hashtable, are compared sorted, and the raw
+RESP3 checks use one-element collections. Exits 77 (skip) without redis-py
+or redis-server.
 """
 import os
 import sys
@@ -40,6 +42,56 @@ def hashes(servers):
            ("HMGET", "h"), ("HDEL", "h")]
     for args in bad:
         both(servers, " ".join(args), lambda r: r.execute_command(*args))
+
+
+def hash_order(servers):
+    """Redis 7.0's listpack hashes: insertion order in every reply, HSET of a
+    field keeping its place, HDEL closing the gap; a hashtable past
+    hash-max-listpack-entries (512) or -value (64), never converted back,
+    kept by RENAME and COPY; DUMP/RESTORE."""
+    def subsequence(part, whole):
+        it = iter(whole)
+        return all(x in it for x in part)
+
+    def run(r):
+        r.delete("ho", "ho2", "ho3", "hbig", "hlong", "hf", "hmv")
+        out = [r.hset("ho", mapping={"zeta": "1", "alpha": "2", "mid": "3", "b": "4", "a": "5"}),
+               r.hset("ho", "alpha", "20"), r.hdel("ho", "mid"), r.hset("ho", "mid", "33"),
+               r.hincrby("ho", "n", 7), r.hincrbyfloat("ho", "f", 1.5), r.hsetnx("ho", "zeta", "x"),
+               r.hsetnx("ho", "new", "y")]
+        out += [list(r.hgetall("ho").items()), r.hkeys("ho"), r.hvals("ho"), r.hscan("ho", 0),
+                r.hscan("ho", 0, match="[a-m]*"), r.hrandfield("ho", 100, withvalues=True),
+                r.hrandfield("ho", 8), subsequence(r.hrandfield("ho", 2), r.hkeys("ho")),
+                r.object("encoding", "ho"), r.config_get("hash-max-listpack-entries"),
+                r.config_get("hash-max-listpack-value")]
+        # 512 fields stay a listpack, in order; the 513th converts; HDEL never converts back.
+        r.hset("hbig", mapping={f"f{(i * 7919) % 512}": str(i) for i in range(512)})
+        out += [r.object("encoding", "hbig"), r.hkeys("hbig")[:20], r.hset("hbig", "one-more", "v"),
+                r.object("encoding", "hbig"), r.hdel("hbig", *[f"f{i}" for i in range(500)]),
+                r.hlen("hbig"), r.object("encoding", "hbig"), sorted(r.hkeys("hbig"))]
+        # 64-byte fields and values stay; 65 converts (HSETNX of an existing field does not).
+        out += [r.hset("hlong", "x" * 64, "y" * 64), r.object("encoding", "hlong"),
+                r.hsetnx("hlong", "x" * 64, "z" * 65), r.object("encoding", "hlong"),
+                r.hset("hlong", "k", "v" * 65), r.object("encoding", "hlong"), r.hset("hf", "f" * 65, "v"),
+                r.object("encoding", "hf")]
+        # RENAME and COPY keep a hashtable with few fields; DUMP/RESTORE makes it a listpack again.
+        out += [r.rename("hbig", "ho2"), r.object("encoding", "ho2"), r.copy("ho2", "ho3"),
+                r.object("encoding", "ho3"), r.copy("ho", "hcopy"), r.object("encoding", "hcopy"),
+                list(r.hgetall("hcopy").items()), r.rename("hcopy", "hmv"), list(r.hgetall("hmv").items())]
+        dump, dump_small = r.dump("ho2"), r.dump("ho")
+        out += [r.restore("ho4", 0, dump), r.object("encoding", "ho4"), sorted(r.hkeys("ho4")),
+                r.restore("ho5", 0, dump_small), r.object("encoding", "ho5"), list(r.hgetall("ho5").items())]
+        # CONFIG SET applies to later writes: an existing listpack converts on its next write past it.
+        out += [r.config_set("hash-max-listpack-entries", 4), r.object("encoding", "ho5"), r.hdel("ho5", "n"),
+                r.object("encoding", "ho5"), r.hset("ho5", "n", "1"), r.object("encoding", "ho5"),
+                r.hset("hmv2", mapping={"a": "1", "b": "2"}), r.object("encoding", "hmv2"),
+                r.restore("ho6", 0, dump_small), r.object("encoding", "ho6"),
+                r.config_set("hash-max-listpack-entries", 512), r.config_set("hash-max-listpack-value", 3),
+                r.hincrbyfloat("hmv2", "a", 0.25), r.object("encoding", "hmv2"),
+                r.config_set("hash-max-listpack-value", 64)]
+        return out
+    both(servers, "hash_order: listpack order (HGETALL/HKEYS/HVALS/HSCAN/HRANDFIELD), conversions, OBJECT ENCODING,"
+         " RENAME/COPY/DUMP/RESTORE", run)
 
 
 def lists(servers):
@@ -117,6 +169,7 @@ def main():
         for r in servers:
             r.flushall()
         hashes(servers)
+        hash_order(servers)
         lists(servers)
         sets(servers)
         wrongtype(servers)

@@ -103,7 +103,8 @@ std::size_t bytes_of(const Shard& s, const std::string& key) {
   std::size_t bytes = entry_bytes(key.size(), 0);
   std::visit([&](const auto& c) {
     for (const auto& e : c) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += 48 + e.size();
+      if constexpr (std::is_same_v<std::decay_t<decltype(c)>, Hash>) bytes += (c.listpack() ? 64 : 128) + e.first.size() + e.second.size();
+      else if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += 48 + e.size();
       else if constexpr (std::is_same_v<std::decay_t<decltype(e.second)>, double>) bytes += 128 + e.first.size();
       else bytes += 64 + e.first.size() + e.second.size();
     }

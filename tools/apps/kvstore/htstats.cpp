@@ -1,7 +1,7 @@
 // DEBUG HTSTATS-KEY key: Redis 7.0's dictGetStats text for the hash table
 // of a value Redis would keep in one (OBJECT ENCODING hashtable, or a
-// skiplist sorted set's dict), else its error. Hydra's hashes, sets and
-// sorted sets are std::unordered_map / unordered_set: the numbers are
+// skiplist sorted set's dict), else its error. Hydra's hashtable hashes,
+// sets and sorted sets are std::unordered_map / unordered_set: the numbers are
 // their real buckets (table size: bucket_count; a slot: a non-empty
 // bucket; a chain: the bucket's elements). Hydra never rehashes
 // incrementally, so there is no "rehashing target" table.
@@ -60,7 +60,7 @@ Value shard_htstats(Shard& s, std::string key) noexcept {
     auto o = s.objs.find(key);
     if (o != s.objs.end() && (enc.s == "hashtable" || enc.s == "skiplist")) {
       if (const Set* st = std::get_if<Set>(&o->second)) return {Value::kString, stats(*st)};
-      if (const Hash* h = std::get_if<Hash>(&o->second)) return {Value::kString, stats(*h)};
+      if (const Hash* h = std::get_if<Hash>(&o->second); h && h->table()) return {Value::kString, stats(*h->table())};
       if (const ZSet* z = std::get_if<ZSet>(&o->second)) return {Value::kString, stats(z->dict)};
     }
     return {Value::kError, "ERR The value stored at the specified key is not represented using an hash table"};

@@ -163,10 +163,7 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
       if (str != s.map.end()) {
         r.s = str->second.raw ? "raw" : string_encoding(str->second);
       } else if (const Hash* h = std::get_if<Hash>(&obj->second)) {
-        const auto max = std::size_t(g_encodings.hash_value.load(std::memory_order_relaxed));
-        bool small = h->size() <= std::size_t(g_encodings.hash_entries.load(std::memory_order_relaxed));
-        for (auto it = h->begin(); small && it != h->end(); ++it) small = it->first.size() <= max && it->second.size() <= max;
-        r.s = small ? "listpack" : "hashtable";
+        r.s = h->listpack() ? "listpack" : "hashtable";  // what its writes made it (hash.hpp)
       } else if (std::holds_alternative<List>(obj->second)) {
         r.s = "quicklist";  // Redis 7.0's only list encoding
       } else if (const ZSet* z = std::get_if<ZSet>(&obj->second)) {
@@ -198,11 +195,18 @@ Reply shard_object(Shard& s, std::string sub, std::string key) noexcept {
       } else {
         bytes += sizeof(*obj);
         std::visit([&](const auto& c) {
-          for (const auto& e : c) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += sizeof(e) + kNode + heap(e);
-            else if constexpr (std::is_same_v<std::decay_t<decltype(e.second)>, double>)
-              bytes += sizeof(e) + kNode + heap(e.first) + kZTreeNode;  // the map's node and the tree's
-            else bytes += sizeof(e) + kNode + heap(e.first) + heap(e.second);
+          if constexpr (std::is_same_v<std::decay_t<decltype(c)>, Hash>) {
+            if (c.listpack()) {  // one array of pairs, no nodes
+              bytes += c.pairs().capacity() * sizeof(Hash::Pair);
+              for (const auto& [f, v] : c) bytes += heap(f) + heap(v);
+            } else {
+              for (const auto& [f, v] : c) bytes += sizeof(Hash::Pair) + kNode + heap(f) + heap(v);
+            }
+          } else {
+            for (const auto& e : c) {
+              if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) bytes += sizeof(e) + kNode + heap(e);
+              else bytes += sizeof(e) + kNode + heap(e.first) + kZTreeNode;  // a sorted set: the map's node and the tree's
+            }
           }
         }, obj->second);
       }

@@ -3,6 +3,7 @@
 // one closure on one key's shard; the steps run inside the command's
 // transaction (transactions.cpp), so nobody sees the keys between them.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 
@@ -22,8 +23,10 @@ Dump shard_dump(Shard& s, std::string key) noexcept {
       d.value = it->second;
     } else if (auto o = s.objs.find(key); o != s.objs.end()) {
       d.type = std::uint8_t(Dump::kHash + o->second.index());
-      if (auto* h = std::get_if<Hash>(&o->second))
+      if (auto* h = std::get_if<Hash>(&o->second)) {
         for (const auto& [f, v] : *h) d.items.push_back(f), d.items.push_back(v);
+        d.table = !h->listpack();
+      }
       else if (auto* l = std::get_if<List>(&o->second)) d.items.assign(l->begin(), l->end());
       else if (auto* st = std::get_if<Set>(&o->second)) d.items.assign(st->begin(), st->end());
       else if (auto* z = std::get_if<ZSet>(&o->second))
@@ -64,8 +67,14 @@ Count shard_restore(Shard& s, std::string key, Dump d, bool replace) noexcept {
       case Dump::kNone: return {exists ? 1 : 0, Count::kOk};
       case Dump::kString: s.map.emplace(key, std::move(d.value)); break;
       case Dump::kHash: {
+        // A hashtable stays one (RENAME, COPY); a listpack, or a DUMP
+        // payload's hash, is one within this host's limits (Redis's RDB
+        // loader converts the others), in the source's order.
         Hash h;
-        for (std::size_t i = 0; i + 1 < d.items.size(); i += 2) h.insert_or_assign(std::move(d.items[i]), std::move(d.items[i + 1]));
+        if (d.table) h.convert();
+        else h.reserve_more(d.items.size() / 2, {SIZE_MAX, SIZE_MAX});
+        for (std::size_t i = 0; i + 1 < d.items.size(); i += 2) h.append(std::move(d.items[i]), std::move(d.items[i + 1]));
+        h.fit(hash_limits());
         s.objs.emplace(key, std::move(h));
         break;
       }

@@ -91,10 +91,12 @@ Reply hashes(Shard& s, Op op, const std::string& key, std::vector<std::string>& 
       Hash* h = make_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
       std::int64_t added = 0;
+      const Hash::Limits lim = hash_limits();
       if (op == Op::kHsetnx) {
-        added = h->try_emplace(std::move(a[0]), std::move(a[1])).second ? 1 : 0;
+        if (!h->find(a[0])) added = h->set(std::move(a[0]), std::move(a[1]), lim);
       } else {
-        for (std::size_t i = 0; i + 1 < a.size(); i += 2) added += h->insert_or_assign(std::move(a[i]), std::move(a[i + 1])).second;
+        if (a.size() > 2) h->reserve_more(a.size() / 2, lim);  // several fields: one allocation
+        for (std::size_t i = 0; i + 1 < a.size(); i += 2) added += h->set(std::move(a[i]), std::move(a[i + 1]), lim);
       }
       if (added || op != Op::kHsetnx) touch(s, key);
       return op == Op::kHmset ? of_kind(Reply::kOk) : integer(added);
@@ -104,15 +106,14 @@ Reply hashes(Shard& s, Op op, const std::string& key, std::vector<std::string>& 
       if (!resp::parse_int64(a[1], by)) return error(kNotInt);
       Hash* h = make_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
-      auto [it, inserted] = h->try_emplace(a[0]);
+      const std::string* old = h->find(a[0]);
       long long v = 0;
-      if (!inserted && !resp::parse_int64(it->second, v)) return error("ERR hash value is not an integer");
+      if (old && !resp::parse_int64(*old, v)) return error("ERR hash value is not an integer");
       if ((by < 0 && v < 0 && by < LLONG_MIN - v) || (by > 0 && v > 0 && by > LLONG_MAX - v)) {
-        if (inserted) h->erase(it);
         drop_if_empty(s, key, *h);
         return error("ERR increment or decrement would overflow");
       }
-      it->second = std::to_string(v + by);
+      h->set(std::move(a[0]), std::to_string(v + by), hash_limits());
       touch(s, key);
       return integer(v + by);
     }
@@ -136,19 +137,19 @@ Reply hashes(Shard& s, Op op, const std::string& key, std::vector<std::string>& 
   if (!h) h = &kEmpty;
   switch (op) {
     case Op::kHget: {
-      auto it = h->find(a[0]);
-      return it == h->end() ? of_kind(Reply::kNil) : bulk(it->second);
+      const std::string* v = h->find(a[0]);
+      return v ? bulk(*v) : of_kind(Reply::kNil);
     }
     case Op::kHmget: {
       Reply r = of_kind(Reply::kArray);
       for (const auto& f : a) {
-        auto it = h->find(f);
-        r.items.push_back(it == h->end() ? std::string() : it->second);
-        r.nil.push_back(it == h->end());
+        const std::string* v = h->find(f);
+        r.items.push_back(v ? *v : std::string());
+        r.nil.push_back(!v);
       }
       return r;
     }
-    case Op::kHexists: return integer(h->count(a[0]) ? 1 : 0);
+    case Op::kHexists: return integer(h->find(a[0]) ? 1 : 0);
     case Op::kHlen: return integer(std::int64_t(h->size()));
     case Op::kHgetall: case Op::kHkeys: case Op::kHvals: case Op::kHscan: {
       std::string pattern, err;

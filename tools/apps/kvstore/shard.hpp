@@ -20,6 +20,7 @@
 
 #include <gossamer/gossamer.hpp>
 
+#include "hash.hpp"
 #include "notify.hpp"
 #include "zset.hpp"
 
@@ -35,7 +36,7 @@ namespace hydra {
 // Strings live in `map`, the other types (hash, list, set, zset) in `objs`; a key
 // is in at most one of them. So GET and SET pay nothing for the types but
 // a test of `objs.empty()` on a miss or an overwrite.
-using Hash = std::unordered_map<std::string, std::string>;
+// Hash: hash.hpp (a listpack or a hashtable, as Redis's).
 using List = std::deque<std::string>;
 using Set = std::unordered_set<std::string>;
 using Object = std::variant<Hash, List, Set, ZSet>;  // index: Object types below

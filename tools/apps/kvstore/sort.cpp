@@ -42,7 +42,7 @@ std::vector<Value> shard_lookup(Shard& s, std::vector<std::string> keys, std::ve
         if (auto it = s.map.find(keys[i]); it != s.map.end()) out[i] = {Value::kString, it->second};
       } else if (auto o = s.objs.find(keys[i]); o != s.objs.end()) {
         if (const Hash* h = std::get_if<Hash>(&o->second))
-          if (auto f = h->find(fields[i]); f != h->end()) out[i] = {Value::kString, f->second};
+          if (const std::string* f = h->find(fields[i])) out[i] = {Value::kString, *f};
       }
     }
   } catch (...) {

@@ -266,14 +266,38 @@ std::vector<typename C::const_iterator> pick(const C& c, long long count) {
   return all;
 }
 
+// HRANDFIELD's fields: as pick, but a positive count of at least the
+// hash's size answers the whole hash in its order, and at most a third of a
+// listpack's fields keep the listpack's order (Redis 7.0's
+// hrandfieldWithCountCommand: CASE 2, and CASE 4's lpRandomPairsUnique;
+// CASE 3, more than a third, answers in its scratch dict's order).
+std::vector<Hash::const_iterator> pick_fields(const Hash& h, long long count) {
+  if (count < 0 || (std::size_t(count) < h.size() && (!h.listpack() || std::size_t(count) * 3 > h.size())))
+    return pick(h, count);
+  std::vector<Hash::const_iterator> all;
+  all.reserve(h.size());
+  for (auto it = h.begin(); it != h.end(); ++it) all.push_back(it);
+  if (std::size_t(count) >= all.size()) return all;
+  std::vector<std::size_t> at(all.size());
+  for (std::size_t i = 0; i < at.size(); ++i) at[i] = i;
+  const std::size_t n = std::size_t(count);
+  for (std::size_t i = 0; i < n; ++i) std::swap(at[i], at[std::uniform_int_distribution<std::size_t>(i, at.size() - 1)(rng())]);
+  at.resize(n);
+  std::sort(at.begin(), at.end());
+  std::vector<Hash::const_iterator> out;
+  out.reserve(n);
+  for (std::size_t i : at) out.push_back(all[i]);
+  return out;
+}
+
 Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::string>& a) {
   bool wrong;
   switch (op) {
     case Op::kHstrlen: {
       const Hash* h = find_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
-      auto it = h ? h->find(a[0]) : Hash::const_iterator{};
-      return integer(h && it != h->end() ? (long long)it->second.size() : 0);
+      const std::string* v = h ? h->find(a[0]) : nullptr;
+      return integer(v ? (long long)v->size() : 0);
     }
     case Op::kHincrbyfloat: {
       long double by, old = 0;
@@ -282,17 +306,17 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
       if (std::isnan(by) || std::isinf(by)) return error("ERR value is NaN or Infinity");
       Hash* h = make_obj<Hash>(s, key, wrong);
       if (wrong) return error(kWrongType);
-      auto [it, inserted] = h->try_emplace(a[0]);
-      if (!inserted && !parse_ld(it->second, old)) return error("ERR hash value is not a float");
+      const std::string* was = h->find(a[0]);
+      if (was && !parse_ld(*was, old)) return error("ERR hash value is not a float");
       const long double sum = old + by;
       if (std::isnan(sum) || std::isinf(sum)) {
-        if (inserted) h->erase(it);
         drop_if_empty(s, key, *h);
         return error("ERR increment would produce NaN or Infinity");
       }
-      it->second = format_ld(sum);
+      std::string text = format_ld(sum);
+      h->set(std::move(a[0]), text, hash_limits());
       touch(s, key);
-      return bulk(it->second);
+      return bulk(std::move(text));
     }
     case Op::kHrandfield: {
       long long count = 1;
@@ -308,9 +332,9 @@ Reply collections(Shard& s, Op op, const std::string& key, std::vector<std::stri
       if (wrong) return error(kWrongType);
       if (!h) return of_kind(a.empty() ? Reply::kNil : Reply::kArray);
       Reply r = of_kind(values ? Reply::kPairs : Reply::kArray);
-      for (auto it : pick(*h, count)) {
-        r.items.push_back(it->first);
-        if (values) r.items.push_back(it->second);
+      for (auto it : pick_fields(*h, count)) {
+        r.items.push_back((*it).first);
+        if (values) r.items.push_back((*it).second);
       }
       if (a.empty()) return bulk(r.items.at(0));
       return r;

@@ -4,6 +4,7 @@
 // connection speaks (types.cpp encodes them).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -121,16 +122,23 @@ bool matches(const std::string& pattern, const std::string& s);
 // A Reply as RESP2 or RESP3 (types.cpp).
 void encode_reply(std::string& out, const Reply& r, bool resp3);
 
-// The thresholds OBJECT ENCODING compares a collection with (Redis 7.0's
-// defaults; CONFIG SET changes them on this host: config.cpp).
+// The encoding thresholds (Redis 7.0's defaults, src/config.c; CONFIG SET
+// changes them on this host: config.cpp). A hash converts when a write
+// passes hash_entries / hash_value (hash.hpp); OBJECT ENCODING compares the
+// other collections with theirs.
 struct Encodings {
-  std::atomic<long long> hash_entries{128};  // hash-max-listpack-entries
+  std::atomic<long long> hash_entries{512};  // hash-max-listpack-entries
   std::atomic<long long> hash_value{64};     // hash-max-listpack-value
   std::atomic<long long> set_intset{512};    // set-max-intset-entries
   std::atomic<long long> zset_entries{128};  // zset-max-listpack-entries
   std::atomic<long long> zset_value{64};     // zset-max-listpack-value
 };
 extern Encodings g_encodings;
+// This host's hash-max-listpack-entries and -value now (a negative one: 0).
+inline Hash::Limits hash_limits() noexcept {
+  auto get = [](const std::atomic<long long>& v) { return std::size_t(std::max(0LL, v.load(std::memory_order_relaxed))); };
+  return {get(g_encodings.hash_entries), get(g_encodings.hash_value)};
+}
 
 // keys.cpp: the key space as a whole, on one shard.
 // KEYS: every live key matching the glob `pattern` (kArray).
@@ -158,9 +166,10 @@ struct Dump {
   std::string value;               // kString
   std::vector<std::string> items;  // kHash: field, value...; kList: in order; kSet: members; kZset: member, score...
   std::int64_t deadline = -1;      // Unix ms, -1: none
+  bool table = false;              // kHash: a hashtable (RENAME and COPY keep the encoding, as Redis)
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(type, value, items, deadline);
+    ar(type, value, items, deadline, table);
   }
 };
 Dump shard_dump(Shard& s, std::string key) noexcept;
