@@ -270,9 +270,10 @@ std::size_t Connection::pump(std::uint64_t now, const Emit& emit) {
       break;
     }
     stalled_since_ = 0;
-    // Less than a frame while more records are coming: wait a little for
-    // them (set_batching, set_more_coming).
-    if (hold_ && coalescing_on_ && more_coming_ && pending_bytes_ <= max_record_) {
+    // Less than a frame while more records are coming and a frame of ours
+    // is in flight: wait a little for them, or for its ack (set_batching,
+    // set_more_coming).
+    if (hold_ && coalescing_on_ && more_coming_ && !unacked_.empty() && pending_bytes_ <= max_record_) {
       if (!held_since_) held_since_ = now;
       if (now - held_since_ < hold_) break;
     }

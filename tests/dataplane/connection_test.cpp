@@ -99,6 +99,22 @@ TEST(ConnectionBatching, LoneSlotGoesAtOnce) {
   EXPECT_EQ(sim.a.conn->stats().frames_sent, 20u);
 }
 
+// More coming, but nothing of ours in flight: nothing to wait for (Nagle's
+// rule), the record goes at once; the hold only starts behind a frame that
+// is not acknowledged yet.
+TEST(ConnectionBatching, NothingInFlightGoesAtOnce) {
+  Sim sim(8, 1, {});
+  sim.a.conn->set_batching(1'000'000, 0);
+  sim.a.conn->set_more_coming(true);
+  for (std::uint32_t s = 1; s <= 20; ++s) {
+    enqueue_record(*sim.a.conn, s);
+    sim.run([] { return false; }, 2);
+    ASSERT_EQ(sim.b.delivered.size(), s) << "record " << s << " waited with nothing in flight";
+    sim.run([&] { return sim.a.conn->unacked() == 0; }, 100);
+  }
+  EXPECT_EQ(sim.a.conn->stats().frames_sent, 20u);
+}
+
 // A held frame or a delayed ack is a deadline: a sleeping loop wakes for it.
 TEST(ConnectionBatching, HoldAndAckDelayAreDeadlines) {
   Sim sim(8, 1, {});
