@@ -8,7 +8,7 @@
 //
 // On one host whose threads take every core (so that its clients share the
 // cores with them), with --idle-kicks, or without it while other tasks
-// could fill every core by themselves (sample_contention), a loop naps as
+// outnumber the cores (sample_contention), a loop naps as
 // soon as a few rounds found nothing, even with answers owed: whatever
 // another loop of the host gives it goes through the runtime's slots
 // (requests to its trustee, spawn_on, answers to its requests), and the
@@ -98,7 +98,7 @@ void Loop::setup_wake() {
   g_sleepers[gossamer::thread_index()].fd = fd;
 }
 
-// Whether the machine's other runnable tasks could take every core now:
+// Whether the machine's other runnable tasks are more than its cores now:
 // /proc/loadavg's running count (all CPUs, this instant) less this host's
 // loops that are not napping. Then a spinning loop takes a core from them
 // (the clients, or the loop that owes it answers), and a loop that naps at
@@ -123,7 +123,10 @@ void Loop::sample_contention() {
   const long running = std::strtol(p, nullptr, 10);
   const long own = long(local_count_) - long(g_announced.load(std::memory_order_relaxed));
   const long cores = long(std::max(1u, std::thread::hardware_concurrency()));
-  const bool wanted = running - std::max(own, 1L) >= cores;
+  // More tasks than cores besides the loops: with one other task per core
+  // (the clients, a compiler) spinning still answered sooner without
+  // pipelining (README, Naps when the cores are wanted).
+  const bool wanted = running - std::max(own, 1L) > cores;
   idle_.contention = idle_.contention * 0.75f + (wanted ? 0.25f : 0.0f);
   if (idle_.contended ? idle_.contention < 0.3f : idle_.contention > 0.6f) {
     idle_.contended = !idle_.contended;
