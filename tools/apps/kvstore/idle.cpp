@@ -6,12 +6,14 @@
 // backoff never starts: without help every thread would spin forever. The
 // loop naps in epoll_wait instead, its only blocking call.
 //
-// With --idle-kicks, on one host whose threads take every core (so that its
-// clients share the cores with them), a loop naps as soon as a few rounds found nothing,
-// even with answers owed: whatever another loop of the host gives it goes through
-// the runtime's slots (requests to its trustee, spawn_on, answers to its
-// requests), and the loop that gave it kicks it awake (an eventfd in its
-// epoll set). The handshake, as the runtime's own sleep (scheduler.cpp):
+// On one host whose threads take every core (so that its clients share the
+// cores with them), with --idle-kicks, or without it while other tasks
+// outnumber the cores (sample_contention), a loop naps as
+// soon as a few rounds found nothing, even with answers owed: whatever
+// another loop of the host gives it goes through the runtime's slots
+// (requests to its trustee, spawn_on, answers to its requests), and the
+// loop that gave it kicks it awake (an eventfd in its epoll set). The
+// handshake, as the runtime's own sleep (scheduler.cpp):
 //   napper: announce (its flag, then the host's count, seq_cst), yield
 //           once (the runtime serves and fetches what was published
 //           before), then nap unless that pass brought activity;
@@ -21,16 +23,20 @@
 // nap lasts at most --idle-nap-ms, so what comes otherwise (a signal's
 // stop, a blocked command's timeout) waits no longer than before.
 //
-// Without --idle-kicks, or with fewer threads than cores (a spinning loop
-// takes a core nobody else wants, and answers sooner), or on a rack the dataplane writes the slots of
-// requests from other hosts and wakes the runtime, not the loop. In both a
-// loop yields its core after 64 idle rounds, and naps only after 20 ms of
-// a quiet trustee, as before the kicks.
+// Otherwise: with fewer threads than cores, or cores nobody else wants, a
+// spinning loop takes a core nobody else wants and answers sooner; on a
+// rack the dataplane writes the slots of requests from other hosts and
+// wakes the runtime, not the loop. There a loop yields its core after 64
+// idle rounds, and naps only after 20 ms of a quiet trustee, as before the
+// kicks.
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "server.hpp"
@@ -49,6 +55,7 @@ struct alignas(64) Sleeper {
 };
 std::array<Sleeper, kMaxThreads> g_sleepers;  // by thread index; this host's threads only
 std::atomic<std::uint32_t> g_announced{0};   // loops of this host announced or napping
+std::atomic<std::uint32_t> g_napping_loops{0};  // loops that nap at once (--idle-kicks, or contended now)
 
 // What this thread did that another loop may be waiting for: requests
 // sent (published in the pass after the round) and served (their answers),
@@ -59,16 +66,22 @@ std::uint64_t given(const gossamer::TrusteeStats& s) {
 }  // namespace
 
 void Loop::setup_wake() {
-  // Asked for (--idle-kicks), and only when the host's threads take every
-  // core: with fewer threads than cores a loop that spins takes a core
-  // nobody else wanted, and answers sooner than one that must be woken.
-  // Even then a spinning loop answered sooner on an otherwise idle 2-core
-  // machine (README, Naps and kicks); napping at once pays off where other
-  // work wants the cores.
+  // Naps at once only when the host's threads take every core: with fewer
+  // threads than cores a loop that spins takes a core nobody else wanted,
+  // and answers sooner than one that must be woken. Even then a spinning
+  // loop answered sooner on an otherwise idle 2-core machine (README, Naps
+  // and kicks), so without --idle-kicks the loop naps at once only while
+  // other tasks want the cores too (sample_contention); the kicks run
+  // either way, since any loop may nap.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  idle_.kicks = g_config.idle_kicks && gossamer::host_count() == 1 && local_count_ >= cores &&
-                !g_config.busy_polling && g_config.idle_nap_ms > 0;
+  idle_.kicks = gossamer::host_count() == 1 && local_count_ >= cores && !g_config.busy_polling &&
+                g_config.idle_nap_ms > 0;
   if (!idle_.kicks || epoll_ < 0) return;  // epoll_: stopping already (Loop::Loop)
+  if (!g_config.idle_kicks) {
+    idle_.loadavg_fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (idle_.loadavg_fd < 0) return;  // never contended: spin, yield, nap when quiet
+    idle_.adaptive = true;
+  }
   // Never closed: another loop may be writing to it while this one stops
   // (the process ends after the loops).
   int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -80,8 +93,46 @@ void Loop::setup_wake() {
     return;  // naps as on a rack, but still kicks the others
   }
   idle_.naps = true;
+  if (!idle_.adaptive) g_napping_loops.fetch_add(1, std::memory_order_relaxed);  // before the loops run
   idle_.wake_fd = fd;
   g_sleepers[gossamer::thread_index()].fd = fd;
+}
+
+// Whether the machine's other runnable tasks are more than its cores now:
+// /proc/loadavg's running count (all CPUs, this instant) less this host's
+// loops that are not napping. Then a spinning loop takes a core from them
+// (the clients, or the loop that owes it answers), and a loop that naps at
+// once gives it back; otherwise spinning costs nobody anything and answers
+// sooner (README, Performance: Two threads on two cores). One sample every
+// 5 ms of idle rounds; `contended` follows the recent samples' majority.
+void Loop::sample_contention() {
+  const std::uint32_t now = tl_lru_clock;  // ms, coarse monotonic, this round's (io_loop.cpp)
+  if (std::int32_t(now - idle_.next_sample_ms) < 0) return;
+  idle_.next_sample_ms = now + 5;
+  char buf[128];
+  const ssize_t n = ::pread(idle_.loadavg_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return;
+  buf[n] = 0;
+  // "0.50 0.40 0.30 RUNNING/TOTAL LASTPID"
+  const char* p = buf;
+  for (int field = 0; field < 3 && p; ++field) {
+    p = std::strchr(p, ' ');
+    if (p) ++p;
+  }
+  if (!p) return;
+  const long running = std::strtol(p, nullptr, 10);
+  const long own = long(local_count_) - long(g_announced.load(std::memory_order_relaxed));
+  const long cores = long(std::max(1u, std::thread::hardware_concurrency()));
+  // More tasks than cores besides the loops: with one other task per core
+  // (the clients, a compiler) spinning still answered sooner without
+  // pipelining (README, Naps when the cores are wanted).
+  const bool wanted = running - std::max(own, 1L) > cores;
+  idle_.contention = idle_.contention * 0.75f + (wanted ? 0.25f : 0.0f);
+  if (idle_.contended ? idle_.contention < 0.3f : idle_.contention > 0.6f) {
+    idle_.contended = !idle_.contended;
+    if (idle_.contended) g_napping_loops.fetch_add(1, std::memory_order_seq_cst);
+    else g_napping_loops.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void Loop::drain_wake() {
@@ -92,7 +143,10 @@ void Loop::drain_wake() {
 // At the top of every round: if the pass before it published this thread's
 // requests or answers, wake the loops that announced a nap.
 void Loop::kick_sleepers() {
-  if (!idle_.kicks) return;
+  // No loop naps at once (an uncontended machine, sample_contention): no
+  // counters to read. A loop that starts napping at once may miss the kick
+  // of the round that read 0 here, and then naps --idle-nap-ms at most.
+  if (!idle_.kicks || g_napping_loops.load(std::memory_order_relaxed) == 0) return;
   const std::uint64_t g = given(gossamer::trustee_stats(gossamer::thread_index()));
   if (g == idle_.kick_activity) return;
   idle_.kick_activity = g;
@@ -134,7 +188,8 @@ void Loop::withdraw() {
 // --idle-nap-ms).
 bool Loop::idle(std::uint64_t& idle_rounds) {
   if (g_config.busy_polling) return false;
-  if (idle_.naps) {
+  if (idle_.adaptive && (++idle_.sample_rounds & 63) == 0) sample_contention();
+  if (idle_.naps && (!idle_.adaptive || idle_.contended)) {
     if (idle_rounds < kSpinRounds) return false;
 
     const std::uint64_t a = trustee_activity();
@@ -154,6 +209,7 @@ bool Loop::idle(std::uint64_t& idle_rounds) {
     withdraw();
     return true;
   }
+  withdraw();  // announced while contended, the cores free since
   if (idle_rounds < 64) return false;
   if (!idle_.quiet) {
     if (idle_rounds % 64 == 0 && trustee_quiet()) {

@@ -20,6 +20,13 @@ struct IdleState {
   std::uint64_t announced_activity = 0; // its trustee's activity then
   std::uint64_t kick_activity = 0;      // what this thread sent and served, at the last kick check
   int wake_fd = -1;                     // eventfd in the epoll set, written by the kicks
+  // Without --idle-kicks the naps of `naps` happen only while the machine's
+  // other runnable tasks could take every core (Loop::sample_contention).
+  bool adaptive = false, contended = false;
+  int loadavg_fd = -1;                  // /proc/loadavg, read every 5 ms of idle rounds
+  float contention = 0;                 // the share of recent samples that found the cores wanted
+  std::uint32_t sample_rounds = 0;
+  std::uint32_t next_sample_ms = 0;
   // A rack: nap only after 20 ms of a quiet trustee (Loop::idle).
   bool quiet = false;
   std::uint64_t last_activity = 0;

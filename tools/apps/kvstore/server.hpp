@@ -296,7 +296,7 @@ class Loop {
   bool poll_once(int timeout_ms);
   void sweep(std::chrono::steady_clock::time_point now);
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
-  void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw();
+  void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
   std::uint64_t trustee_activity();
   bool trustee_quiet();
