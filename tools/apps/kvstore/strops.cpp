@@ -272,21 +272,16 @@ std::vector<typename C::const_iterator> pick(const C& c, long long count) {
 // hrandfieldWithCountCommand: CASE 2, and CASE 4's lpRandomPairsUnique;
 // CASE 3, more than a third, answers in its scratch dict's order).
 std::vector<Hash::const_iterator> pick_fields(const Hash& h, long long count) {
-  if (count < 0 || (std::size_t(count) < h.size() && (!h.listpack() || std::size_t(count) * 3 > h.size())))
-    return pick(h, count);
-  std::vector<Hash::const_iterator> all;
-  all.reserve(h.size());
-  for (auto it = h.begin(); it != h.end(); ++it) all.push_back(it);
-  if (std::size_t(count) >= all.size()) return all;
-  std::vector<std::size_t> at(all.size());
-  for (std::size_t i = 0; i < at.size(); ++i) at[i] = i;
-  const std::size_t n = std::size_t(count);
-  for (std::size_t i = 0; i < n; ++i) std::swap(at[i], at[std::uniform_int_distribution<std::size_t>(i, at.size() - 1)(rng())]);
-  at.resize(n);
-  std::sort(at.begin(), at.end());
-  std::vector<Hash::const_iterator> out;
-  out.reserve(n);
-  for (std::size_t i : at) out.push_back(all[i]);
+  if (count >= 0 && std::size_t(count) >= h.size()) {  // the whole hash, in its order
+    std::vector<Hash::const_iterator> all;
+    all.reserve(h.size());
+    for (auto it = h.begin(); it != h.end(); ++it) all.push_back(it);
+    return all;
+  }
+  std::vector<Hash::const_iterator> out = pick(h, count);
+  // A listpack's pairs are one array: its order is their addresses'.
+  if (count >= 0 && h.listpack() && std::size_t(count) * 3 <= h.size())
+    std::sort(out.begin(), out.end(), [](Hash::const_iterator a, Hash::const_iterator b) { return &(*a).first < &(*b).first; });
   return out;
 }
 
