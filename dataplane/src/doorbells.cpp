@@ -65,6 +65,13 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     const std::uint32_t seq = a.last_shipped(li, peer) + 1;
     const std::uint8_t* primary = a.request_primary(peer, self_g, seq);
     if (load_acquire<std::uint32_t>(primary) != seq) return bad("request slot seq is not the next one");
+    // Its lane is free: the answer to the lane's last ship came (the
+    // lane's response slot holds it; both 0 before the first). Else the
+    // pair would count more batches in flight than lanes, and the answer
+    // still due would find its lane taken (deliver_response) and leave
+    // the exchange open for good.
+    if (load_acquire<std::uint32_t>(a.response_primary(self_g, peer, seq)) != a.get(a.out_req, li, peer, seq))
+      return bad("request rung before its lane's answer came");
     abi::RequestSlotHeader h;
     std::memcpy(&h, primary, sizeof h);
     if (h.primary_len > abi::kRequestPrimaryData || h.overflow_len > abi::kOverflowBytes)

@@ -308,6 +308,11 @@ std::uint16_t FakeApp::response_flags(std::uint32_t li, std::uint32_t trustee, s
   return h.flags;
 }
 
+bool FakeApp::doorbells_taken(std::uint32_t li) const {
+  auto* r = reinterpret_cast<abi::DoorbellRing*>(base_ + layout_.doorbells + li * layout_.doorbell_stride);
+  return load_acquire<std::uint32_t>(&r->tail) == std::atomic_ref<std::uint32_t>(r->head).load(std::memory_order_relaxed);
+}
+
 bool FakeApp::dataplane_sleeping() const {
   auto* hdr = reinterpret_cast<abi::SegmentHeader*>(base_);
   return std::atomic_ref<std::uint32_t>(hdr->dataplane_sleeping).load(std::memory_order_seq_cst) != 0;

@@ -112,6 +112,8 @@ class FakeApp {
   void respond(std::uint32_t li, std::uint32_t client, std::uint32_t seq, const std::vector<std::uint8_t>& body,
                std::uint16_t flags = 0);
   std::uint16_t response_flags(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const;
+  // Whether the dataplane has taken every doorbell local thread `li` rang.
+  bool doorbells_taken(std::uint32_t li) const;
   // The segment's dataplane_sleeping word: non-zero while a polling core of
   // our dataplane sleeps (a doorbell then kicks it).
   bool dataplane_sleeping() const;

@@ -1,0 +1,73 @@
+// The lanes contract at the doorbell, end to end over the loopback rack
+// (dataplane/src/doorbells.cpp, deliver.cpp; gossamer/abi/attach.hpp
+// "Lanes"): what an application rings out of turn is counted and dropped,
+// and leaves no exchange open (Peer::open) behind it.
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "loopback_rack.hpp"
+#include "loopback_traffic.hpp"
+
+namespace gossamer::dataplane::testing {
+namespace {
+
+// Waits up to `limit` for `ok`.
+template <class F>
+bool eventually(F ok, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (!ok()) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+// Client 0 (host a) has batches 1 and 2 out to trustee 2 (host b), one per
+// lane, and rings batch 3 into lane 1 before batch 1's answer came: the
+// lane is not free. Shipped, it counted a third batch in flight for the
+// pair (client_out beyond kLanes), took lane 1 from batch 1, whose answer
+// was then rejected after its frame was acked, and left the exchange open
+// for good (host b rejects batch 3 as well: its trustee has not answered
+// 1). Dropped at the doorbell, the pair goes on as if it was never rung.
+TEST(LoopbackLanes, RequestIntoABusyLaneIsDropped) {
+  LoopbackRack rack({1, 1, 1, ""});
+  const std::string key = fresh_id();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
+  const std::uint32_t client = 0, trustee = 2;  // a's local 0, b's local 0
+  auto body = [&](std::uint32_t seq, bool response) {
+    return pattern(client, trustee, seq, response, size_of(seq, response));
+  };
+  a.request(0, trustee, 1, body(1, false));
+  a.request(0, trustee, 2, body(2, false));
+  ASSERT_TRUE(eventually([&] { return b.request_seq(0, client, 1) == 1 && b.request_seq(0, client, 2) == 2; },
+                         std::chrono::seconds(10)));
+  a.request(0, trustee, 3, body(3, false));  // lane 1 still waits for 1's answer
+  ASSERT_TRUE(eventually([&] { return a.doorbells_taken(0); }, std::chrono::seconds(10)));
+  b.respond(0, client, 1, body(1, true));
+  b.respond(0, client, 2, body(2, true));
+  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, 2) == 2; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually([&] { return a.response_seq(0, trustee, 1) == 1; }, std::chrono::seconds(10)))
+      << "batch 1's answer was dropped: the out-of-turn batch 3 took its lane";
+  EXPECT_EQ(a.response_body(0, trustee, 1), body(1, true));
+  ASSERT_TRUE(eventually([&] { return rack.exchanges_open(0) == 0 && rack.exchanges_open(1) == 0; },
+                         std::chrono::seconds(5)))
+      << "exchanges open: host a " << rack.exchanges_open(0) << ", host b " << rack.exchanges_open(1);
+  // Rung again now that its lane is free, batch 3 goes, and is answered.
+  a.request(0, trustee, 3, body(3, false));
+  ASSERT_TRUE(eventually([&] { return b.request_seq(0, client, 3) == 3; }, std::chrono::seconds(10)))
+      << "batch 3 never reached its trustee";
+  EXPECT_EQ(b.request_body(0, client, 3), body(3, false));
+  b.respond(0, client, 3, body(3, true));
+  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, 3) == 3; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually([&] { return rack.exchanges_open(0) == 0 && rack.exchanges_open(1) == 0; },
+                         std::chrono::seconds(5)));
+  rack.stop();
+  EXPECT_EQ(rack.stat(0, "records_rejected"), 1u) << "host a: the out-of-turn doorbell";
+  EXPECT_EQ(rack.stat(1, "records_rejected"), 0u) << "host b";
+}
+
+}  // namespace
+}  // namespace gossamer::dataplane::testing
