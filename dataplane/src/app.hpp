@@ -89,6 +89,9 @@ struct App {
   //           trustee remote): shipped, not answered yet
   //   trustee_out: the same for (trustee local, client remote): delivered,
   //           not answered yet
+  //   client_epoch, trustee_epoch: the peer's epoch (Peer::open) the
+  //           pair's exchange was opened in, stored by the batch that
+  //           took the count from 0 to 1, before the batch is published
   // and [lane][local][global]:
   //   out_req: last request seq shipped in the lane for (client local,
   //           trustee remote); 0 before the first
@@ -101,7 +104,7 @@ struct App {
   // they read each other's: every access is an atomic (get/set; relaxed
   // unless a caller orders it). The in-flight counts change on two cores
   // (shipping and delivery): read-modify-writes (batch_out, batch_back).
-  std::vector<std::uint32_t> out_req, in_req, out_resp, client_out, trustee_out;
+  std::vector<std::uint32_t> out_req, in_req, out_resp, client_out, trustee_out, client_epoch, trustee_epoch;
   std::uint32_t get(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane = 0,
                     std::memory_order mo = std::memory_order_relaxed) {
     return std::atomic_ref<std::uint32_t>(at(v, local_i, g, lane)).load(mo);

@@ -288,6 +288,8 @@ void Dataplane::attach(int fd) {
   a->out_resp.assign(cells, 0);
   a->client_out.assign(cells, 0);
   a->trustee_out.assign(cells, 0);
+  a->client_epoch.assign(cells, 0);
+  a->trustee_epoch.assign(cells, 0);
   if (apps_.size() >= cfg_.dataplane.max_applications) {
     ::munmap(base, layout.bytes);
     a->base = nullptr;

@@ -128,7 +128,7 @@ class Dataplane {
   void set_verbs(VerbsFactory f) { verbs_factory_ = std::move(f); }
   // Exchanges open with `peer` (Peer::open), as any core last left it:
   // 0 once every request either way has had its response.
-  std::int64_t exchanges_open(std::uint32_t peer) const { return peers_[peer].open.load(std::memory_order_relaxed); }
+  std::int64_t exchanges_open(std::uint32_t peer) const { return peers_[peer].exchanges(); }
 
  private:
   friend class UdpTransport;  // the UDP transport works on the connections and port of its core
@@ -219,9 +219,16 @@ class Dataplane {
     // and pairs with a request slot it sent that we have not answered (each
     // pair once, whether one or two of its batches are out:
     // App::client_out, trustee_out). More than the requests still queued:
-    // more slots are coming, a short frame may wait for them. Never below
-    // 0 (close_exchange); a restart of the peer sets it to 0.
-    std::atomic<std::int64_t> open{0};
+    // more slots are coming, a short frame may wait for them. The count is
+    // open's low 32 bits; the high 32 count the peer's restarts (its
+    // epoch): a restart forgets every exchange of its previous life
+    // (peer_restarted), and a pair closes only what it opened in the
+    // epoch it opened it in (App::client_epoch, trustee_epoch), so that
+    // an exchange of the previous life that ends later (an answer our
+    // trustee still gives, an application leaving) cannot close one of
+    // the new life's. Never below 0.
+    std::atomic<std::uint64_t> open{0};
+    std::int64_t exchanges() const { return std::uint32_t(open.load(std::memory_order_relaxed)); }
     // QP scheduler: its active connections to us in the current phase
     // (activation_epoch_); written by core 0 only once every core applied
     // the previous phase.
@@ -301,9 +308,13 @@ class Dataplane {
   void deliver_response(Core& k, App& a, std::uint32_t src, const wire::RecordView& v);
   // A pair's first batch in flight with `host` opens an exchange, its last
   // answered closes it (App::batch_out, batch_back); an application that
-  // leaves closes those it still had open (release()).
-  void open_exchange(std::uint32_t host) { peers_[host].open.fetch_add(1, std::memory_order_relaxed); }
-  void close_exchange(std::uint32_t host);
+  // leaves closes those it still had open (release()). Opening returns
+  // the peer's epoch the exchange counts in (Peer::open); closing it in
+  // any other does nothing.
+  std::uint32_t open_exchange(std::uint32_t host) {
+    return std::uint32_t(peers_[host].open.fetch_add(1, std::memory_order_relaxed) >> 32);
+  }
+  void close_exchange(std::uint32_t host, std::uint32_t epoch);
   void close_exchanges(App& a);
   void peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot);
   void control_restart(std::uint32_t peer, std::uint64_t boot);

@@ -16,10 +16,15 @@ namespace gossamer::dataplane {
 // its applications and announces ours again.
 void Dataplane::peer_restarted(Core& k, std::uint32_t peer, std::uint64_t boot) {
   Peer& p = peers_[peer];
-  p.open.store(0, std::memory_order_relaxed);  // its exchanges will never close
   std::uint64_t seen = p.boot_seen.load(std::memory_order_relaxed);
-  while (boot > seen &&
-         !p.boot_seen.compare_exchange_weak(seen, boot, std::memory_order_acq_rel)) {
+  bool first = false;  // the first core to see this incarnation
+  while (boot > seen && !(first = p.boot_seen.compare_exchange_weak(seen, boot, std::memory_order_acq_rel))) {
+  }
+  // Its exchanges will never close: a new epoch, none open (once per
+  // incarnation: another core that sees it later must not forget those
+  // the new life opened meanwhile).
+  std::uint64_t x = p.open.load(std::memory_order_relaxed);
+  while (first && !p.open.compare_exchange_weak(x, ((x >> 32) + 1) << 32, std::memory_order_relaxed)) {
   }
   for (std::uint32_t o = 0; o < ncores_; ++o) {
     if (o == k.index) continue;
@@ -94,7 +99,8 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   std::memcpy(primary + sizeof h, v.payload, r.primary_len);
   std::memcpy(a.request_overflow(r.trustee, r.client, q), v.payload + r.primary_len, r.overflow_len);
   a.set(a.in_req, li, r.client, q, q);
-  if (a.batch_out(a.trustee_out, li, r.client)) open_exchange(src);  // until we answer its last
+  if (a.batch_out(a.trustee_out, li, r.client))  // until we answer its last
+    a.set(a.trustee_epoch, li, r.client, open_exchange(src));
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
@@ -128,16 +134,19 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   std::memcpy(a.response_overflow(r.client, r.trustee, q), v.payload + r.primary_len, r.overflow_len);
   // Every request slot gets one response slot: a held-back rest
   // (kResponseMore) comes with the answer to a later request of its own.
-  if (a.batch_back(a.client_out, li, r.trustee)) close_exchange(src);
+  // The epoch before the count: once the count is 0, the pair's next ship
+  // may open (and store) a new one.
+  const std::uint32_t epoch = a.get(a.client_epoch, li, r.trustee);
+  if (a.batch_back(a.client_out, li, r.trustee)) close_exchange(src, epoch);
   store_release<std::uint32_t>(primary, r.slot_seq);
   a.wake_thread(li);
 }
 
-void Dataplane::close_exchange(std::uint32_t host) {
-  std::atomic<std::int64_t>& n = peers_[host].open;
-  std::int64_t x = n.load(std::memory_order_relaxed);
+void Dataplane::close_exchange(std::uint32_t host, std::uint32_t epoch) {
+  std::atomic<std::uint64_t>& n = peers_[host].open;
+  std::uint64_t x = n.load(std::memory_order_relaxed);
   do {
-    if (x <= 0) return;  // the peer restarted since (peer_restarted set 0)
+    if (x >> 32 != epoch || std::uint32_t(x) == 0) return;  // the peer restarted since (peer_restarted)
   } while (!n.compare_exchange_weak(x, x - 1, std::memory_order_relaxed));
 }
 
@@ -147,8 +156,8 @@ void Dataplane::close_exchanges(App& a) {
   for (std::uint32_t li = 0; li < a.local; ++li)
     for (std::uint32_t g = 0; g < a.total; ++g) {
       if (a.is_local(g)) continue;
-      if (a.get(a.client_out, li, g) > 0) close_exchange(host_of(a.total, g));
-      if (a.get(a.trustee_out, li, g) > 0) close_exchange(host_of(a.total, g));
+      if (a.get(a.client_out, li, g) > 0) close_exchange(host_of(a.total, g), a.get(a.client_epoch, li, g));
+      if (a.get(a.trustee_out, li, g) > 0) close_exchange(host_of(a.total, g), a.get(a.trustee_epoch, li, g));
     }
 }
 

@@ -80,7 +80,7 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     std::memcpy(scratch.data() + h.primary_len, a.request_overflow(peer, self_g, seq), h.overflow_len);
     // Counted in flight before it is named shipped: its answer, delivered
     // on any core once the lane names it, finds it counted (deliver.cpp).
-    if (a.batch_out(a.client_out, li, peer)) open_exchange(host);
+    if (a.batch_out(a.client_out, li, peer)) a.set(a.client_epoch, li, peer, open_exchange(host));
     a.set(a.out_req, li, peer, seq, seq, std::memory_order_release);
     w.kind = wire::kRecRequest;
     w.count = h.count;
@@ -102,7 +102,8 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     std::memcpy(scratch.data(), primary + sizeof h, h.primary_len);
     std::memcpy(scratch.data() + h.primary_len, a.response_overflow(peer, self_g, seq), h.overflow_len);
     a.set(a.out_resp, li, peer, seq);
-    if (a.batch_back(a.trustee_out, li, peer)) close_exchange(host);
+    const std::uint32_t epoch = a.get(a.trustee_epoch, li, peer);  // before the count (deliver_response)
+    if (a.batch_back(a.trustee_out, li, peer)) close_exchange(host, epoch);
     w.kind = wire::kRecResponse;
     w.count = h.count;
     w.client = std::uint16_t(peer);

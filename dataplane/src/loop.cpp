@@ -189,7 +189,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
 
 bool Dataplane::exchange_open() const {
   for (std::uint32_t h = 0; h < hosts_; ++h)
-    if (h != self_ && peers_[h].open.load(std::memory_order_relaxed) > 0) return true;
+    if (h != self_ && peers_[h].exchanges() > 0) return true;
   return false;
 }
 

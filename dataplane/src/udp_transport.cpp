@@ -220,7 +220,7 @@ bool UdpTransport::pump() {
     std::int64_t queued = 0;
     for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_)
       queued += std::int64_t(p.conns[j]->pending_requests());
-    const bool more = p.open.load(std::memory_order_relaxed) > queued;
+    const bool more = p.exchanges() > queued;
     for (std::uint32_t j = k_.index; j < dp_.conns_per_host_; j += dp_.ncores_) {
       Connection& c = *p.conns[j];
       c.set_more_coming(more);

@@ -69,5 +69,46 @@ TEST(LoopbackLanes, RequestIntoABusyLaneIsDropped) {
   EXPECT_EQ(rack.stat(1, "records_rejected"), 0u) << "host b";
 }
 
+// Host b restarts while run 1's client 0 has a batch out to it: that
+// exchange will never close, and the restart forgets it (Peer::open). Run
+// 2 then has a batch out: one exchange open. Run 1's application leaving
+// (release(), closing what it still had in flight) must not close run 2's:
+// its count belongs to b's previous incarnation. Before, it did (host a
+// counted 0 exchanges open with run 2's batch out), as would every answer
+// a trustee of run 1 still gave to a request of b's previous incarnation.
+TEST(LoopbackLanes, ARestartForgetsTheExchangesOfThePeersLastLife) {
+  LoopbackRack rack({1, 1, 2, ""});
+  const std::uint32_t client = 0, trustee = 2;
+  auto body = [&](std::uint32_t seq, bool response) {
+    return pattern(client, trustee, seq, response, size_of(seq, response));
+  };
+  const std::string key1 = fresh_id(), key2 = fresh_id();
+  FakeApp a1(rack.socket(0), 0, kHosts, kTotal, key1);
+  {
+    FakeApp b1(rack.socket(1), 1, kHosts, kTotal, key1);
+    attach_both(a1, b1);
+    a1.request(0, trustee, 1, body(1, false));
+    ASSERT_TRUE(eventually([&] { return b1.request_seq(0, client, 1) == 1; }, std::chrono::seconds(10)));
+    EXPECT_EQ(rack.exchanges_open(0), 1);
+    rack.restart(1);
+  }
+  FakeApp a2(rack.socket(0), 0, kHosts, kTotal, key2), b2(rack.socket(1), 1, kHosts, kTotal, key2);
+  attach_both(a2, b2);  // host a has heard b's new incarnation (its announce)
+  a2.request(0, trustee, 1, body(1, false));
+  ASSERT_TRUE(eventually([&] { return b2.request_seq(0, client, 1) == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(rack.exchanges_open(0), 1) << "run 2's batch";
+  a1.send_detach();
+  ASSERT_TRUE(a1.wait_message(abi::kMsgDetached, 10'000));
+  // Released within a few control jobs (1 ms each) of its detach.
+  EXPECT_FALSE(eventually([&] { return rack.exchanges_open(0) != 1; }, std::chrono::milliseconds(300)))
+      << "host a: " << rack.exchanges_open(0) << " open with run 2's batch out after run 1 left";
+  b2.respond(0, client, 1, body(1, true));
+  ASSERT_TRUE(eventually([&] { return a2.response_seq(0, trustee, 1) == 1; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually([&] { return rack.exchanges_open(0) == 0 && rack.exchanges_open(1) == 0; },
+                         std::chrono::seconds(5)));
+  rack.stop();
+  EXPECT_GT(rack.stat(0, "apps_detached"), 0u);
+}
+
 }  // namespace
 }  // namespace gossamer::dataplane::testing
