@@ -134,6 +134,44 @@ TEST(ConnectionBatching, HoldAndAckDelayAreDeadlines) {
   expect_sequence(sim.b.delivered, iota(1, 2));
 }
 
+// What ends a hold (Nagle's rule, bounded): the ack of the frame in
+// flight, at once; with no ack ever coming, the hold's deadline, though
+// the frame in flight is retransmitted meanwhile (timeouts never empty
+// what is in flight: a held frame always has its ack or its deadline).
+TEST(ConnectionBatching, HoldEndsAtTheAckOrAtItsDeadline) {
+  {
+    Sim sim(8, 1, {});
+    sim.a.conn->set_batching(1'000'000, 0);  // 1 s: only the ack ends it here
+    sim.a.conn->set_more_coming(true);
+    enqueue_record(*sim.a.conn, 1);
+    sim.step();  // nothing in flight: goes
+    enqueue_record(*sim.a.conn, 2);
+    sim.step();
+    ASSERT_TRUE(sim.a.conn->has_pending()) << "not held behind frame 1";
+    sim.run([&] { return sim.b.delivered.size() >= 2; }, 10);
+    expect_sequence(sim.b.delivered, iota(1, 2));
+  }
+  {
+    Sim sim(8, 1, {});
+    sim.ba.filter = [](const FrameHeader&) { return true; };  // b's acks never come
+    constexpr std::uint64_t kHold = 40'000;  // 40 ms: frame 1 times out (5 ms, 10 ms, 20 ms) meanwhile
+    sim.a.conn->set_batching(kHold, 0);
+    sim.a.conn->set_more_coming(true);
+    enqueue_record(*sim.a.conn, 1);
+    sim.step();
+    enqueue_record(*sim.a.conn, 2);
+    sim.step();
+    const std::uint64_t held = sim.now;
+    ASSERT_TRUE(sim.a.conn->has_pending());
+    EXPECT_LE(sim.a.conn->next_deadline(), held + kHold);
+    sim.run([&] { return sim.b.delivered.size() >= 2; }, kHold / kStep + 2);
+    expect_sequence(sim.b.delivered, iota(1, 2));
+    EXPECT_LE(sim.now, held + kHold + kStep + kLatency + kStep);
+    EXPECT_GE(sim.a.conn->stats().timeouts, 2u);
+    EXPECT_GT(sim.a.conn->unacked(), 0u);
+  }
+}
+
 // Exactness with both on, under loss, duplication and reordering.
 TEST(ConnectionBatching, ExactlyOnceInOrderUnderFaults) {
   constexpr std::uint32_t kN = 5'000;
