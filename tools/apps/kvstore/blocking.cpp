@@ -435,6 +435,17 @@ void Loop::handle_served() {
   in.swap(served_);
   for (auto& sv : in) {
     auto it = blocked_.find(sv.id);
+    if (sv.moved >= 3) {  // a parked push done (wake.cpp): the answer; refused, the element goes back
+      if (sv.moved == 4) {
+        std::string err = sv.values.size() > 1 ? sv.values[1] : std::string(kWrongType);
+        sv.values.resize(1);
+        ask(shard_of(sv.key, nshards_), give_back_closure, [](Count) {}, sv);
+        if (it != blocked_.end()) finish_blocked(sv.id, [&err](Pending& q) { resp::error(q.reply, err); });
+      } else if (it != blocked_.end()) {
+        finish_blocked(sv.id, [&sv](Pending& q) { resp::bulk(q.reply, sv.values.empty() ? std::string() : sv.values[0]); });
+      }
+      continue;
+    }
     if (it == blocked_.end() || it->second.done) {
       if (sv.origin.weight) tl_returns.push_back(sv.origin);  // the push's reply waits no longer for it
       if (sv.moved) continue;  // moved within its shard (or WRONGTYPE, nothing popped): nothing to give back
@@ -477,8 +488,17 @@ void Loop::handle_served() {
     } else {  // BLMOVE: then the push to the destination, and there the pop's events (owed)
       // With credit (an LPUSH or RPUSH waits for this push): the moves it
       // serves in turn take part of it, the rest goes back (wake.cpp).
+      // A shard a transaction holds parks it until the release (wake.cpp);
+      // the credit goes back at once (the transaction may wait for the
+      // push's reply on its own connection).
       auto push = [](Shard& s, Op op, std::vector<std::string> a, std::string src, std::uint8_t from, std::uint8_t owed,
-                     Origin credit) {
+                     Origin credit, std::uint64_t waiter, bool may_park) {
+        if (may_park && s.owner) {  // (inside EXEC, BLMOVE never blocks: the shard is its own transaction's)
+          if (credit.weight) tl_returns.push_back(credit);
+          s.parked.push_back(Parked{Served{waiter, std::move(src), {std::move(a[1])}, from, owed, 0, {}}, std::move(a[0]),
+                                    std::uint8_t(op == Op::kLpush ? 0 : 1)});
+          return Reply{};  // kNil: parked
+        }
         tl_origin = credit.weight ? &credit : nullptr;
         Reply r = shard_move_push(s, op, std::move(a), std::move(src), from, owed);
         tl_origin = nullptr;
@@ -491,12 +511,13 @@ void Loop::handle_served() {
       const Origin credit = sv.origin;
       auto back = std::make_shared<Served>(std::move(sv));  // owed: sent if the give-back fails
       ask(shard_of(b.dst, nshards_), push, [this, id, back, value](Reply pushed) {
+        if (pushed.kind == Reply::kNil) return;  // parked: its Served (moved 3 or 4) comes after the release
         if (pushed.kind == Reply::kError) {
           ask(shard_of(back->key, nshards_), give_back_closure, [](Count) {}, *back);
           return finish_blocked(id, [&pushed](Pending& q) { resp::error(q.reply, pushed.s); });
         }
         finish_blocked(id, [&value](Pending& q) { resp::bulk(q.reply, value); });
-      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value}, src, from, owed, credit);
+      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value}, src, from, owed, credit, id, !b.nonblocking);
     }
   }
 }

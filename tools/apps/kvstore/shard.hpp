@@ -154,7 +154,9 @@ struct Served {
   // (Redis sends the destination's push first): 0 none, 1 the pop's, 2 and del.
   std::uint8_t owed = 0;
   // BLMOVE within one shard (wake.cpp): 1 moved (pushed already), 2 the
-  // destination holds another type (nothing popped: WRONGTYPE).
+  // destination holds another type (nothing popped: WRONGTYPE); a push
+  // parked while a transaction held its shard, done: 3 pushed, 4 refused
+  // (values: the element, the error).
   std::uint8_t moved = 0;
   Origin origin;  // a cross-shard move's credit (weight 0: none)
   template <class Ar>
@@ -165,6 +167,13 @@ struct Served {
 // What this thread's shard served, for its loop to send on (Loop::run):
 // a shard's closures run on its own thread.
 inline thread_local std::vector<Served> tl_served;
+// A BLMOVE's push to a shard a transaction holds waits for the release
+// (wake.cpp, shard_unowned): `sv` as served (key: the source), then where to.
+struct Parked {
+  Served sv;
+  std::string dst;
+  std::uint8_t to = 0;
+};
 
 struct Shard {
   std::unordered_map<std::string, Entry> map;
@@ -190,6 +199,7 @@ struct Shard {
   std::unordered_map<std::uint64_t, std::vector<std::string>> blocked_keys;
   std::vector<std::string> ready;  // in the order they became ready (Redis's ready_keys)
   bool serving = false;             // serve_ready runs: keys made ready meanwhile join `ready`
+  std::vector<Parked> parked;       // BLMOVE pushes waiting for the transaction that holds the shard
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
   // it carries (the strings as plain pairs: their clocks restart); `objs`,
@@ -461,7 +471,8 @@ void serve_key(Shard& s, const std::string& key) noexcept;
 inline void signal_ready(Shard& s, const std::string& key) noexcept {
   if (!s.blocked.empty()) serve_key(s, key);
 }
-void serve_ready(Shard& s) noexcept;  // after a transaction released the shard
+void serve_ready(Shard& s) noexcept;
+void shard_unowned(Shard& s) noexcept;  // a transaction released it: the parked pushes, then serve_ready
 
 // shard.cpp: INCRBY (and INCR, DECR, DECRBY), SET with options, the
 // expiry commands and the active sweep.

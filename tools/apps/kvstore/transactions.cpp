@@ -372,7 +372,7 @@ void Loop::release(std::uint32_t shard_index, std::uint64_t txn, std::function<v
     if (s.owner != id) return Count{};
     if (s.waiting.empty()) {
       s.owner = 0;
-      if (!s.ready.empty()) serve_ready(s);  // pushes the transaction made wake blocked connections (blocking.cpp)
+      if (!s.ready.empty() || !s.parked.empty()) shard_unowned(s);  // pushes wake blocked connections (wake.cpp)
       return Count{};
     }
     auto [next, coordinator] = s.waiting.front();

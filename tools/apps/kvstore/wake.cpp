@@ -168,6 +168,23 @@ void serve_ready(Shard& s) noexcept {
   s.serving = false;
 }
 
+void shard_unowned(Shard& s) noexcept {
+  std::vector<Parked> parked;
+  parked.swap(s.parked);
+  for (auto& p : parked) {
+    try {
+      Served& sv = p.sv;
+      Reply r = shard_move_push(s, p.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{p.dst, sv.values[0]}, sv.key,
+                                sv.where, sv.owed);
+      sv.moved = r.kind == Reply::kError ? 4 : 3;
+      if (sv.moved == 4) sv.values.push_back(r.s);
+      tl_served.push_back(std::move(sv));
+    } catch (...) {
+    }
+  }
+  serve_ready(s);
+}
+
 // ---- the push's loop: its reply waits for the credit to come back ----------
 
 void Loop::dispatch_returns() {
