@@ -6,15 +6,17 @@
 // A connection blocks on keys that may live on several shards, of this
 // host or another. Each shard keeps, per key, the connections blocked on it
 // in the order they blocked (Shard::blocked). A push that makes a key a
-// non-empty list serves them there and then, first come first served: the
-// shard pops for the first (as many elements as it asked for), forgets it
-// on all its keys of that shard, and puts the elements in its thread's
-// outbox (tl_served); the thread's loop sends them to the blocked
-// connection's loop (Loop::dispatch_served), which replies. A connection
-// blocked on keys of several shards can be served by two of them at once:
-// its loop takes the first and gives the others' elements back to their
-// lists (where they were popped, then served to the next in line), and
-// tells every shard to forget it. So no element is lost or served twice.
+// non-empty list serves them there and then (wake.cpp: keys in the order
+// they became ready, per key first come first served): the shard pops for
+// the first (as many elements as it asked for), forgets it on all its keys
+// of that shard, and puts the elements in its thread's outbox (tl_served);
+// the thread's loop sends them to the blocked connection's loop
+// (Loop::dispatch_served), which replies. A connection of this host blocked
+// on keys of several shards has a claim (wake.cpp) that one shard takes:
+// the others forget it. One of another host can be served by two shards at
+// once: its loop takes the first and gives the others' elements back to
+// their lists (where they were popped, then served to the next in line),
+// and tells every shard to forget it. So no element is lost or served twice.
 //
 // Blocking: a command whose keys are all on one shard asks that shard to
 // pop or else register it, in one closure, so no push can slip in between.
@@ -28,10 +30,13 @@
 // Inside MULTI, and for LMPOP, nothing blocks: an empty list answers a
 // null at once, as Redis does. A blocked connection executes nothing more
 // until it is served, times out (timeout 0: never) or closes; closing
-// tells the shards to forget it. BLMOVE pops like BLPOP and then pushes to
-// the destination as a second step (not atomic across shards, unlike
-// LMOVE); a destination that is not a list gets the element back to the
-// source and the client WRONGTYPE.
+// tells the shards to forget it. A served BLMOVE whose destination is on
+// the source's shard moves there at once (wake.cpp); otherwise it pops like
+// BLPOP and then pushes to the destination as a second step from its loop
+// (not atomic across shards, unlike LMOVE; LPUSH and RPUSH answer only once
+// it is done, and a shard a transaction holds parks it until the release);
+// a destination that is not a list gets the element back to the source and
+// the client WRONGTYPE.
 //
 // Keyspace events, as Redis 7.0's: with notifications on, a push serves its
 // waiters only after its own events are out (notify.cpp's

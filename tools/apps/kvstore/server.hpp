@@ -404,8 +404,8 @@ class Loop {
   void dispatch_served(), handle_served(), block_timeouts();
   void drop_blocked(Connection& c);
   void dispatch_returns();  // wake.cpp: tl_returns to the pushes' loops
-  bool hold_for_credit(std::uint32_t slot, std::uint64_t seq, std::uint64_t given);  // true: the reply waits
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::int64_t, bool>> credits_;  // (slot, seq): owed, held
+  bool hold_for_credit(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint64_t given);  // true: it waits
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, std::pair<std::int64_t, bool>> credits_;  // owed, held
   std::unordered_map<std::uint64_t, Blocked> blocked_;
   std::uint64_t next_block_ = 0;
   std::vector<Served> served_;

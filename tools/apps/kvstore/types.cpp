@@ -126,7 +126,7 @@ bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p
                            return t;
                          },
                          [this, slot, gen, seq](Tracked t) {
-                           const bool hold = hold_for_credit(slot, seq, t.given);
+                           const bool hold = hold_for_credit(slot, gen, seq, t.given);
                            answer(slot, gen, seq, [&t, hold](Pending& q) {
                              encode_reply(q.reply, t.r, q.resp3);
                              if (hold) ++q.waiting;  // until the credit is back (Loop::on_credit)

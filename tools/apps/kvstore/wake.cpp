@@ -203,7 +203,7 @@ void Loop::dispatch_returns() {
 }
 
 void Loop::on_credit(const Origin& o) {
-  const auto k = std::make_pair(o.slot, o.seq);
+  const auto k = std::make_tuple(o.slot, o.gen, o.seq);
   auto& [owed, held] = credits_[k];
   owed -= std::int64_t(o.weight);
   if (owed != 0) return;
@@ -212,9 +212,9 @@ void Loop::on_credit(const Origin& o) {
   if (release) settle(o.slot, o.gen, o.seq, [](Pending&) {});
 }
 
-bool Loop::hold_for_credit(std::uint32_t slot, std::uint64_t seq, std::uint64_t given) {
+bool Loop::hold_for_credit(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint64_t given) {
   if (given == 0) return false;
-  const auto k = std::make_pair(slot, seq);
+  const auto k = std::make_tuple(slot, gen, seq);
   auto& [owed, held] = credits_[k];
   owed += std::int64_t(given);
   if (owed == 0) {  // every part came back before the push's own answer
