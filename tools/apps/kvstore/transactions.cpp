@@ -504,9 +504,9 @@ void Loop::end_txn(std::uint64_t id) {
   if (it == txns_.end()) return;
   Txn t = std::move(it->second);
   txns_.erase(it);
-  // With connections blocked, one shard after the other, ascending (its
-  // keys' waiters served before the next's: wake.cpp); else all at once.
-  if (t.claimed > 1 && (g_stats.blocked_clients.load(std::memory_order_relaxed) > 0 || gossamer::host_count() > 1)) {
+  // With connections of this host blocked, one shard after the other,
+  // ascending (its waiters served before the next's: wake.cpp); else at once.
+  if (t.claimed > 1 && g_stats.blocked_clients.load(std::memory_order_relaxed) > 0) {
     struct Step {  // releases shards[i], then the next
       Loop* loop; std::shared_ptr<const std::vector<std::uint32_t>> shards; std::uint64_t txn; std::size_t i;
       void operator()() const {
