@@ -12,6 +12,14 @@
          answers a null after about its time; a blocked client that closes
          is forgotten (the next push stays in the list); CLIENT UNBLOCK;
          BLMOVE across shards; the blocked count in INFO;
+         wake order (wake.cpp), each case repeated: a push's reply comes
+         after the BLMOVEs it serves have pushed, across shards and in
+         chains (so a read right after it sees them); BLMOVE within a shard
+         (onto itself too, and WRONGTYPE for a destination of another
+         type, the element left for the next in line); a client blocked on
+         keys of two shards that one EXEC pushes to both gets one element,
+         the other stays; BLMPOP clients served in the order they blocked,
+         the EXEC's keys in order (Redis's test of that name);
       3. 6 consumers (BLPOP with short timeouts on two keys of different
          shards) against 3 producers: every element pushed is popped exactly
          once or still in a list.
@@ -31,6 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hydra_pair import both, check, clients, finish, host_ports, keys_on_distinct_shards, pair, raw_both, redis  # noqa: E402
+from hydra_pair import shard_of  # noqa: E402
 
 
 def blocked_count(r):
@@ -162,6 +171,119 @@ def cross_shard(port, shards):
           f"{results.get(20)} {r.lrange(k[2], 0, -1)} {r.lrange(k[0], 0, -1)}")
 
 
+def send(s, *args):
+    s.sendall(b"".join([b"*%d\r\n" % len(args)] + [b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args]))
+
+
+def recv_reply(s):
+    s.settimeout(10)
+    return s.recv(1000)
+
+
+def blocked_raw(port, r, n, *args):
+    """A raw connection sending `args`, once INFO counts `n` blocked clients."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    send(s, *args)
+    if not wait_blocked(r, n):
+        check(False, f"blocked: {' '.join(args)}")
+    return s
+
+
+def same_shard(prefix, shards, n):
+    """`n` keys on one shard."""
+    keys, i = [], 0
+    while len(keys) < n:
+        k = f"{prefix}{i}"
+        if shard_of(k, shards) == shard_of(prefix + "0", shards):
+            keys.append(k)
+        i += 1
+    return keys
+
+
+def wake_order(port, shards, rounds=10):
+    r = redis.Redis(port=port, socket_timeout=30)
+    r.flushall()
+    k = keys_on_distinct_shards("wo", shards)
+    ok_circ = ok_chain = ok_self = ok_wrong = ok_multi = ok_mpop = 0
+    for _ in range(rounds):
+        # Circular BRPOPLPUSH across two shards (Redis's test of that name).
+        r.delete(k[0], k[1])
+        a = blocked_raw(port, r, 1, "BRPOPLPUSH", k[0], k[1], "0")
+        b = blocked_raw(port, r, 2, "BRPOPLPUSH", k[1], k[0], "0")
+        r.rpush(k[0], "foo")
+        got = (r.lrange(k[0], 0, -1), r.lrange(k[1], 0, -1))
+        ok_circ += got == ([b"foo"], []) and recv_reply(a) == b"$3\r\nfoo\r\n" and recv_reply(b) == b"$3\r\nfoo\r\n"
+        a.close(), b.close()
+        # A chain over three shards: k0 -> k1 -> k2; the push's reply after both moves.
+        r.delete(k[0], k[1], k[2])
+        a = blocked_raw(port, r, 1, "BLMOVE", k[0], k[1], "RIGHT", "LEFT", "0")
+        b = blocked_raw(port, r, 2, "BLMOVE", k[1], k[2], "RIGHT", "LEFT", "0")
+        r.lpush(k[0], "x")
+        ok_chain += r.lrange(k[2], 0, -1) == [b"x"] and r.exists(k[0], k[1]) == 0
+        a.close(), b.close()
+        # Within one shard: onto itself, and a chain s0 -> s1.
+        s = same_shard("ws", shards, 3)
+        r.delete(*s)
+        a = blocked_raw(port, r, 1, "BRPOPLPUSH", s[0], s[0], "0")
+        r.rpush(s[0], "me")
+        self_ok = r.lrange(s[0], 0, -1) == [b"me"]
+        self_ok = self_ok and recv_reply(a) == b"$2\r\nme\r\n"
+        a.close()
+        r.delete(s[0])
+        a = blocked_raw(port, r, 1, "BLMOVE", s[0], s[1], "LEFT", "RIGHT", "0")
+        b = blocked_raw(port, r, 2, "BLMOVE", s[1], s[2], "LEFT", "RIGHT", "0")
+        r.rpush(s[0], "c")
+        ok_self += self_ok and r.lrange(s[2], 0, -1) == [b"c"] and r.exists(s[0], s[1]) == 0
+        a.close(), b.close()
+        # WRONGTYPE destination within the shard: nothing popped for it, the next in line served.
+        r.delete(*s)
+        r.set(s[1], "str")
+        a = blocked_raw(port, r, 1, "BRPOPLPUSH", s[0], s[1], "0")
+        b = blocked_raw(port, r, 2, "BRPOPLPUSH", s[0], s[2], "0")
+        r.lpush(s[0], "w")
+        ok_wrong += recv_reply(a).startswith(b"-WRONGTYPE") and r.lrange(s[2], 0, -1) == [b"w"] and r.exists(s[0]) == 0
+        a.close(), b.close()
+        check(wait_blocked(r, 0), "nobody left blocked")
+        # One client blocked on two shards, one EXEC pushing to both: one element popped, the other stays.
+        r.delete(k[0], k[1])
+        a = blocked_raw(port, r, 1, "BLPOP", k[0], k[1], "0")
+        p = r.pipeline(transaction=True)
+        p.rpush(k[0], "e0")
+        p.rpush(k[1], "e1")
+        p.execute()
+        reply = recv_reply(a)
+        time.sleep(0.05)
+        left = r.lrange(k[0], 0, -1) + r.lrange(k[1], 0, -1)
+        ok_multi += (reply.endswith(b"e0\r\n") and left == [b"e1"]) or (reply.endswith(b"e1\r\n") and left == [b"e0"])
+        a.close()
+        # Redis's "BLMPOP with multiple blocked clients", its keys on two shards.
+        r.delete(k[0], k[1])
+        c = [blocked_raw(port, r, i + 1, "BLMPOP", "0", "2", k[0], k[1], side, "COUNT", n)
+             for i, (side, n) in enumerate((("LEFT", "1"), ("RIGHT", "10"), ("LEFT", "10"), ("RIGHT", "1")))]
+        p = r.pipeline(transaction=True)
+        p.lpush(k[0], "a", "b", "c", "d", "e")
+        p.lpush(k[1], "1", "2", "3", "4", "5")
+        p.execute()
+        got = [recv_reply(x) for x in c[:3]]
+        r.lpush(k[1], "1", "2", "3")
+        got.append(recv_reply(c[3]))
+        def mp(key, *vals):
+            return (b"*2\r\n$%d\r\n%s\r\n*%d\r\n" % (len(key), key.encode(), len(vals)) +
+                    b"".join(b"$%d\r\n%s\r\n" % (len(v), v.encode()) for v in vals))
+        ok_mpop += got == [mp(k[0], "e"), mp(k[0], "a", "b", "c", "d"), mp(k[1], "5", "4", "3", "2", "1"), mp(k[1], "1")]
+        for x in c:
+            x.close()
+        check(wait_blocked(r, 0), "nobody left blocked")
+    check(ok_circ == rounds, f"circular BRPOPLPUSH across shards: the lists as Redis has them right after the push "
+          f"({ok_circ} of {rounds})")
+    check(ok_chain == rounds, f"a chain of BLMOVEs over three shards done before the push's reply ({ok_chain} of {rounds})")
+    check(ok_self == rounds, f"BRPOPLPUSH onto itself, and a chain of BLMOVEs within one shard ({ok_self} of {rounds})")
+    check(ok_wrong == rounds, f"WRONGTYPE destination within a shard: nothing popped, the next in line served "
+          f"({ok_wrong} of {rounds})")
+    check(ok_multi == rounds, f"blocked on two shards, one EXEC pushes to both: one popped, one left ({ok_multi} of {rounds})")
+    check(ok_mpop == rounds, f"BLMPOP with multiple blocked clients, keys on two shards ({ok_mpop} of {rounds})")
+
+
 def rack(h0, h1):
     hosts = [h0, h1]
     r = [redis.Redis(host=h, port=p, socket_timeout=30) for h, p in hosts]
@@ -239,6 +361,7 @@ def main():
     with pair(build, threads=4) as ports:
         compared(ports)
         cross_shard(ports[0], 4)
+        wake_order(ports[0], 4)
         conservation([("127.0.0.1", ports[0])], keys_on_distinct_shards("ck", 4)[:2])
     return finish()
 

@@ -6,15 +6,17 @@
 // A connection blocks on keys that may live on several shards, of this
 // host or another. Each shard keeps, per key, the connections blocked on it
 // in the order they blocked (Shard::blocked). A push that makes a key a
-// non-empty list serves them there and then, first come first served: the
-// shard pops for the first (as many elements as it asked for), forgets it
-// on all its keys of that shard, and puts the elements in its thread's
-// outbox (tl_served); the thread's loop sends them to the blocked
-// connection's loop (Loop::dispatch_served), which replies. A connection
-// blocked on keys of several shards can be served by two of them at once:
-// its loop takes the first and gives the others' elements back to their
-// lists (where they were popped, then served to the next in line), and
-// tells every shard to forget it. So no element is lost or served twice.
+// non-empty list serves them there and then (wake.cpp: keys in the order
+// they became ready, per key first come first served): the shard pops for
+// the first (as many elements as it asked for), forgets it on all its keys
+// of that shard, and puts the elements in its thread's outbox (tl_served);
+// the thread's loop sends them to the blocked connection's loop
+// (Loop::dispatch_served), which replies. A connection of this host blocked
+// on keys of several shards has a claim (wake.cpp) that one shard takes:
+// the others forget it. One of another host can be served by two shards at
+// once: its loop takes the first and gives the others' elements back to
+// their lists (where they were popped, then served to the next in line),
+// and tells every shard to forget it. So no element is lost or served twice.
 //
 // Blocking: a command whose keys are all on one shard asks that shard to
 // pop or else register it, in one closure, so no push can slip in between.
@@ -28,10 +30,13 @@
 // Inside MULTI, and for LMPOP, nothing blocks: an empty list answers a
 // null at once, as Redis does. A blocked connection executes nothing more
 // until it is served, times out (timeout 0: never) or closes; closing
-// tells the shards to forget it. BLMOVE pops like BLPOP and then pushes to
-// the destination as a second step (not atomic across shards, unlike
-// LMOVE); a destination that is not a list gets the element back to the
-// source and the client WRONGTYPE.
+// tells the shards to forget it. A served BLMOVE whose destination is on
+// the source's shard moves there at once (wake.cpp); otherwise it pops like
+// BLPOP and then pushes to the destination as a second step from its loop
+// (not atomic across shards, unlike LMOVE; LPUSH and RPUSH answer only once
+// it is done, and a shard a transaction holds parks it until the release);
+// a destination that is not a list gets the element back to the source and
+// the client WRONGTYPE.
 //
 // Keyspace events, as Redis 7.0's: with notifications on, a push serves its
 // waiters only after its own events are out (notify.cpp's
@@ -60,10 +65,13 @@ struct BlockReq {
   std::int64_t count = -1;
   bool block = false;  // register if nothing to pop
   bool move = false;   // BLMOVE: the pop's events wait for the push (Served::owed)
+  std::uint8_t to = 0;  // BLMOVE: the side, the destination and its shard (BlockedOn)
+  std::uint32_t dst_shard = UINT32_MAX;
+  std::string dst;
   std::vector<std::string> keys;
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(id, where, count, block, move, keys);
+    ar(id, where, count, block, move, to, dst_shard, dst, keys);
   }
 };
 
@@ -83,6 +91,8 @@ std::vector<std::string> pop_n(List& l, std::uint8_t where, std::int64_t count) 
   return out;
 }
 
+}  // namespace
+
 // Pops from `key` for a waiter: a list's head or tail (where 0, 1) or a
 // sorted set's lowest or highest scores (2, 3: member, score pairs). Empty
 // if there is nothing to pop; `wrong` if the key holds another type.
@@ -90,7 +100,7 @@ std::vector<std::string> pop_n(List& l, std::uint8_t where, std::int64_t count) 
 // now, or, given `owed` (BLMOVE's pop), left there for the push's shard
 // (shard_move_push), as Redis sends the destination's push first.
 std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong,
-                                 std::uint8_t* owed = nullptr) {
+                                 std::uint8_t* owed) {
   std::vector<std::string> out;
   if (where < 2) {
     List* l = find_obj<List>(s, key, wrong);
@@ -122,28 +132,29 @@ std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t 
   return out;
 }
 
-void forget_waiter(Shard& s, std::uint64_t id) {
-  auto it = s.blocked_keys.find(id);
-  if (it == s.blocked_keys.end()) return;
-  for (const auto& k : it->second) {
-    auto b = s.blocked.find(k);
-    if (b == s.blocked.end()) continue;
-    auto& q = b->second;
-    q.erase(std::remove_if(q.begin(), q.end(), [id](const BlockedOn& w) { return w.id == id; }), q.end());
-    if (q.empty()) s.blocked.erase(b);
-  }
-  s.blocked_keys.erase(it);
-}
+namespace {
 
 // kError (WRONGTYPE: the first key in order that is not a list), kArray
 // (items: the key, then the elements popped), or kNil (nothing to pop; the
 // connection registered if `block`).
 Reply shard_block(Shard& s, BlockReq r) noexcept {
   try {
+    // Its claim (wake.cpp), if its loop is on this host: set, it was served
+    // elsewhere or ended; free, a pop here takes it.
+    const auto claim = find_claim(r.id);
+    if (claim && claim->load(std::memory_order_acquire) != 0) return Reply{};
     for (const auto& key : r.keys) {
       bool wrong;
       std::uint8_t owed = 0;
-      std::vector<std::string> popped = pop_key(s, key, r.where, r.count, wrong, r.move ? &owed : nullptr);
+      std::vector<std::string> popped;
+      if (claim) {
+        const bool has = r.where < 2 ? [&] { const List* l = find_obj<List>(s, key, wrong); return l && !l->empty(); }()
+                                     : [&] { const ZSet* z = find_obj<ZSet>(s, key, wrong); return z && !z->empty(); }();
+        if (has && claim->exchange(1) != 0) return Reply{};  // served meanwhile by another shard
+        if (has) popped = pop_key(s, key, r.where, r.count, wrong, r.move ? &owed : nullptr);
+      } else {
+        popped = pop_key(s, key, r.where, r.count, wrong, r.move ? &owed : nullptr);
+      }
       if (wrong) return Reply{Reply::kError, 0, kWrongType, {}, {}};
       if (popped.empty()) continue;
       Reply out{Reply::kArray, owed, {}, {key}, {}};  // n: the pop's events owed (BLMOVE)
@@ -154,7 +165,7 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
       auto& mine = s.blocked_keys[r.id];
       for (auto& key : r.keys) {
         if (std::find(mine.begin(), mine.end(), key) != mine.end()) continue;  // BLPOP k k 0
-        s.blocked[key].push_back(BlockedOn{r.id, r.where, r.count, r.move});
+        s.blocked[key].push_back(BlockedOn{r.id, r.where, r.count, r.move, r.to, r.dst_shard, r.dst, claim});
         mine.push_back(std::move(key));
       }
     }
@@ -235,41 +246,6 @@ int side(std::string_view w) {
 
 }  // namespace
 
-void serve_key(Shard& s, const std::string& key) noexcept {
-  try {
-    if (!s.blocked.count(key)) return;
-    if (s.owner != 0 || tl_hold_serving) {  // inside a transaction: when it releases the shard (or after the events)
-      if (std::find(s.ready.begin(), s.ready.end(), key) == s.ready.end()) s.ready.push_back(key);
-      return;
-    }
-    // In blocking order, skipping waiters of the other kind (a list waiter
-    // on a key that now holds a sorted set, or the reverse), as Redis
-    // serves only the clients whose blocking type matches the key's.
-    for (std::size_t i = 0;;) {
-      auto b = s.blocked.find(key);
-      if (b == s.blocked.end() || i >= b->second.size()) return;
-      bool wrong = false;
-      const BlockedOn w = b->second[i];
-      std::uint8_t owed = 0;
-      std::vector<std::string> popped = pop_key(s, key, w.where, w.count, wrong, w.move ? &owed : nullptr);
-      if (popped.empty()) {
-        if (!wrong) return;  // the key is empty or gone
-        ++i;                 // the other kind: the next waiter may match
-        continue;
-      }
-      forget_waiter(s, w.id);  // out of this queue: index i names the next one
-      tl_served.push_back(Served{w.id, key, std::move(popped), w.where, owed});
-    }
-  } catch (...) {
-  }
-}
-
-void serve_ready(Shard& s) noexcept {
-  std::vector<std::string> keys;
-  keys.swap(s.ready);
-  for (const auto& k : keys) serve_key(s, k);
-}
-
 bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
                             const std::vector<std::string_view>& args) {
   if (!blocking_name(name)) return false;
@@ -346,6 +322,7 @@ bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string
   const std::uint64_t id = (std::uint64_t(gossamer::thread_index()) << 40) | ++next_block_;
   p.waiting = 1;
   c.blocked = id;  // executes nothing more until answered
+  if (!b.nonblocking) b.claim = new_claim(id);  // wake.cpp: one shard serves it
   blocked_.emplace(id, std::move(b));
   try_pop(id, 0);
   return true;
@@ -382,6 +359,9 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     const auto groups = bl.groups;  // an answer may end the command (and `bl`) at once
     const std::int64_t count = bl.count;
     const bool move = bl.kind == Blocked::kMove;
+    const std::uint8_t to = bl.to;
+    const std::uint32_t dst_shard = move ? std::uint32_t(shard_of(bl.dst, nshards_)) : UINT32_MAX;
+    const std::string dst = bl.dst;
     for (const auto& [shard_index, keys] : groups)
       ask(shard_index, block_closure, [this, id, where](Reply again) {
         if (again.kind == Reply::kError) {
@@ -392,8 +372,9 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
         served_.push_back(Served{id, again.items[0], std::vector<std::string>(std::make_move_iterator(again.items.begin() + 1),
                                                                               std::make_move_iterator(again.items.end())), where,
                                  std::uint8_t(again.n)});
-      }, BlockReq{id, where, count, true, move, keys});
-  }, BlockReq{id, b.where, b.count, register_now, b.kind == Blocked::kMove, b.groups[i].second});
+      }, BlockReq{id, where, count, true, move, to, dst_shard, dst, keys});
+  }, BlockReq{id, b.where, b.count, register_now, b.kind == Blocked::kMove, b.to,
+              b.kind == Blocked::kMove ? std::uint32_t(shard_of(b.dst, nshards_)) : UINT32_MAX, b.dst, b.groups[i].second});
 }
 
 void Loop::now_blocked(Blocked& b) {
@@ -408,6 +389,7 @@ void Loop::finish_blocked(std::uint64_t id, Fill&& fill) {
   if (it == blocked_.end()) return;
   Blocked b = std::move(it->second);
   blocked_.erase(it);
+  if (b.claim) drop_claim(id);
   if (b.counted) g_stats.blocked_clients.fetch_sub(1, std::memory_order_relaxed);
   if (b.registered)  // every shard forgets it (the one that served already has)
     for (const auto& g : b.groups) ask(g.first, unblock_closure, [](Count) {}, id);
@@ -426,6 +408,7 @@ std::int64_t Loop::on_unblock(std::uint64_t client, bool error) {
     if (!c || c->id != client || !c->blocked) continue;
     auto it = blocked_.find(c->blocked);
     if (it == blocked_.end() || !it->second.counted || it->second.done) return 0;
+    if (it->second.claim && it->second.claim->exchange(1) != 0) return 0;  // a shard served it: its answer is on the way
     unblocks_.emplace_back(c->blocked, error);
     return 1;
   }
@@ -457,7 +440,20 @@ void Loop::handle_served() {
   in.swap(served_);
   for (auto& sv : in) {
     auto it = blocked_.find(sv.id);
+    if (sv.moved >= 3) {  // a parked push done (wake.cpp): the answer; refused, the element goes back
+      if (sv.moved == 4) {
+        std::string err = sv.values.size() > 1 ? sv.values[1] : std::string(kWrongType);
+        sv.values.resize(1);
+        ask(shard_of(sv.key, nshards_), give_back_closure, [](Count) {}, sv);
+        if (it != blocked_.end()) finish_blocked(sv.id, [&err](Pending& q) { resp::error(q.reply, err); });
+      } else if (it != blocked_.end()) {
+        finish_blocked(sv.id, [&sv](Pending& q) { resp::bulk(q.reply, sv.values.empty() ? std::string() : sv.values[0]); });
+      }
+      continue;
+    }
     if (it == blocked_.end() || it->second.done) {
+      if (sv.origin.weight) tl_returns.push_back(sv.origin);  // the push's reply waits no longer for it
+      if (sv.moved) continue;  // moved within its shard (or WRONGTYPE, nothing popped): nothing to give back
       const auto home = shard_of(sv.key, nshards_);
       ask(home, give_back_closure, [](Count) {}, std::move(sv));
       continue;
@@ -465,7 +461,11 @@ void Loop::handle_served() {
     Blocked& b = it->second;
     b.done = true;
     const std::uint64_t id = sv.id;
-    if (sv.where >= 2) {  // BZPOPMIN/BZPOPMAX: [key, member, score]; BZMPOP: [key, [[member, score]...]]
+    if (sv.moved == 2) {  // BLMOVE within a shard, the destination of another type (wake.cpp)
+      finish_blocked(id, [](Pending& q) { resp::error(q.reply, kWrongType); });
+    } else if (sv.moved == 1) {  // ... moved there already
+      finish_blocked(id, [&sv](Pending& q) { resp::bulk(q.reply, sv.values.empty() ? std::string() : sv.values[0]); });
+    } else if (sv.where >= 2) {  // BZPOPMIN/BZPOPMAX: [key, member, score]; BZMPOP: [key, [[member, score]...]]
       const bool mpop = b.kind == Blocked::kMpop;
       finish_blocked(id, [&sv, mpop](Pending& q) {
         resp::array(q.reply, mpop ? 2 : 3);
@@ -491,20 +491,38 @@ void Loop::handle_served() {
         for (const auto& v : sv.values) resp::bulk(q.reply, v);
       });
     } else {  // BLMOVE: then the push to the destination, and there the pop's events (owed)
-      auto push = [](Shard& s, Op op, std::vector<std::string> a, std::string src, std::uint8_t from, std::uint8_t owed) {
-        return shard_move_push(s, op, std::move(a), std::move(src), from, owed);
+      // With credit (an LPUSH or RPUSH waits for this push): the moves it
+      // serves in turn take part of it, the rest goes back (wake.cpp).
+      // A shard a transaction holds parks it until the release (wake.cpp);
+      // the credit goes back at once (the transaction may wait for the
+      // push's reply on its own connection).
+      auto push = [](Shard& s, Op op, std::vector<std::string> a, std::string src, std::uint8_t from, std::uint8_t owed,
+                     Origin credit, std::uint64_t waiter, bool may_park) {
+        if (may_park && s.owner) {  // (inside EXEC, BLMOVE never blocks: the shard is its own transaction's)
+          if (credit.weight) tl_returns.push_back(credit);
+          s.parked.push_back(Parked{Served{waiter, std::move(src), {std::move(a[1])}, from, owed, 0, {}}, std::move(a[0]),
+                                    std::uint8_t(op == Op::kLpush ? 0 : 1)});
+          return Reply{};  // kNil: parked
+        }
+        tl_origin = credit.weight ? &credit : nullptr;
+        Reply r = shard_move_push(s, op, std::move(a), std::move(src), from, owed);
+        tl_origin = nullptr;
+        if (credit.weight) tl_returns.push_back(credit);
+        return r;
       };
       const std::string value = sv.values.empty() ? std::string() : sv.values[0];
       const std::string src = sv.key;
       const std::uint8_t from = sv.where, owed = sv.owed;
+      const Origin credit = sv.origin;
       auto back = std::make_shared<Served>(std::move(sv));  // owed: sent if the give-back fails
       ask(shard_of(b.dst, nshards_), push, [this, id, back, value](Reply pushed) {
+        if (pushed.kind == Reply::kNil) return;  // parked: its Served (moved 3 or 4) comes after the release
         if (pushed.kind == Reply::kError) {
           ask(shard_of(back->key, nshards_), give_back_closure, [](Count) {}, *back);
           return finish_blocked(id, [&pushed](Pending& q) { resp::error(q.reply, pushed.s); });
         }
         finish_blocked(id, [&value](Pending& q) { resp::bulk(q.reply, value); });
-      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value}, src, from, owed);
+      }, b.to == 0 ? Op::kLpush : Op::kRpush, std::vector<std::string>{b.dst, value}, src, from, owed, credit, id, !b.nonblocking);
     }
   }
 }
@@ -514,7 +532,7 @@ void Loop::block_timeouts() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> due;
   for (const auto& [id, b] : blocked_)
-    if (!b.forever && !b.done && b.counted && now >= b.deadline) due.push_back(id);
+    if (!b.forever && !b.done && b.counted && now >= b.deadline && (!b.claim || b.claim->exchange(1) == 0)) due.push_back(id);
   for (std::uint64_t id : due) finish_blocked(id, [](Pending& q) { resp::null_array(q.reply, q.resp3); });
 }
 
@@ -525,6 +543,10 @@ void Loop::drop_blocked(Connection& c) {
   c.blocked = 0;
   if (it == blocked_.end()) return;
   Blocked& b = it->second;
+  if (b.claim) {  // served meanwhile: what it was served comes back to handle_served, which finds no connection
+    b.claim->exchange(1);
+    drop_claim(it->first);
+  }
   if (b.counted) g_stats.blocked_clients.fetch_sub(1, std::memory_order_relaxed);
   if (b.registered)
     for (const auto& g : b.groups) ask(g.first, unblock_closure, [](Count) {}, it->first);

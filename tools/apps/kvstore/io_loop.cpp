@@ -154,6 +154,7 @@ void Loop::run() {
       worked = true;
     }
     if (!tl_served.empty()) dispatch_served();  // blocked connections this thread's shard served (blocking.cpp)
+    if (!tl_returns.empty()) dispatch_returns();  // credit back to the pushes whose replies wait (wake.cpp)
     if (!served_.empty() || !unblocks_.empty()) {  // ... and those served to this loop's connections
       handle_served();
       worked = true;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -300,8 +301,7 @@ class Loop {
   bool idle(std::uint64_t& idle_rounds);
   std::uint64_t trustee_activity();
   bool trustee_quiet();
-  void accept_all();
-  void adopt(int fd);
+  void accept_all(), adopt(int fd);
   Connection* find(std::uint32_t slot, std::uint32_t gen);
   void mark_dirty(std::uint32_t slot);
   void close_connection(std::uint32_t slot, bool force = false);
@@ -316,11 +316,8 @@ class Loop {
   std::size_t prefetch_keys(const Connection& c);
   void find_own_shard();
   void protocol_error(Connection& c, const std::string& why);
-  void flush(std::uint32_t slot, Connection& c);
-  void update_events(std::uint32_t slot, Connection& c);
-  void drain_dirty();
-  void stop_everything();
-  void propagate_stop();
+  void flush(std::uint32_t slot, Connection& c), update_events(std::uint32_t slot, Connection& c);
+  void drain_dirty(), stop_everything(), propagate_stop();
 
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
@@ -381,6 +378,7 @@ class Loop {
  public:
   void on_served(Served sv);  // elements a shard popped for one of this loop's blocked connections
   std::int64_t on_unblock(std::uint64_t client, bool error);  // CLIENT UNBLOCK reaching this thread: 1 if blocked here
+  void on_credit(const Origin& o);  // wake.cpp: a push's credit back; its reply goes once all is back
  private:
   struct Blocked {
     enum Kind : std::uint8_t { kPop, kMpop, kMove } kind = kPop;
@@ -395,6 +393,7 @@ class Loop {
     bool registered = false;         // some shard may have it in its queues
     bool counted = false;            // blocked: in INFO's blocked_clients, and the timeout runs
     bool done = false;               // served: BLMOVE's push under way
+    std::shared_ptr<std::atomic<std::uint8_t>> claim;  // wake.cpp: set by whoever serves or ends it first
   };
   bool execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
                         const std::vector<std::string_view>& args);
@@ -402,10 +401,11 @@ class Loop {
   void now_blocked(Blocked& b);
   template <class Fill>
   void finish_blocked(std::uint64_t id, Fill&& fill);
-  void dispatch_served();
-  void handle_served();
-  void block_timeouts();
+  void dispatch_served(), handle_served(), block_timeouts();
   void drop_blocked(Connection& c);
+  void dispatch_returns();  // wake.cpp: tl_returns to the pushes' loops
+  bool hold_for_credit(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::uint64_t given);  // true: it waits
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, std::pair<std::int64_t, bool>> credits_;  // owed, held
   std::unordered_map<std::uint64_t, Blocked> blocked_;
   std::uint64_t next_block_ = 0;
   std::vector<Served> served_;
@@ -430,7 +430,7 @@ class Loop {
                  std::vector<std::string> command);
   void advance_txns();
   void claim_next(std::uint64_t id);
-  void release(std::uint32_t shard_index, std::uint64_t txn);
+  void release(std::uint32_t shard_index, std::uint64_t txn, std::function<void()> then = {});
   void run_txn(std::uint64_t id);
   void run_queue(std::uint64_t id);
   void end_txn(std::uint64_t id);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -104,14 +105,42 @@ struct EvictCandidate {
 // this shard. `id` names it in the rack: its loop's thread in the top 24
 // bits. `where`: 0 pops the head (BLPOP), 1 the tail; `count` -1 for one
 // element (BLPOP, BLMOVE), else up to that many (BLMPOP). `move`: BLMOVE's
-// pop, whose events wait for the push to the destination (Served::owed).
+// pop, whose events wait for the push to the destination (Served::owed);
+// `dst`, `to`, `dst_shard`: its destination, the side pushed to, the
+// destination's shard (a move within this shard is done here, wake.cpp).
+// `claim` (wake.cpp): set by whichever serves or ends the blocked command
+// first, so that one shard only ever serves it; null when its loop is on
+// another host (then served elements may go back, blocking.cpp).
 struct BlockedOn {
   std::uint64_t id = 0;
   std::uint8_t where = 0;
   std::int64_t count = -1;
   bool move = false;
+  std::uint8_t to = 0;
+  std::uint32_t dst_shard = UINT32_MAX;
+  std::string dst;
+  std::shared_ptr<std::atomic<std::uint8_t>> claim;
 };
 inline std::uint32_t block_thread(std::uint64_t id) { return std::uint32_t(id >> 40); }
+
+// The push command (LPUSH, RPUSH) whose serving a cross-shard BLMOVE
+// continues on other threads: its loop holds the push's reply until every
+// such move has pushed (wake.cpp). `weight`: the part of the push's credit
+// this message carries (weighted reference counting: the parts come back
+// to the loop in any order and sum to what was given out).
+struct Origin {
+  std::uint32_t thread = 0, slot = 0, gen = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t weight = 0;  // 0: untracked
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(thread, slot, gen, seq, weight);
+  }
+};
+// Set by the tracked push's closure while it runs (wake.cpp).
+inline thread_local Origin* tl_origin = nullptr;
+// Credit coming back to the pushes' loops, sent by this thread's loop.
+inline thread_local std::vector<Origin> tl_returns;
 
 // Elements a shard popped for a blocked connection (or gives back): sent to
 // the connection's loop, which replies or, if the connection no longer
@@ -124,14 +153,27 @@ struct Served {
   // BLMOVE's pop with notifications on: its events, owed until the push
   // (Redis sends the destination's push first): 0 none, 1 the pop's, 2 and del.
   std::uint8_t owed = 0;
+  // BLMOVE within one shard (wake.cpp): 1 moved (pushed already), 2 the
+  // destination holds another type (nothing popped: WRONGTYPE); a push
+  // parked while a transaction held its shard, done: 3 pushed, 4 refused
+  // (values: the element, the error).
+  std::uint8_t moved = 0;
+  Origin origin;  // a cross-shard move's credit (weight 0: none)
   template <class Ar>
   void serialize(Ar& ar) {
-    ar(id, key, values, where, owed);
+    ar(id, key, values, where, owed, moved, origin);
   }
 };
 // What this thread's shard served, for its loop to send on (Loop::run):
 // a shard's closures run on its own thread.
 inline thread_local std::vector<Served> tl_served;
+// A BLMOVE's push to a shard a transaction holds waits for the release
+// (wake.cpp, shard_unowned): `sv` as served (key: the source), then where to.
+struct Parked {
+  Served sv;
+  std::string dst;
+  std::uint8_t to = 0;
+};
 
 struct Shard {
   std::unordered_map<std::string, Entry> map;
@@ -155,7 +197,9 @@ struct Shard {
   // it releases the shard, as Redis serves after EXEC).
   std::unordered_map<std::string, std::deque<BlockedOn>> blocked;
   std::unordered_map<std::uint64_t, std::vector<std::string>> blocked_keys;
-  std::vector<std::string> ready;
+  std::vector<std::string> ready;  // in the order they became ready (Redis's ready_keys)
+  bool serving = false;             // serve_ready runs: keys made ready meanwhile join `ready`
+  std::vector<Parked> parked;       // BLMOVE pushes waiting for the transaction that holds the shard
   // Entrusting a shard to another host's trustee sends it serialized. Only
   // empty shards are entrusted (main.cpp), so the strings and TTLs are all
   // it carries (the strings as plain pairs: their clocks restart); `objs`,
@@ -427,7 +471,8 @@ void serve_key(Shard& s, const std::string& key) noexcept;
 inline void signal_ready(Shard& s, const std::string& key) noexcept {
   if (!s.blocked.empty()) serve_key(s, key);
 }
-void serve_ready(Shard& s) noexcept;  // after a transaction released the shard
+void serve_ready(Shard& s) noexcept;
+void shard_unowned(Shard& s) noexcept;  // a transaction released it: the parked pushes, then serve_ready
 
 // shard.cpp: INCRBY (and INCR, DECR, DECRBY), SET with options, the
 // expiry commands and the active sweep.

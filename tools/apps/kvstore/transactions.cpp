@@ -290,7 +290,8 @@ void Loop::begin_txn(std::uint32_t slot, Connection& c, std::vector<std::uint32_
   t.command = std::move(command);
   c.txn = id;
   c.txn_end = c.txn_resume = UINT64_MAX;
-  advance_.push_back(id);  // the next round claims
+  if (t.shards.empty()) advance_.push_back(id);
+  else claim_next(id);  // now: a command this loop reads after it finds the shard claimed
 }
 
 void Loop::advance_txns() {
@@ -364,22 +365,23 @@ void Loop::on_granted(std::uint64_t id, std::uint32_t shard_index) {
 }
 
 // Gives up `txn`'s hold on a shard: to the next transaction in its queue
-// (whose coordinator is told), or free.
-void Loop::release(std::uint32_t shard_index, std::uint64_t txn) {
+// (whose coordinator is told), or free; then `then` (its waiters served).
+void Loop::release(std::uint32_t shard_index, std::uint64_t txn, std::function<void()> then) {
   ++inflight_;
   shard(shard_index).apply_with_then([](Shard& s, std::uint64_t id) {
     if (s.owner != id) return Count{};
     if (s.waiting.empty()) {
       s.owner = 0;
-      if (!s.ready.empty()) serve_ready(s);  // pushes the transaction made wake blocked connections (blocking.cpp)
+      if (!s.ready.empty() || !s.parked.empty()) shard_unowned(s);  // pushes wake blocked connections (wake.cpp)
       return Count{};
     }
     auto [next, coordinator] = s.waiting.front();
     s.waiting.pop_front();
     s.owner = next;
     return Count{std::int64_t(next), Count::kOk, std::int64_t(coordinator)};
-  }, [this, shard_index](Count next) {
+  }, [this, shard_index, then = std::move(then)](Count next) {
     --inflight_;
+    if (then) then();
     if (next.n == 0) return;
     ++inflight_;
     shard(std::size_t(next.expiring)).apply_with_then([](Shard&, std::uint64_t id, std::uint32_t s) {
@@ -502,7 +504,21 @@ void Loop::end_txn(std::uint64_t id) {
   if (it == txns_.end()) return;
   Txn t = std::move(it->second);
   txns_.erase(it);
-  for (std::size_t i = 0; i < t.claimed; ++i) release(t.shards[i], id);
+  // With connections of this host blocked, one shard after the other,
+  // ascending (its waiters served before the next's: wake.cpp); else at once.
+  if (t.claimed > 1 && g_stats.blocked_clients.load(std::memory_order_relaxed) > 0) {
+    struct Step {  // releases shards[i], then the next
+      Loop* loop; std::shared_ptr<const std::vector<std::uint32_t>> shards; std::uint64_t txn; std::size_t i;
+      void operator()() const {
+        if (i + 1 < shards->size()) loop->release((*shards)[i], txn, Step{loop, shards, txn, i + 1});
+        else loop->release((*shards)[i], txn);
+      }
+    };
+    Step{this, std::make_shared<const std::vector<std::uint32_t>>(t.shards.begin(), t.shards.begin() + std::ptrdiff_t(t.claimed)),
+         id, 0}();
+  } else {
+    for (std::size_t i = 0; i < t.claimed; ++i) release(t.shards[i], id);
+  }
   if (t.phase != Txn::kClaiming) {
     if (!t.shards.empty()) {  // the fence went out: lift it everywhere
       inflight_ += nshards_;

@@ -115,6 +115,27 @@ bool Loop::execute_types(std::uint32_t slot, const std::string& name, Pending& p
   if (too_large(args)) return resp::error(p.reply, kTooLarge), true;
   p.waiting = 1;
   ++inflight_;
+  if (found->op == Op::kLpush || found->op == Op::kRpush) {  // waiters served may move on other shards: wake.cpp
+    constexpr std::uint64_t kCredit = std::uint64_t(1) << 62;
+    shard(shard_of(args[1], nshards_))
+        .apply_with_then([](Shard& s, Op op, std::vector<std::string> a, Origin o) {
+                           tl_origin = &o;
+                           Tracked t{shard_typed(s, op, std::move(a)), 0};
+                           tl_origin = nullptr;
+                           t.given = kCredit - o.weight;
+                           return t;
+                         },
+                         [this, slot, gen, seq](Tracked t) {
+                           const bool hold = hold_for_credit(slot, gen, seq, t.given);
+                           answer(slot, gen, seq, [&t, hold](Pending& q) {
+                             encode_reply(q.reply, t.r, q.resp3);
+                             if (hold) ++q.waiting;  // until the credit is back (Loop::on_credit)
+                           });
+                         },
+                         found->op, std::vector<std::string>(args.begin() + 1, args.end()),
+                         Origin{std::uint32_t(gossamer::thread_index()), slot, gen, seq, kCredit});
+    return true;
+  }
   shard(shard_of(args[1], nshards_))
       .apply_with_then([](Shard& s, Op op, std::vector<std::string> a) { return shard_typed(s, op, std::move(a)); },
                        [this, slot, gen, seq](Reply r) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,23 @@ Reply shard_zset(Shard& s, Op op, std::vector<std::string> args);
 // `err` on a bad one; `pattern` the MATCH glob ("" none).
 bool scan_args(const std::vector<std::string>& args, std::string& pattern, std::string& err);
 bool matches(const std::string& pattern, const std::string& s);
+// Blocked connections (blocking.cpp, wake.cpp): a pop for a waiter (its
+// events owed to the push when `owed`), forgetting one, and the claims.
+std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong,
+                                 std::uint8_t* owed = nullptr);
+void forget_waiter(Shard& s, std::uint64_t id);
+std::shared_ptr<std::atomic<std::uint8_t>> new_claim(std::uint64_t id);
+std::shared_ptr<std::atomic<std::uint8_t>> find_claim(std::uint64_t id);  // null: none (its loop is on another host)
+void drop_claim(std::uint64_t id);
+// LPUSH, RPUSH: the reply, and the credit its cross-shard moves took (wake.cpp).
+struct Tracked {
+  Reply r;
+  std::uint64_t given = 0;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(r, given);
+  }
+};
 // A Reply as RESP2 or RESP3 (types.cpp).
 void encode_reply(std::string& out, const Reply& r, bool resp3);
 
