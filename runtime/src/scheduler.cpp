@@ -40,6 +40,18 @@ inline void cpu_relax() { __builtin_ia32_pause(); }
 // or every answer then waits for a wake-up (futex, IPI, context switch);
 // the dataplane had the same cost and the same cure (dataplane/src/loop.cpp).
 constexpr std::uint32_t kSpinIterations = 512;
+// In a rack the answers to our remote requests, and the requests we serve,
+// come through the host's dataplane, a polling process that may need this
+// very CPU to deliver them (a 2-core host runs two applications' threads and
+// a dataplane core, or a rack in a box four pollers): a worker that spins
+// keeps it waiting until the spin ends. There, the yield phase starts at the
+// first idle pass. Side by side on this 2-core VM (tools/bench/echo-rack,
+// one binary, the spin from an environment variable, 2026-11-28, load 3-6
+// from other builds): 64 outstanding, af_packet 103-335 k req/s spinning
+// 512 passes against 350-378 k yielding at once, memif 84-207 k against
+// 692-876 k; 1 outstanding (memif), p50 42-63 us against 21-26 us. The
+// quiet-machine figures are in dataplane/POLLING.md ("The runtime's spin").
+constexpr std::uint32_t kRackSpinIterations = 1;
 constexpr long kSleepNanos = 2'000'000;
 constexpr std::uint32_t kIdlePublish = 64;
 
@@ -49,7 +61,8 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const ti
 }  // namespace
 
 Worker::Worker(Runtime& rt, ThreadId id)
-    : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
+    : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size),
+      spin_passes_(kSpinIterations) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
   // Where each client's next batch will be: lane 0 on this host; across
@@ -71,6 +84,7 @@ Worker::Worker(Runtime& rt, ThreadId id)
     const abi::SegmentLayout& l = square_.layout();
     wake_word_ = reinterpret_cast<std::atomic<std::uint32_t>*>(seg + l.wake_words + li_ * abi::kWakeStride);
     shared_wake_ = true;
+    spin_passes_ = kRackSpinIterations;
     ring_ = reinterpret_cast<abi::DoorbellRing*>(seg + l.doorbells + li_ * l.doorbell_stride);
     ring_entries_ = reinterpret_cast<std::uint32_t*>(ring_ + 1);
     ring_mask_ = l.doorbell_entries - 1;
@@ -187,11 +201,11 @@ bool Worker::idle_backoff(bool worked) {
     ::sched_yield();
     return false;
   }
-  if (rt_.busy_polling() || idle_streak_ < kSpinIterations) {
+  if (rt_.busy_polling() || idle_streak_ < spin_passes_) {
     cpu_relax();
     return false;
   }
-  if (idle_streak_ == kSpinIterations)
+  if (idle_streak_ == spin_passes_)
     yield_until_ = std::chrono::steady_clock::now() + std::chrono::microseconds(rt_.options().yield_us);
   if (std::chrono::steady_clock::now() < yield_until_) {
     ::sched_yield();
