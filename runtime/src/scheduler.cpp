@@ -46,11 +46,11 @@ constexpr std::uint32_t kSpinIterations = 512;
 // a dataplane core, or a rack in a box four pollers): a worker that spins
 // keeps it waiting until the spin ends. There, the yield phase starts at the
 // first idle pass. Side by side on this 2-core VM (tools/bench/echo-rack,
-// one binary, the spin from an environment variable, 2026-11-28, load 3-6
-// from other builds): 64 outstanding, af_packet 103-335 k req/s spinning
-// 512 passes against 350-378 k yielding at once, memif 84-207 k against
-// 692-876 k; 1 outstanding (memif), p50 42-63 us against 21-26 us. The
-// quiet-machine figures are in dataplane/POLLING.md ("The runtime's spin").
+// 2026-11-28, quiet, 3 rounds alternating): 64 outstanding, af_packet
+// 335-449 k req/s spinning 512 passes against 498-722 k yielding at once,
+// memif 477-783 k against 737-907 k; 1 outstanding over af_packet, p50
+// 46-61 us against 22-34 us. All figures, loaded and quiet, in
+// dataplane/POLLING.md ("The runtime's spin in a rack").
 constexpr std::uint32_t kRackSpinIterations = 1;
 constexpr long kSleepNanos = 2'000'000;
 constexpr std::uint32_t kIdlePublish = 64;
