@@ -197,7 +197,10 @@ bool Worker::idle_backoff(bool worked) {
     // stop (the scheduler does not preempt a thread for a waker that keeps
     // running): let it run now rather than after the spin, which added
     // ~20 us to each hop of the first request after an idle period
-    // (PERFORMANCE.md "The first request after an idle period").
+    // (PERFORMANCE.md "The first request after an idle period"). This
+    // pass is not one of the spin's: the spin (and in a rack, the yield
+    // phase, which the spin's last pass starts) comes after it.
+    idle_streak_ = 0;
     ::sched_yield();
     return false;
   }
