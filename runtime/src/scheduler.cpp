@@ -44,13 +44,9 @@ constexpr std::uint32_t kSpinIterations = 512;
 // come through the host's dataplane, a polling process that may need this
 // very CPU to deliver them (a 2-core host runs two applications' threads and
 // a dataplane core, or a rack in a box four pollers): a worker that spins
-// keeps it waiting until the spin ends. There, the yield phase starts at the
-// first idle pass. Side by side on this 2-core VM (tools/bench/echo-rack,
-// 2026-11-28, quiet, 3 rounds alternating): 64 outstanding, af_packet
-// 335-449 k req/s spinning 512 passes against 498-722 k yielding at once,
-// memif 477-783 k against 737-907 k; 1 outstanding over af_packet, p50
-// 46-61 us against 22-34 us. All figures, loaded and quiet, in
-// dataplane/POLLING.md ("The runtime's spin in a rack").
+// keeps it waiting until the spin ends. There (a worker with a shared wake
+// word), the yield phase starts at the first idle pass: tools/bench/echo-rack
+// side by side, dataplane/POLLING.md ("The runtime's spin in a rack").
 constexpr std::uint32_t kRackSpinIterations = 1;
 constexpr long kSleepNanos = 2'000'000;
 constexpr std::uint32_t kIdlePublish = 64;
@@ -61,8 +57,7 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val, const ti
 }  // namespace
 
 Worker::Worker(Runtime& rt, ThreadId id)
-    : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size),
-      spin_passes_(kSpinIterations) {
+    : rt_(rt), id_(id), li_(id - rt.first()), square_(rt.square()), stacks_(rt.options().stack_size) {
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
   // Where each client's next batch will be: lane 0 on this host; across
@@ -84,7 +79,6 @@ Worker::Worker(Runtime& rt, ThreadId id)
     const abi::SegmentLayout& l = square_.layout();
     wake_word_ = reinterpret_cast<std::atomic<std::uint32_t>*>(seg + l.wake_words + li_ * abi::kWakeStride);
     shared_wake_ = true;
-    spin_passes_ = kRackSpinIterations;
     ring_ = reinterpret_cast<abi::DoorbellRing*>(seg + l.doorbells + li_ * l.doorbell_stride);
     ring_entries_ = reinterpret_cast<std::uint32_t*>(ring_ + 1);
     ring_mask_ = l.doorbell_entries - 1;
@@ -204,11 +198,12 @@ bool Worker::idle_backoff(bool worked) {
     ::sched_yield();
     return false;
   }
-  if (rt_.busy_polling() || idle_streak_ < spin_passes_) {
+  const std::uint32_t spin = shared_wake_ ? kRackSpinIterations : kSpinIterations;
+  if (rt_.busy_polling() || idle_streak_ < spin) {
     cpu_relax();
     return false;
   }
-  if (idle_streak_ == spin_passes_)
+  if (idle_streak_ == spin)
     yield_until_ = std::chrono::steady_clock::now() + std::chrono::microseconds(rt_.options().yield_us);
   if (std::chrono::steady_clock::now() < yield_until_) {
     ::sched_yield();

@@ -343,7 +343,6 @@ class Worker {
   const void* sched_stack_bottom_ = nullptr;
   std::size_t sched_stack_size_ = 0;
   std::uint32_t idle_streak_ = 0;
-  std::uint32_t spin_passes_;  // idle passes before the yield phase (scheduler.cpp, kSpinIterations)
   std::chrono::steady_clock::time_point yield_until_{};  // end of the yield phase (idle_backoff)
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger

@@ -148,8 +148,7 @@ Reply shard_block(Shard& s, BlockReq r) noexcept {
       std::uint8_t owed = 0;
       std::vector<std::string> popped;
       if (claim) {
-        const bool has = r.where < 2 ? [&] { const List* l = find_obj<List>(s, key, wrong); return l && !l->empty(); }()
-                                     : [&] { const ZSet* z = find_obj<ZSet>(s, key, wrong); return z && !z->empty(); }();
+        const bool has = has_for(s, key, r.where, wrong);
         if (has && claim->exchange(1) != 0) return Reply{};  // served meanwhile by another shard
         if (has) popped = pop_key(s, key, r.where, r.count, wrong, r.move ? &owed : nullptr);
       } else {

@@ -120,8 +120,11 @@ Reply shard_zset(Shard& s, Op op, std::vector<std::string> args);
 // `err` on a bad one; `pattern` the MATCH glob ("" none).
 bool scan_args(const std::vector<std::string>& args, std::string& pattern, std::string& err);
 bool matches(const std::string& pattern, const std::string& s);
-// Blocked connections (blocking.cpp, wake.cpp): a pop for a waiter (its
-// events owed to the push when `owed`), forgetting one, and the claims.
+// Blocked connections (blocking.cpp, wake.cpp): whether `key` has something
+// for a waiter of kind `where` (`wrong`: it holds the other kind), a pop for
+// a waiter (its events owed to the push when `owed`), forgetting one, and
+// the claims.
+bool has_for(Shard& s, const std::string& key, std::uint8_t where, bool& wrong);
 std::vector<std::string> pop_key(Shard& s, const std::string& key, std::uint8_t where, std::int64_t count, bool& wrong,
                                  std::uint8_t* owed = nullptr);
 void forget_waiter(Shard& s, std::uint64_t id);

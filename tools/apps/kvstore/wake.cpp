@@ -34,16 +34,6 @@ namespace {
 std::mutex g_claims_mu;
 std::unordered_map<std::uint64_t, std::shared_ptr<std::atomic<std::uint8_t>>> g_claims;
 
-// Is there something for waiter `w` at `key`? `wrong`: the key holds the other kind.
-bool has_for(Shard& s, const std::string& key, std::uint8_t where, bool& wrong) {
-  if (where < 2) {
-    const List* l = find_obj<List>(s, key, wrong);
-    return l && !l->empty();
-  }
-  const ZSet* z = find_obj<ZSet>(s, key, wrong);
-  return z && !z->empty();
-}
-
 // True if `w` is ours to serve now (its claim, if any, was free: taken).
 bool take(const BlockedOn& w) { return !w.claim || w.claim->exchange(1) == 0; }
 
@@ -109,6 +99,15 @@ void serve_one(Shard& s, const std::string& key) {
 }
 
 }  // namespace
+
+bool has_for(Shard& s, const std::string& key, std::uint8_t where, bool& wrong) {
+  if (where < 2) {
+    const List* l = find_obj<List>(s, key, wrong);
+    return l && !l->empty();
+  }
+  const ZSet* z = find_obj<ZSet>(s, key, wrong);
+  return z && !z->empty();
+}
 
 std::shared_ptr<std::atomic<std::uint8_t>> new_claim(std::uint64_t id) {
   auto c = std::make_shared<std::atomic<std::uint8_t>>(0);
