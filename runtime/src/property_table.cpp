@@ -46,8 +46,12 @@ bool PropertyTable::toggle(PropertyHandle h, std::uint64_t id) {
     ids.push_back(id);
   }
   if (ids.empty()) {
-    if (cold(std::uint32_t(i)).pins) hot(std::uint32_t(i)).dying = 1;
-    else destroy(std::uint32_t(i));
+    if (cold(std::uint32_t(i)).pins) {
+      hot(std::uint32_t(i)).dying = 1;
+      ++changes_;
+    } else {
+      destroy(std::uint32_t(i));
+    }
   }
   return true;
 }
@@ -77,6 +81,7 @@ void PropertyTable::destroy(std::uint32_t index) {
   free_.push_back(index);
   --live_;
   ++destroyed_;
+  ++changes_;
   DelegatedScope scope;
   fn(obj);
 }

@@ -57,6 +57,10 @@ class PropertyTable {
   void destroy_all();  // runtime shutdown
   std::size_t live() const { return live_; }
   std::uint64_t destroyed() const { return destroyed_; }
+  // Bumped whenever a lookup that succeeded could now fail (an entry made
+  // dying or destroyed): a batch may reuse a lookup while it is unchanged.
+  std::uint64_t changes() const { return changes_; }
+  const std::uint64_t* changes_word() const { return &changes_; }
 
  private:
   static constexpr std::uint32_t kChunkBits = 8;
@@ -77,6 +81,7 @@ class PropertyTable {
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;
   std::uint64_t destroyed_ = 0;
+  std::uint64_t changes_ = 0;
 };
 
 }  // namespace gossamer::detail

@@ -219,6 +219,7 @@ ThreadState Runtime::thread_state(Worker* w, ThreadId id) const {
   s.id = id;
   s.max_outstanding = opts_.max_outstanding ? opts_.max_outstanding : UINT64_MAX;
   s.preempt_ops = std::uint32_t(std::min<std::size_t>(opts_.preempt_ops, UINT32_MAX));
+  s.table_changes = w->properties().changes_word();
   return s;
 }
 
@@ -320,8 +321,17 @@ void spawn_local(Task task, JoinState* join) { tl_worker->spawn(std::move(task),
 // ---- properties ------------------------------------------------------------
 
 void* local_property(PropertyHandle h, std::uint64_t type, std::uint32_t* status) noexcept {
-  ++tl_worker->local_applies;
-  return tl_worker->properties().find(h, type, status);
+  ThreadState& s = tl_state;
+  ++s.local_applies;
+  PropertyTable& t = tl_worker->properties();
+  void* p = t.find(h, type, status);
+  if (p) {
+    s.lp_handle = h.raw;
+    s.lp_type = type;
+    s.lp_obj = p;
+    s.lp_changes = t.changes();
+  }
+  return p;
 }
 
 PropertyHandle local_entrust(void* obj, void (*destroy)(void*), std::uint64_t type,

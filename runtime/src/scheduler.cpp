@@ -168,7 +168,7 @@ void Worker::publish_counters() {
   put(c.requests_sent_local, requests_sent_ - requests_sent_remote_);
   put(c.requests_sent_remote, requests_sent_remote_);
   put(c.responses_received, responses_received_);
-  put(c.local_applies, local_applies);
+  put(c.local_applies, tl_state.local_applies);  // always this worker's thread
   put(c.fibers_ready, ready_count_);
   put(c.tcp_bytes_sent, tcp_bytes_sent_);
   put(c.tcp_bytes_received, tcp_bytes_received_);

@@ -246,7 +246,6 @@ class Worker {
   const abi::ThreadCounters& counters() const { return *counters_; }
   std::uint64_t trust_counter = 0;
   ThreadId entrust_cursor = 0;
-  std::uint64_t local_applies = 0;
 
   // wake-up (scheduler.cpp): 1 while the thread sleeps or is about to
   std::atomic<std::uint32_t>* wake_word_;  // own_wake_, or in the rack segment

@@ -277,6 +277,56 @@ INSTANTIATE_TEST_SUITE_P(Placements, TrustArgumentTest,
                                   std::to_string(std::get<1>(param_info.param));
                          });
 
+// A trustee reuses a record's property lookup for the next records of the
+// batch that name the same property with the same closure; a closure in the
+// middle of the batch that destroys that property (dropping its last Trust,
+// on the trustee's own thread) makes the records after it stale, not a use
+// of freed memory.
+TEST(StaleTrustTest, PropertyDestroyedMidBatch) {
+  g_tracked_destroyed = 0;
+  gossamer::run(2, [] {
+    Holder holder;  // on thread 0, the property's trustee: only its closures touch it
+    holder.held = gossamer::trustee(0).entrust(Tracked(5));
+    const TrustRef<Tracked> ref = holder.held->ref();
+    Holder* hp = &holder;
+    constexpr int kBefore = 10, kAfter = 20, kAll = kBefore + 1 + kAfter;
+    std::vector<int> outcome(kAll, 0);  // 1 the value, 2 stale, 3 anything else
+    int* out = outcome.data();
+    auto before = gossamer::trustee_stats(0);
+    // Fibers on thread 1, one request each, sent in spawn order; request
+    // kBefore drops the last Trust after reading the value.
+    gossamer::spawn_on(1, [ref, hp, out] {
+      std::vector<gossamer::FiberHandle> fs;
+      for (int i = 0; i < kAll; ++i)
+        fs.push_back(gossamer::spawn([ref, hp, out, i] {
+          try {
+            long v = ref.apply_with(
+                [hp](Tracked& t, int drop) {
+                  long seen = t.magic == kAlive ? t.value : -1L;
+                  if (drop) hp->held.reset();  // destroys t
+                  return seen;
+                },
+                int(i == kBefore));
+            out[i] = v == 5 ? 1 : 3;
+          } catch (const gossamer::stale_trust&) {
+            out[i] = 2;
+          }
+        }));
+      for (auto& f : fs) f.join();
+    }).join();
+    gossamer::yield();
+    auto after = gossamer::trustee_stats(0);
+    for (int i = 0; i < kAll; ++i) EXPECT_EQ(outcome[std::size_t(i)], i <= kBefore ? 1 : 2) << i;
+    EXPECT_EQ(g_tracked_destroyed.load(), 1);
+    // The case under test needs the dropping record and those after it in
+    // one batch: the first request goes at once (nothing was in flight),
+    // the other 30 wait for its answer and go together; the spawn's
+    // completion is the third batch.
+    EXPECT_EQ(after.requests_served - before.requests_served, std::uint64_t(kAll) + 1);
+    EXPECT_LE(after.slots_served - before.slots_served, 3u);
+  });
+}
+
 TEST(TrustResultTest, ApplyMayReturnATrust) {
   g_tracked_destroyed = 0;
   gossamer::run(3, [] {

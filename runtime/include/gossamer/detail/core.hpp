@@ -54,6 +54,16 @@ struct ThreadState {
   // preempt_ops: Options::preempt_ops (0: never).
   std::uint32_t budget = 1;
   std::uint32_t preempt_ops = 0;
+  // run_local's lookup of the last property this thread applied to as its
+  // own trustee, reused while that thread's property table is unchanged
+  // (`*table_changes == lp_changes`: nothing made dying or destroyed since).
+  // lp_handle 0 is no property (generations start at 1).
+  std::uint64_t lp_handle = 0;
+  std::uint64_t lp_type = 0;
+  void* lp_obj = nullptr;
+  std::uint64_t lp_changes = 0;
+  const std::uint64_t* table_changes = nullptr;
+  std::uint64_t local_applies = 0;  // published with the thread's counters
 };
 // initial-exec: no __tls_get_addr call per access inside libgossamer.so.
 [[gnu::tls_model("initial-exec")]] extern thread_local constinit ThreadState tl_state;

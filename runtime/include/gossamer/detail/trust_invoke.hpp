@@ -144,9 +144,16 @@ void entrust_remote_invoke(Invocation& inv) {
 // other requests is kept, since they all run this way).
 template <class T, class Fn>
 decltype(auto) run_local(PropertyHandle h, Fn&& fn) {
-  std::uint32_t status;
-  void* p = local_property(h, type_key<T>(), &status);
-  if (!p) throw_status(status, nullptr, 0, "apply");
+  ThreadState& s = tl_state;
+  void* p;
+  if (h.raw == s.lp_handle && s.lp_type == type_key<T>() && *s.table_changes == s.lp_changes) [[likely]] {
+    ++s.local_applies;
+    p = s.lp_obj;
+  } else {
+    std::uint32_t status;
+    p = local_property(h, type_key<T>(), &status);  // counts it; remembers it when found
+    if (!p) throw_status(status, nullptr, 0, "apply");
+  }
   DelegatedScope scope;
   try {
     return fn(*static_cast<T*>(p));
