@@ -219,7 +219,7 @@ class BatchDispatch {
   BatchDispatch(Worker& w, ThreadId client) : w_(w), client_(client) {}
 
   template <class Writer>
-  void operator()(const RequestHeader& h, const std::byte* body, Writer& out) {
+  [[gnu::always_inline]] void operator()(const RequestHeader& h, const std::byte* body, Writer& out) {
     const std::uint32_t before = out.written();
     if (h.invoker == invoker_ && h.property == property_ && w_.properties().changes() == changes_) [[likely]] {
       invoke(last_, client_, h, body, out);
