@@ -35,10 +35,16 @@
 namespace gossamer::dataplane {
 
 namespace {
-// Short: on a machine with fewer cores than pollers (our 2-core test hosts
-// run two dataplanes and two applications), spinning delays the very
-// processes that would produce the work.
-constexpr std::uint32_t kSpin = 40;
+// Idle passes before an adaptive core yields (or sleeps): one. On a machine
+// with fewer cores than pollers (our 2-core test hosts run two dataplanes
+// and two applications) spinning delays the very processes that would
+// produce the work; 40 passes of `pause` (1-2 us) held the CPU from the
+// application whose doorbell or answer was next. With the yield at the
+// first idle pass a 2-host memif echo rack ran at 1.00-1.56 M requests/s
+// against 0.77-1.28 M spinning 40, one request at a time at a p50 of
+// 12.6-14.3 us against 17.9-27.1 (dataplane/POLLING.md, "The dataplane's
+// spin"). A core with a CPU of its own should poll (`polling: busy`).
+constexpr std::uint32_t kSpin = 1;
 constexpr std::uint64_t kMinSleepNs = 20'000, kMaxSleepNs = 1'000'000;
 // When frames wake a sleep (the port's wake descriptor is armed) and the
 // whole host found no work for kQuietUs, only the timers bound it, and the
@@ -178,7 +184,7 @@ void Dataplane::core_loop(Core& k, const std::atomic<bool>& stop) {
       cpu_relax();                            // spin a little: work often comes right back
     } else {
       sleep_until_work(k, now);               // until a kick, a post, a socket or a timer
-      idle = kSpin - 2;                       // after a sleep: check once more, then sleep again
+      idle = kSpin - 1;                       // after a sleep: look once more (the next pass), then sleep again
     }
     now = tsc_now();
     k.stats.idle_cycles += now - last;
