@@ -196,8 +196,8 @@ Resolved resolve(Worker& w, ThreadId client, const RequestHeader& h, const std::
 }
 
 // Runs a resolved record's invoker (inlined: once per request).
-[[gnu::always_inline]] inline void invoke(const Resolved& r, ThreadId client, const RequestHeader& h, const std::byte* body,
-            ResponseWriter& out) {
+[[gnu::always_inline]] inline void invoke(const Resolved& r, ThreadId client, const RequestHeader& h,
+                                          const std::byte* body, ResponseWriter& out) {
   Invocation call{r.obj, PropertyHandle{h.property}, body, h.length, client, &out};
   try {
     r.fn(call);
@@ -221,7 +221,8 @@ class BatchDispatch {
   template <class Writer>
   [[gnu::always_inline]] void operator()(const RequestHeader& h, const std::byte* body, Writer& out) {
     const std::uint32_t before = out.written();
-    if (h.invoker == invoker_ && h.property == property_ && w_.properties().changes() == changes_) [[likely]] {
+    if (last_.fn && h.invoker == invoker_ && h.property == property_ &&
+        w_.properties().changes() == changes_) [[likely]] {
       invoke(last_, client_, h, body, out);
     } else {
       const Resolved r = resolve(w_, client_, h, body, out);
@@ -244,7 +245,9 @@ class BatchDispatch {
  private:
   Worker& w_;
   ThreadId client_;
-  std::uint32_t invoker_ = 0;  // a builtin id: never cached, so no record matches it
+  // Nothing cached until last_.fn is set: a record may carry any invoker
+  // and property (a malformed one too), so the fields alone never match.
+  std::uint32_t invoker_ = 0;
   std::uint64_t property_ = 0;
   std::uint64_t changes_ = 0;
   Resolved last_;

@@ -65,7 +65,11 @@ TEST(TrusteeValidationTest, BadRecordsGetErrorsAndTheTrusteeKeepsServing) {
     ASSERT_GE(read_int, std::uint32_t(abi::kFirstUserInvoker));
     const std::uint64_t closure = 0;  // Read captures nothing: its bytes are padding
 
-    Outcome ok, unknown, wrong_type, stale, short_body, bad_toggle, bad_token;
+    Outcome invalid, ok, unknown, wrong_type, stale, short_body, bad_toggle, bad_token;
+    // First, so that it opens a batch: invoker 0 and property 0 are also
+    // what the trustee's per-batch lookup cache holds before its first
+    // lookup, and must not be taken for a cached one.
+    send_raw(abi::kBuiltinInvalid, {}, nullptr, 0, &invalid);
     send_raw(read_int, number_handle, &closure, sizeof closure, &ok);           // control
     send_raw(0x7fff, number_handle, &closure, sizeof closure, &unknown);        // no such id
     send_raw(read_int, text_handle, &closure, sizeof closure, &wrong_type);     // a string, not an int
@@ -77,9 +81,10 @@ TEST(TrusteeValidationTest, BadRecordsGetErrorsAndTheTrusteeKeepsServing) {
     const std::uint64_t token[2] = {0xdeadbeefull << 32 | 77, 0};
     send_raw(abi::kBuiltinComplete, {}, token, sizeof token, &bad_token);       // unknown token
 
-    for (Outcome* o : {&ok, &unknown, &wrong_type, &stale, &short_body, &bad_toggle, &bad_token})
+    for (Outcome* o : {&invalid, &ok, &unknown, &wrong_type, &stale, &short_body, &bad_toggle, &bad_token})
       while (!o->done) gossamer::yield();
 
+    EXPECT_EQ(invalid.status, abi::kBadInvoker);
     EXPECT_EQ(ok.status, abi::kOk);
     EXPECT_EQ(unknown.status, abi::kBadInvoker);
     EXPECT_EQ(wrong_type.status, abi::kWrongType);

@@ -146,6 +146,8 @@ void entrust_remote_invoke(Invocation& inv) {
 // pays no call for it (issue 20).
 template <class T, class Fn>
 [[gnu::always_inline]] inline decltype(auto) run_local(PropertyHandle h, Fn&& fn) {
+  // lp_type is 0 while nothing is cached, which no type's key is.
+  static_assert(type_key<T>() != 0);
   ThreadState& s = tl_state;
   void* p;
   if (h.raw == s.lp_handle && s.lp_type == type_key<T>() && *s.table_changes == s.lp_changes) [[likely]] {
