@@ -117,80 +117,62 @@ struct Resolved {
 // resolves it; builtins run here.
 Resolved resolve(Worker& w, ThreadId client, const RequestHeader& h, const std::byte* body,
                  ResponseWriter& out) {
+  // The record's answer is an error: nothing to invoke.
+  auto refuse = [&out](std::uint32_t status, std::string_view message) {
+    out.fail(status, message);
+    return Resolved{};
+  };
   PropertyHandle prop{h.property};
   std::uint32_t invoker = h.invoker & ~abi::kInvokerExternal;
-  if (invoker < abi::kFirstUserInvoker) [[unlikely]] {
-    switch (invoker) {
-      case abi::kBuiltinToggleRef: {
-        std::uint64_t id;
-        if (h.length != sizeof id) {
-          out.fail(abi::kMalformed, "toggle body size");
-          break;
-        }
-        std::memcpy(&id, body, sizeof id);
-        if (!w.properties().toggle(prop, id)) out.fail(abi::kStaleProperty, "");
-        else out.reserve(0);
-        break;
-      }
-      case abi::kBuiltinProbe: {
-        if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0) {
-          out.fail(abi::kNotAcrossHosts, "probes come from host 0");
-          break;
-        }
-        w.publish_counters();  // our own latest state, not the last loop's
-        abi::RackProbe pr = w.rt().local_probe();
-        std::memcpy(out.reserve(sizeof pr), &pr, sizeof pr);
-        break;
-      }
-      case abi::kBuiltinStop: {
-        if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0) {
-          out.fail(abi::kNotAcrossHosts, "stops come from host 0");
-          break;
-        }
-        out.reserve(0);
-        w.rt().rack()->finishing();
-        w.rt().stop();
-        break;
-      }
-      case abi::kBuiltinTooLarge:
-        out.fail(abi::kMalformed, "request larger than 1 GiB (refused by the client)");
-        break;
-      case abi::kBuiltinComplete: {
-        if (h.length < 16) {
-          out.fail(abi::kMalformed, "completion body size");
-          break;
-        }
-        std::uint64_t token;
-        std::uint32_t status;
-        std::memcpy(&token, body, sizeof token);
-        std::memcpy(&status, body + 8, sizeof status);
-        out.reserve(0);  // answer first: the completion may wake fibers
-        w.complete_parked(token, status, body + 16, h.length - 16);
-        break;
-      }
-      default:
-        out.fail(abi::kBadInvoker, "unknown invoker id");
-        break;
+  if (invoker < abi::kFirstUserInvoker) [[unlikely]] switch (invoker) {
+    case abi::kBuiltinToggleRef: {
+      std::uint64_t id;
+      if (h.length != sizeof id) return refuse(abi::kMalformed, "toggle body size");
+      std::memcpy(&id, body, sizeof id);
+      if (!w.properties().toggle(prop, id)) return refuse(abi::kStaleProperty, "");
+      out.reserve(0);
+      return {};
     }
-    return {};
+    case abi::kBuiltinProbe: {
+      if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0)
+        return refuse(abi::kNotAcrossHosts, "probes come from host 0");
+      w.publish_counters();  // our own latest state, not the last loop's
+      abi::RackProbe pr = w.rt().local_probe();
+      std::memcpy(out.reserve(sizeof pr), &pr, sizeof pr);
+      return {};
+    }
+    case abi::kBuiltinStop: {
+      if (w.rt().is_local(client) || w.rt().rack()->host_of(client) != 0)
+        return refuse(abi::kNotAcrossHosts, "stops come from host 0");
+      out.reserve(0);
+      w.rt().rack()->finishing();
+      w.rt().stop();
+      return {};
+    }
+    case abi::kBuiltinTooLarge:
+      return refuse(abi::kMalformed, "request larger than 1 GiB (refused by the client)");
+    case abi::kBuiltinComplete: {
+      if (h.length < 16) return refuse(abi::kMalformed, "completion body size");
+      std::uint64_t token;
+      std::uint32_t status;
+      std::memcpy(&token, body, sizeof token);
+      std::memcpy(&status, body + 8, sizeof status);
+      out.reserve(0);  // answer first: the completion may wake fibers
+      w.complete_parked(token, status, body + 16, h.length - 16);
+      return {};
+    }
+    default:
+      break;  // no such builtin: the invoker lookup below refuses it
   }
-  if ((h.invoker & abi::kInvokerExternal) && !w.rt().is_local(client)) [[unlikely]] {
-    out.fail(abi::kNotAcrossHosts, "an in-process body cannot come from another host");
-    return {};
-  }
+  if ((h.invoker & abi::kInvokerExternal) && !w.rt().is_local(client)) [[unlikely]]
+    return refuse(abi::kNotAcrossHosts, "an in-process body cannot come from another host");
   const InvokerEntry* inv = w.rt().invoker(invoker);
-  if (!inv) {
-    out.fail(abi::kBadInvoker, "unknown invoker id");
-    return {};
-  }
+  if (!inv) return refuse(abi::kBadInvoker, "unknown invoker id");
   void* obj = nullptr;
   if (inv->property_type != kNoProperty) {
     std::uint32_t status;
     obj = w.properties().find(prop, inv->property_type, &status);
-    if (!obj) {
-      out.fail(status, "");
-      return {};
-    }
+    if (!obj) return refuse(status, "");
   }
   return {inv->fn, obj};
 }
