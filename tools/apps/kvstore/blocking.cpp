@@ -354,6 +354,7 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     }
     // Every list was empty: register everywhere, popping if one was pushed to meanwhile.
     bl.registered = true;
+    bl.registering = std::uint32_t(bl.groups.size());  // in place once all have answered (order.cpp)
     now_blocked(bl);
     const auto groups = bl.groups;  // an answer may end the command (and `bl`) at once
     const std::int64_t count = bl.count;
@@ -363,6 +364,7 @@ void Loop::try_pop(std::uint64_t id, std::size_t i) {
     const std::string dst = bl.dst;
     for (const auto& [shard_index, keys] : groups)
       ask(shard_index, block_closure, [this, id, where](Reply again) {
+        if (auto bi = blocked_.find(id); bi != blocked_.end() && bi->second.registering) --bi->second.registering;
         if (again.kind == Reply::kError) {
           if (blocked_.count(id)) finish_blocked(id, [&again](Pending& q) { resp::error(q.reply, again.s); });
           return;

@@ -64,6 +64,7 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
   local_count_ = count ? count : 1;
   leader_ = gossamer::thread_index() == first_local_;
   local_index_ = gossamer::thread_index() - first_local_;
+  g_order[local_index_].epoll.store(epoll_, std::memory_order_relaxed);  // asked during naps (order.cpp)
   setup_wake();  // idle.cpp
 }
 
@@ -74,8 +75,12 @@ Loop::~Loop() {
 }
 
 void Loop::hand_in(int fd) {
-  if (tl_loop_gone || g_stop.load(std::memory_order_relaxed)) drop_socket(fd);
-  else tl_inbox.push_back(fd);  // adopted at the loop's next round
+  if (tl_loop_gone || g_stop.load(std::memory_order_relaxed)) {
+    drop_socket(fd);
+    g_order_transit.fetch_sub(1, std::memory_order_acq_rel);  // dealt by spawn_on: several loops (order.cpp)
+  } else {
+    tl_inbox.push_back(fd);  // adopted at the loop's next round
+  }
 }
 
 bool Loop::start_listening() {
@@ -133,6 +138,7 @@ void Loop::run() {
       std::vector<int> fds;
       fds.swap(tl_inbox);
       for (int fd : fds) adopt(fd);
+      if (local_count_ > 1) order_.adopted += std::uint32_t(fds.size());  // read by this round's poll (order.cpp)
       worked = true;
     }
     if (listen_paused_until_ != std::chrono::steady_clock::time_point{} &&
@@ -160,6 +166,10 @@ void Loop::run() {
       worked = true;
     }
     if (!blocked_.empty()) block_timeouts();
+    if (!order_.entries.empty()) {              // ordered commands: in place, or held and retried (order.cpp)
+      worked |= !order_.waiting.empty();
+      order_rounds();
+    }
     worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
@@ -205,20 +215,27 @@ void Loop::sweep(std::chrono::steady_clock::time_point now) {
 
 bool Loop::poll_once(int timeout_ms) {
   if (epoll_ < 0) return false;
+  order_begin(timeout_ms > 0);  // the arrival order's frontier (order.cpp)
   int n = ::epoll_wait(epoll_, events_.data(), int(events_.size()), timeout_ms);
-  if (n <= 0) return false;  // EINTR (a signal) counts as nothing ready
+  order_woke(timeout_ms > 0);
+  if (std::size_t(std::max(n, 0)) == events_.size()) order_.cut = true;  // more may be ready
   for (int i = 0; i < n; ++i) {
     if (events_[i].data.u64 == kListenerTag) accept_all();
     else if (events_[i].data.u64 == kWakeTag) drain_wake();  // a kick (idle.cpp)
     else on_event(std::uint32_t(events_[i].data.u64), events_[i].events);
   }
-  return true;
+  order_publish();
+  return n > 0;  // EINTR (a signal) counts as nothing ready
 }
 
 // ---- connections ----------------------------------------------------------------
 
 void Loop::accept_all() {
-  for (std::size_t i = 0; i < kAcceptsPerRound; ++i) {
+  for (std::size_t i = 0;; ++i) {
+    if (i == kAcceptsPerRound) {  // more may wait: the arrival order's frontier stays (order.cpp)
+      order_.cut = true;
+      return;
+    }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -244,6 +261,10 @@ void Loop::accept_all() {
     g_stats.connected_clients.fetch_add(1, std::memory_order_relaxed);
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (local_count_ > 1) {  // receive time stamps, and unread until its loop reads it (order.cpp)
+      ::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+      g_order_transit.fetch_add(1, std::memory_order_acq_rel);
+    }
     std::uint32_t target = first_local_ + next_target_++ % local_count_;
     if (target == gossamer::thread_index()) tl_inbox.push_back(fd);
     else gossamer::spawn_on(target, [fd] { Loop::hand_in(fd); });  // detached: it ends at once
@@ -356,17 +377,20 @@ bool Loop::read_input(std::uint32_t slot, Connection& c) {
     ssize_t n;
     if (chunk > kReadChunk) {
       c.in.resize(old + chunk);
-      n = ::read(c.fd, c.in.data() + old, chunk);
+      n = local_count_ > 1 ? recv_stamped(c.fd, c.in.data() + old, chunk, c.rx_stamp)  // order.cpp
+                           : ::read(c.fd, c.in.data() + old, chunk);
       c.in.resize(old + std::size_t(std::max<ssize_t>(n, 0)));
     } else {
       if (!tl_read_buf) tl_read_buf.reset(new char[kReadChunk]);  // not zeroed
-      n = ::read(c.fd, tl_read_buf.get(), chunk);
+      n = local_count_ > 1 ? recv_stamped(c.fd, tl_read_buf.get(), chunk, c.rx_stamp)
+                           : ::read(c.fd, tl_read_buf.get(), chunk);
       if (n > 0) c.in.append(tl_read_buf.get(), std::size_t(n));
     }
     if (n > 0) {
       c.active_ms = now_ms_;
       budget -= std::min(budget, std::size_t(n));
       if (std::size_t(n) < chunk) break;  // drained
+      if (budget == 0) order_.cut = true;  // more may be there: the arrival order's frontier stays (order.cpp)
       continue;
     }
     if (n == 0) {

@@ -28,7 +28,9 @@
 
 #include <gossamer/gossamer.hpp>
 
+#include "command_spec.hpp"
 #include "idle.hpp"
+#include "order.hpp"
 #include "resp.hpp"
 #include "shard.hpp"
 #include "stats.hpp"  // kMaxThreads, HostStats, the memory.cpp settings, per-thread counters
@@ -211,53 +213,9 @@ struct Connection {
   }
   std::int64_t created_ms = 0;     // CLIENT LIST's age=
   std::int64_t active_ms = 0;      // idle=: the round of its last command (Loop::now_ms_)
+  std::int64_t rx_stamp = 0;       // the kernel's receive time of the last bytes read (order.cpp)
+  std::uint64_t order_id = 0;      // its command's OrderEntry::n while that waits or is held (order.cpp)
 };
-
-// A command's arity and keys, as Redis's command table (transactions.cpp):
-// what MULTI checks before queuing, and the shards a command touches.
-struct CommandSpec {
-  std::string_view name;
-  int arity;              // n: exactly n arguments with the name; -n: at least n
-  int first, last, step;  // key positions; first 0: none; last -1: to the end
-  bool all_shards;        // DBSIZE, FLUSHALL, INFO: every shard
-};
-const CommandSpec* find_command(std::string_view lower_name);
-// A command's place in the table (INFO commandstats' counters), -1 for a
-// name it does not have; GET and SET inline, without a lookup.
-int command_index_lookup(std::string_view lower_name);
-inline int command_index(std::string_view n) {
-  if (n.size() == 3 && n[1] == 'e' && n[2] == 't') {
-    if (n[0] == 'g') return 0;
-    if (n[0] == 's') return 1;
-  }
-  return command_index_lookup(n);
-}
-std::span<const CommandSpec> all_commands();  // the table, in its order
-// COMMAND [COUNT|LIST|INFO|DOCS|GETKEYS|HELP] (command_info.cpp).
-void command_command(Pending& p, const std::vector<std::string_view>& args);
-bool transaction_name(const std::string& lower_name);  // Loop::transaction_command handles it
-bool arity_ok(const CommandSpec& spec, std::size_t args);  // args: with the name
-// Commands whose steps read one shard and write another (or gather
-// several): always a transaction, and EXEC waits for each before the next.
-bool always_transaction(const std::string& lower_name);
-// ZUNIONSTORE, ZUNION, ZINTERCARD, ZMPOP, ZRANGESTORE...: sorted-set commands over several keys (and SINTERCARD).
-bool zset_multi_name(std::string_view lower_name);
-// SORT's options that read other keys (BY/GET patterns with '*'): it then claims every shard (sort.cpp).
-bool sort_reads_patterns(const std::vector<std::string_view>& args);
-// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, LMPOP (blocking.cpp).
-bool blocking_name(const std::string& lower_name);
-// A HELP subcommand's reply: its lines as simple strings.
-inline void help_reply(std::string& out, std::initializer_list<const char*> lines) {
-  resp::array(out, lines.size());
-  for (const char* l : lines) resp::simple(out, l);
-}
-// LCS's reply from the two values and the command's arguments (lcs.cpp).
-void lcs_reply(std::string& out, bool resp3, const std::string& a, const std::string& b,
-               const std::vector<std::string_view>& args);
-// CONFIG GET/SET/RESETSTAT/REWRITE/HELP (config.cpp).
-void config_command(Pending& p, const std::vector<std::string_view>& args);
-// Redis 7's unknown-command error, arguments quoted up to 128 bytes in all.
-std::string unknown_command(const std::vector<std::string_view>& args);
 
 // CLIENT KILL's filters (clients.cpp), sent to every thread of the host.
 struct KillFilter {
@@ -296,6 +254,13 @@ class Loop {
   bool start_listening();
   bool poll_once(int timeout_ms);
   void sweep(std::chrono::steady_clock::time_point now);
+  // order.cpp: arrival order across the host's loops
+  bool order_kind(const Connection& c, const std::string& name) const;
+  bool order_gate(std::uint32_t slot, Connection& c, const std::string& name, const std::vector<std::string_view>& args);
+  void order_after(std::uint32_t slot, std::uint32_t gen);
+  bool order_ready(const OrderEntry& e);
+  bool order_done(const OrderEntry& e);
+  void order_begin(bool nap), order_woke(bool nap), order_publish(), order_rounds();
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
   void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
@@ -321,6 +286,7 @@ class Loop {
 
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
+  void run_command(std::uint32_t slot, Connection& c, const std::string& name, const std::vector<std::string_view>& args);
   void finish(Pending& p) const;
   static std::uint16_t info_sections(std::string_view section);
   std::string info_text(std::uint16_t sections, std::int64_t keys, std::int64_t expiring) const;
@@ -393,6 +359,7 @@ class Loop {
     bool registered = false;         // some shard may have it in its queues
     bool counted = false;            // blocked: in INFO's blocked_clients, and the timeout runs
     bool done = false;               // served: BLMOVE's push under way
+    std::uint32_t registering = 0;   // shards yet to answer its registration (several shards)
     std::shared_ptr<std::atomic<std::uint8_t>> claim;  // wake.cpp: set by whoever serves or ends it first
   };
   bool execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
@@ -577,6 +544,7 @@ class Loop {
   std::chrono::steady_clock::time_point next_evict_{};         // memory.cpp: this loop's shard evicts without writes
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   IdleState idle_;                     // idle.cpp
+  ArrivalOrder order_;                 // order.cpp
   // A connection was left owing >= 64 KiB after a flush: check
   // --max-reply-memory this round, not at the next 1024-round tick.
   bool reply_check_ = false;

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""Hydra's arrival order across its I/O loops (tools/apps/kvstore/order.cpp):
+
+  hydra_order_test.py BUILD_DIR
+
+A Hydra of 2 threads deals its connections to its 2 loops in turn, so the
+k-th connection this test opens (each after the previous one answered a
+PING) is on loop k % 2; the test checks that first (DEBUG SLEEP stops one
+loop's thread: a PING on the other loop answers at once, one on the same
+loop only after the sleep). Then, with loop 0 asleep for 30 ms (DEBUG
+SLEEP), commands are sent on several connections one after the other
+without waiting for replies, the earlier ones to loop 0 and the later ones
+to loop 1, whose keys live on shard 1 (thread 1, awake). Loop 1 reads
+its commands first; they must still take effect after loop 0's:
+
+  1. registrations: BLPOP on loop 0, then BLPOP on loop 1, then RPUSH on
+     loop 1: the first BLPOP gets the element, the second the next push
+     (Redis's "BRPOPLPUSH with multiple blocked clients");
+  2. EXEC against a push: a BRPOPLPUSH is blocked onto a key that a MULTI
+     on loop 0 WATCHes; EXEC on loop 0, then LPUSH on loop 1 (which serves
+     the BRPOPLPUSH, touching the WATCHed key): EXEC must run first and
+     succeed (Redis's "BRPOPLPUSH does not affect WATCH while still
+     blocked").
+
+Each case runs 5 times, and INFO's hydra_arrival_order_timeouts must stay 0
+(the order held by waiting, not by giving up). Without the order, loop 1
+runs its commands before loop 0 wakes and both cases fail every time.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_log import check, finish  # noqa: E402
+from hydra_pair import shard_of  # noqa: E402
+from hydra_proc import free_port, local_hydra  # noqa: E402
+from resp_client import Conn, encode  # noqa: E402
+
+SLEEP = 0.03  # loop 0's DEBUG SLEEP, well under the order's 100 ms wait
+
+
+def key_on(shard, prefix):
+    i = 0
+    while shard_of(f"{prefix}{i}", 2) != shard:
+        i += 1
+    return f"{prefix}{i}"
+
+
+def connect(port, n):
+    """n connections, opened one after the other: the k-th on loop k % 2."""
+    conns = []
+    for _ in range(n):
+        c = Conn(("127.0.0.1", port), timeout=10)
+        for _ in range(300):
+            try:
+                if c.call("PING") == ("+", "PONG"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        conns.append(c)
+    return conns
+
+
+def reply_within(c, seconds=2):
+    """c's next reply, or None if none comes within `seconds`."""
+    c.s.settimeout(seconds)
+    try:
+        return c.reply()
+    except OSError:
+        return None
+    finally:
+        c.s.settimeout(10)
+
+
+def elapsed(c, *cmd):
+    t = time.monotonic()
+    r = c.call(*cmd)
+    return r, time.monotonic() - t
+
+
+def main():
+    build = sys.argv[1]
+    hydra = os.path.join(build, "tools/apps/kvstore/hydra")
+    port = free_port()
+    with local_hydra(hydra, port, threads=2, seconds=120):
+        for _ in range(300):  # up: a first connection that answers (loop 0)
+            try:
+                first = Conn(("127.0.0.1", port), timeout=10)
+                if first.call("PING") == ("+", "PONG"):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        conns = [first] + connect(port, 7)
+        loop0, loop1 = conns[0::2], conns[1::2]
+
+        # The dealing: loop 0 asleep, loop 1 answers at once, loop 0 not.
+        loop0[0].send(encode("DEBUG", "SLEEP", "0.3"))
+        time.sleep(0.02)
+        _, fast = elapsed(loop1[0], "PING")
+        _, slow = elapsed(loop0[1], "PING")
+        loop0[0].reply()
+        if not check(fast < 0.15 and slow > 0.15, "connections alternate between the 2 loops",
+                     f"PING on loop 1 took {fast:.3f} s, on loop 0 {slow:.3f} s during loop 0's 0.3 s sleep"):
+            return finish()
+
+        sleeper, a, w = loop0[0], loop0[1], loop0[2]
+        b, p, info = loop1[0], loop1[1], loop1[2]
+        q, src, dst, k = key_on(1, "q"), key_on(1, "src"), key_on(1, "dst"), key_on(1, "k")
+
+        for i in range(5):
+            p.call("DEL", q)
+            sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
+            time.sleep(0.005)
+            a.send(encode("BLPOP", q, "0"))  # arrives first, read only after the sleep
+            time.sleep(0.002)
+            b.send(encode("BLPOP", q, "0"))
+            time.sleep(0.002)
+            pushed = p.call("RPUSH", q, "x")
+            sleeper.reply()
+            got_a = reply_within(a)
+            p.call("RPUSH", q, "y")
+            got_b = reply_within(b)
+            if got_a is None:  # the order failed: the second push went to it
+                got_a = reply_within(a)
+            if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
+                         f"round {i}: the client that blocked first is served first",
+                         f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
+                break
+
+        for i in range(5):
+            p.call("DEL", src, dst)
+            p.call("SET", k, "v")
+            b.send(encode("BRPOPLPUSH", src, dst, "0"))
+            for _ in range(500):
+                if b"blocked_clients:1" in info.call("INFO", "clients"):
+                    break
+                time.sleep(0.01)
+            ok = [w.call("WATCH", dst), w.call("MULTI"), w.call("GET", k)]
+            sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
+            time.sleep(0.005)
+            w.send(encode("EXEC"))  # arrives first, read only after the sleep
+            time.sleep(0.002)
+            pushed = p.call("LPUSH", src, "e")
+            sleeper.reply()
+            executed = reply_within(w)
+            moved = reply_within(b)
+            if not check(ok == [("+", "OK"), ("+", "OK"), ("+", "QUEUED")] and pushed == 1 and executed == [b"v"]
+                         and moved == b"e", f"round {i}: EXEC runs before a push that arrived after it",
+                         f"WATCH/MULTI/GET {ok!r}, LPUSH {pushed!r}, EXEC {executed!r}, BRPOPLPUSH {moved!r}"):
+                break
+
+        stats = info.call("INFO", "stats").decode()
+        timeouts = [ln for ln in stats.split("\r\n") if ln.startswith("hydra_arrival_order_timeouts:")]
+        check(timeouts == ["hydra_arrival_order_timeouts:0"], "the order never gave up waiting", repr(timeouts))
+        for c in conns:
+            c.close()
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
