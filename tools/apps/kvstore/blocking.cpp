@@ -321,7 +321,10 @@ bool Loop::execute_blocking(std::uint32_t slot, Connection& c, const std::string
   const std::uint64_t id = (std::uint64_t(gossamer::thread_index()) << 40) | ++next_block_;
   p.waiting = 1;
   c.blocked = id;  // executes nothing more until answered
-  if (!b.nonblocking) b.claim = new_claim(id);  // wake.cpp: one shard serves it
+  if (!b.nonblocking) {
+    b.claim = new_claim(id);  // wake.cpp: one shard serves it
+    for (auto k : keys) b.marks.add(k);  // pushes to these keys are ordered (order.cpp)
+  }
   blocked_.emplace(id, std::move(b));
   try_pop(id, 0);
   return true;

@@ -80,15 +80,20 @@ auto add_count(Loop* loop, std::uint32_t slot, std::uint32_t gen, std::uint64_t 
 void Loop::execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args) {
   const std::string name = lower(args[0]);
   // A command whose order against other connections' a client can see
-  // waits for those that reached the host before it (order.cpp).
-  if ((c.order_id || order_kind(c, name)) && !order_gate(slot, c, name, args)) return;
-  const std::uint32_t gen = c.gen;
-  run_command(slot, c, name, args);
-  if (c.order_id) order_after(slot, gen);
-}
-
-void Loop::run_command(std::uint32_t slot, Connection& c, const std::string& name,
-                       const std::vector<std::string_view>& args) {
+  // waits for those that reached the host before it, and tells when it
+  // ran, whichever way it returns (order.cpp).
+  struct Ordered {
+    Loop* loop;
+    std::uint32_t slot, gen;
+    bool on = false;
+    ~Ordered() {
+      if (on) loop->order_after(slot, gen);
+    }
+  } ordered{this, slot, c.gen};
+  if (c.order_id || order_kind(c, name, args)) [[unlikely]] {
+    if (!order_gate(slot, c, name, args)) return;
+    ordered.on = true;
+  }
   auto& counter = g_commands[local_index_].value;
   counter.store(++commands_, std::memory_order_relaxed);
 
@@ -505,6 +510,7 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     line("rejected_connections", std::to_string(g_stats.rejected_connections.load(std::memory_order_relaxed)));
     line("evicted_keys", std::to_string(g_evicted.load(std::memory_order_relaxed)));
     line("hydra_protocol_errors", std::to_string(g_stats.protocol_errors.load(std::memory_order_relaxed)));
+    line("hydra_arrival_order_holds", std::to_string(g_order_holds.load(std::memory_order_relaxed)));
     line("hydra_arrival_order_timeouts", std::to_string(g_order_timeouts.load(std::memory_order_relaxed)));
   }
   if (want("replication")) {  // no replication: every host a master without replicas

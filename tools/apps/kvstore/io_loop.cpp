@@ -166,11 +166,11 @@ void Loop::run() {
       worked = true;
     }
     if (!blocked_.empty()) block_timeouts();
-    if (!order_.entries.empty()) {              // ordered commands: in place, or held and retried (order.cpp)
+    worked |= poll_once(0);                     // accept, read, execute, write
+    if (!order_.entries.empty()) {              // ordered commands: in place, or held and retried now (order.cpp)
       worked |= !order_.waiting.empty();
       order_rounds();
     }
-    worked |= poll_once(0);                     // accept, read, execute, write
     if (!dirty_.empty()) {                      // replies completed by shard answers
       drain_dirty();
       worked = true;

@@ -14,35 +14,42 @@
 // restores the order in which their bytes arrived:
 //   - blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
 //     BZPOPMAX, BZMPOP), always: who blocked first is served first;
-//   - while some connection of the host is blocked or about to be, the
-//     commands that can serve it (pushes to lists and sorted sets, the
-//     commands that move a value to a key) and EXEC (its WATCHed keys
-//     against a push that serves a BLMOVE to one of them).
+//   - commands that can serve a blocked connection (pushes to lists and
+//     sorted sets, the commands that store a value at a key: serving_key),
+//     while a blocking command is on its way, or when a connection of the
+//     host is blocked on their key (g_block_marks);
+//   - EXEC while a connection of the host is blocked (its WATCHed keys
+//     against a push that serves a BLMOVE onto one of them).
+// Of those, each waits only for the kinds whose order changes its outcome
+// (kWaitsFor): a blocking command for blocking commands, a push for
+// blocking commands and EXECs, an EXEC for blocking commands and pushes.
 // Other commands are not ordered across connections (as with Redis's I/O
 // threads); one connection's commands always run in its order.
 //
 // How. Every connection asks the kernel for receive time stamps
 // (SO_TIMESTAMPNS); a command's arrival is the stamp of the read that
 // completed it. An ordered command runs only once
-//   1. every ordered command of this loop that arrived before it, on
-//      another connection, has taken effect (its reply is out, or, for a
-//      blocking command, every shard of its keys has registered it), and
-//   2. every other loop of the host has published a frontier after its
-//      arrival: each loop, at the start of each poll, takes the time T and,
-//      once it has read everything that was ready, publishes min(T, the
-//      arrival of its own oldest ordered command not yet in effect). So
-//      a frontier past the arrival means that loop has read everything
-//      that arrived before it, and what it read of that is in effect.
+//   1. every ordered command of this loop of a kind it waits for that
+//      arrived before it, on another connection, has taken effect (its
+//      reply is out, or, for a blocking command, every shard of its keys
+//      has registered it), and
+//   2. every other loop of the host has read everything that arrived before
+//      it, and its ordered commands of those kinds that arrived before it
+//      have taken effect. Each loop, at the start of each poll, takes the
+//      time and, once it has read everything that was ready, publishes it
+//      as its frontier, with the arrival of its oldest ordered command of
+//      each kind not yet in effect. Between polls (and in a nap) it marks
+//      itself as not reading (OrderSlot::outside), and another loop may
+//      ask its epoll set with poll(): nothing ready, and still the same
+//      spell, means it has read everything that arrived until now.
 // Until then the command is held (the connection reads nothing more, as
-// for a fence) and retried every round. A loop asleep in a nap publishes
-// no frontier; instead it marks the nap (an odd nap_seq), and another loop
-// asks its epoll set with poll(): nothing ready, the nap still the same
-// one, and the frontier is now (bounded by its oldest ordered command).
-// A socket the host's listening loop accepted but its loop has not read yet
-// (g_order_transit) keeps the listening loop's frontier where it was
-// before the accept; that loop is read first. After kOrderWait a held
-// command runs anyway (counted in INFO's hydra_arrival_order_timeouts):
-// a loop that cannot run for that long must not stop the others.
+// for a fence) and retried after the loop's next poll. A socket the host's
+// listening loop accepted but its loop has not read yet (g_order_transit)
+// keeps the listening loop's frontier where it was before the accept;
+// that loop is asked first. After kOrderWait a held command runs anyway
+// (counted in INFO's hydra_arrival_order_timeouts; hydra_arrival_order_holds
+// counts those that waited at all): a loop that cannot run for that long
+// (DEBUG SLEEP) must not stop the others for longer.
 //
 // Not covered: commands a connection read while it could not execute them
 // (its earlier command blocked or held, or its replies over --max-pending
@@ -55,6 +62,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <string_view>
 
 #include "server.hpp"
 
@@ -64,37 +72,72 @@ OrderSlot g_order[kMaxThreads];
 std::atomic<std::uint32_t> g_order_transit{0};
 std::atomic<std::uint32_t> g_order_blocking{0};
 std::atomic<std::uint64_t> g_order_timeouts{0};
+std::atomic<std::uint64_t> g_order_holds{0};
+std::atomic<std::uint32_t> g_block_marks[kBlockMarks];
+
+std::size_t block_mark(std::string_view key) { return std::hash<std::string_view>{}(key) % kBlockMarks; }
 
 namespace {
 
 constexpr auto kOrderWait = std::chrono::milliseconds(100);
 
 // Commands that can make a list or sorted set of some key non-empty, and so
-// serve a blocked connection.
-bool serving_name(const std::string& n) {
-  static const char* const kNames[] = {"lpush",       "rpush",       "lpushx",     "rpushx",      "linsert",
-                                       "lmove",       "rpoplpush",   "zadd",       "zincrby",     "zunionstore",
-                                       "zinterstore", "zdiffstore",  "zrangestore", "rename",     "renamenx",
-                                       "copy",        "restore",     "sort"};
-  for (const char* k : kNames)
-    if (n == k) return true;
-  return false;
+// serve a blocked connection: where that key is among the arguments (1: the
+// first key; 2: the second; -1: any, SORT's STORE), 0 for other commands.
+// Asked of every command while a connection of the host is blocked: by
+// first letter, then lengths before bytes.
+int serving_key(std::string_view n) {
+  using namespace std::string_view_literals;
+  switch (n[0]) {
+    case 'l':
+      if (n == "lpush"sv || n == "lpushx"sv || n == "linsert"sv) return 1;
+      return n == "lmove"sv ? 2 : 0;
+    case 'r':
+      if (n == "rpush"sv || n == "rpushx"sv || n == "restore"sv) return 1;
+      return n == "rpoplpush"sv || n == "rename"sv || n == "renamenx"sv ? 2 : 0;
+    case 'z':
+      return n == "zadd"sv || n == "zincrby"sv || n == "zunionstore"sv || n == "zinterstore"sv ||
+             n == "zdiffstore"sv || n == "zrangestore"sv;
+    case 'c': return n == "copy"sv ? 2 : 0;
+    case 's': return n == "sort"sv ? -1 : 0;
+    default: return 0;
+  }
 }
 
 bool before(const OrderEntry& a, const OrderEntry& b) { return a.stamp < b.stamp || (a.stamp == b.stamp && a.n < b.n); }
 
-// Loop k's frontier, as above (a nap answered by its epoll set).
-std::int64_t frontier_of(std::size_t k) {
+// Which earlier commands one of kind `k` waits for (a bit per kind): a
+// blocking command for the blocking ones (who blocked first); a push for
+// blocking commands (whom it serves) and EXECs (whose WATCHed keys a
+// served BLMOVE may change); an EXEC for blocking commands and pushes.
+// A blocking command does not wait for pushes that arrived before it: the
+// push landing first (the BLPOP then pops at once) or the BLPOP
+// registering first (the push then serves it) ends the same way. Nor do
+// pushes wait for pushes.
+constexpr std::uint8_t kWaitsFor[OrderEntry::kKinds] = {1u << OrderEntry::kBlock,
+                                                        1u << OrderEntry::kBlock | 1u << OrderEntry::kExec,
+                                                        1u << OrderEntry::kBlock | 1u << OrderEntry::kPush};
+
+// Loop k's frontier for a command of kind `kind`: how far it has read,
+// bounded by its oldest commands of the kinds that one waits for. A loop
+// that is not reading now and has nothing ready in its epoll set has read
+// everything that arrived until now.
+std::int64_t frontier_of(std::size_t k, OrderEntry::Kind kind) {
   OrderSlot& s = g_order[k];
-  const std::uint32_t nap = s.nap_seq.load(std::memory_order_seq_cst);
-  if (nap & 1) {
+  auto bounded = [&](std::int64_t f) {
+    for (int j = 0; j < OrderEntry::kKinds; ++j)
+      if (kWaitsFor[kind] >> j & 1) f = std::min(f, s.oldest[j].load(std::memory_order_acquire));
+    return f;
+  };
+  const std::uint32_t outside = s.outside.load(std::memory_order_seq_cst);
+  if (outside & 1) {
     const std::int64_t now = realtime_ns();
     pollfd p{s.epoll.load(std::memory_order_relaxed), POLLIN, 0};
-    if (p.fd >= 0 && ::poll(&p, 1, 0) == 0 && s.nap_seq.load(std::memory_order_seq_cst) == nap &&
+    if (p.fd >= 0 && ::poll(&p, 1, 0) == 0 && s.outside.load(std::memory_order_seq_cst) == outside &&
         (k != 0 || g_order_transit.load(std::memory_order_acquire) == 0))
-      return std::min(now, s.oldest.load(std::memory_order_acquire));
+      return bounded(now);
   }
-  return s.frontier.load(std::memory_order_acquire);
+  return bounded(s.frontier.load(std::memory_order_acquire));
 }
 
 }  // namespace
@@ -124,13 +167,22 @@ long recv_stamped(int fd, char* buf, std::size_t len, std::int64_t& stamp) {
   return n;
 }
 
-bool Loop::order_kind(const Connection& c, const std::string& name) const {
-  if (local_count_ == 1 || c.in_exec || name.empty()) return false;
+// Past the inline tests of Loop::order_kind (server.hpp). A push is ordered
+// while some blocking command is on its way (it may block on any key), or
+// when a connection is blocked on its key.
+bool Loop::order_kind_named(const Connection& c, const std::string& name,
+                            const std::vector<std::string_view>& args) const {
   if (name[0] == 'b' && blocking_name(name)) return !c.in_multi;
   if (g_stats.blocked_clients.load(std::memory_order_relaxed) == 0 &&
       g_order_blocking.load(std::memory_order_relaxed) == 0)
     return false;
-  return name == "exec" ? c.in_multi : !c.in_multi && serving_name(name);
+  if (std::string_view(name) == "exec") return c.in_multi;
+  const int at = c.in_multi ? 0 : serving_key(name);
+  if (at == 0) return false;
+  if (g_order_blocking.load(std::memory_order_relaxed) != 0) return true;
+  auto marked = [](std::string_view k) { return g_block_marks[block_mark(k)].load(std::memory_order_relaxed) != 0; };
+  if (at > 0) return std::size_t(at) < args.size() && marked(args[std::size_t(at)]);
+  return std::any_of(args.begin() + 1, args.end(), marked);
 }
 
 // True: run it now. False: held (retried by order_rounds).
@@ -144,9 +196,10 @@ bool Loop::order_gate(std::uint32_t slot, Connection& c, const std::string& name
     e.n = ++order_.next;
     e.slot = slot;
     e.gen = c.gen;
-    e.since = std::chrono::steady_clock::now();
-    e.blocking = name[0] == 'b';  // order_kind: a blocking name, or nothing else starting with 'b'
-    if (e.blocking) g_order_blocking.fetch_add(1, std::memory_order_relaxed);
+    // order_kind: a blocking name, or nothing else starting with 'b'
+    e.kind = name[0] == 'b' ? OrderEntry::kBlock : name[0] == 'e' ? OrderEntry::kExec : OrderEntry::kPush;
+    if (e.kind == OrderEntry::kBlock) g_order_blocking.fetch_add(1, std::memory_order_relaxed);
+    ++order_.count[e.kind];
     c.order_id = e.n;
     it = es.end() - 1;
   } else if (it = std::find_if(es.begin(), es.end(), [&](const OrderEntry& e) { return e.n == c.order_id; });
@@ -156,7 +209,12 @@ bool Loop::order_gate(std::uint32_t slot, Connection& c, const std::string& name
   }
   if (it->started) return true;  // a fence held it after the order let it go
   if (!order_ready(*it)) {
-    if (std::chrono::steady_clock::now() - it->since < kOrderWait) {
+    const auto now = std::chrono::steady_clock::now();
+    if (it->since == std::chrono::steady_clock::time_point{}) {  // its first wait
+      it->since = now;
+      g_order_holds.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (now - it->since < kOrderWait) {
       c.held.assign(args.begin(), args.end());
       order_.waiting.push_back(slot);
       return false;
@@ -173,8 +231,11 @@ bool Loop::order_gate(std::uint32_t slot, Connection& c, const std::string& name
 void Loop::order_after(std::uint32_t slot, std::uint32_t gen) {
   Connection* c = find(slot, gen);
   if (!c || !c->held.empty()) return;  // closed, or held by a fence: the same command comes again
-  for (OrderEntry& e : order_.entries)
-    if (e.n == c->order_id && e.blocking) e.block = c->blocked;
+  for (auto e = order_.entries.rbegin(); e != order_.entries.rend(); ++e)  // usually the last
+    if (e->n == c->order_id) {
+      if (e->kind == OrderEntry::kBlock) e->block = c->blocked;
+      break;
+    }
   c->order_id = 0;
 }
 
@@ -189,13 +250,20 @@ bool Loop::order_done(const OrderEntry& e) {
 }
 
 bool Loop::order_ready(const OrderEntry& e) {
-  for (const OrderEntry& o : order_.entries)
-    if ((o.slot != e.slot || o.gen != e.gen) && before(o, e) && !order_done(o)) return false;
+  if (order_.seen.empty()) order_.seen.assign(local_count_ * OrderEntry::kKinds, 0);
+  bool own = false;  // this loop has entries of the kinds it waits for
+  for (int j = 0; j < OrderEntry::kKinds; ++j) own |= (kWaitsFor[e.kind] >> j & 1) && order_.count[j];
+  if (own)
+    for (const OrderEntry& o : order_.entries)
+      if ((kWaitsFor[e.kind] >> o.kind & 1) && (o.slot != e.slot || o.gen != e.gen) && before(o, e) && !order_done(o))
+        return false;
   // The listening loop (local index 0) first: its frontier stays put while
   // a socket it dealt is unread, and that loop publishes before it tells.
   for (std::size_t k = 0; k < local_count_; ++k) {
     if (k != local_index_) {
-      if (frontier_of(k) <= e.stamp) return false;
+      std::int64_t& seen = order_.seen[k * OrderEntry::kKinds + e.kind];
+      if (seen <= e.stamp) seen = std::max(seen, frontier_of(k, e.kind));
+      if (seen <= e.stamp) return false;
     } else if (k == 0 && g_order_transit.load(std::memory_order_acquire) != 0) {
       return false;
     }
@@ -203,37 +271,36 @@ bool Loop::order_ready(const OrderEntry& e) {
   return true;
 }
 
-// A poll starts: its time, and a nap's mark (with what is oldest now).
+// The oldest ordered command of each kind not yet in effect, for the others.
+void Loop::publish_oldest() {
+  std::int64_t oldest[OrderEntry::kKinds] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  for (const OrderEntry& e : order_.entries) oldest[e.kind] = std::min(oldest[e.kind], e.stamp);
+  for (int j = 0; j < OrderEntry::kKinds; ++j)
+    g_order[local_index_].oldest[j].store(oldest[j], std::memory_order_release);
+}
+
+// A poll starts: its time, and it is reading (a nap: once it wakes; what
+// is oldest now, for the others meanwhile).
 void Loop::order_begin(bool nap) {
   if (local_count_ == 1) return;
   order_.t0 = realtime_ns();
   order_.cut = false;
-  if (!nap) return;
-  std::int64_t oldest = INT64_MAX;
-  for (const OrderEntry& e : order_.entries) oldest = std::min(oldest, e.stamp);
-  OrderSlot& s = g_order[local_index_];
-  s.oldest.store(oldest, std::memory_order_release);
-  order_.frontier = std::min(order_.frontier, oldest);
-  s.frontier.store(order_.frontier, std::memory_order_release);
-  s.nap_seq.fetch_add(1, std::memory_order_seq_cst);  // odd: napping
+  if (nap) publish_oldest();
+  else g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);  // even: reading
 }
 
 void Loop::order_woke(bool nap) {
-  if (local_count_ > 1 && nap) g_order[local_index_].nap_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (local_count_ > 1 && nap) g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);
 }
 
 // A poll has read what was ready: the frontier moves to its start, unless
 // it left input unread or (the listening loop) a socket it dealt is unread.
 void Loop::order_publish() {
   if (local_count_ == 1) return;
-  std::int64_t oldest = INT64_MAX;
-  for (const OrderEntry& e : order_.entries) oldest = std::min(oldest, e.stamp);
-  std::int64_t f = order_.cut ? order_.frontier : order_.t0;
-  if (leader_ && g_order_transit.load(std::memory_order_acquire) != 0) f = order_.frontier;
-  order_.frontier = f = std::min(f, oldest);
-  OrderSlot& s = g_order[local_index_];
-  s.oldest.store(oldest, std::memory_order_release);
-  s.frontier.store(f, std::memory_order_release);
+  publish_oldest();
+  if (!order_.cut && (!leader_ || g_order_transit.load(std::memory_order_acquire) == 0)) order_.frontier = order_.t0;
+  g_order[local_index_].frontier.store(order_.frontier, std::memory_order_release);
+  g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);  // odd: not reading
   if (order_.adopted) {  // the sockets dealt to it are read, and the frontier says so
     g_order_transit.fetch_sub(order_.adopted, std::memory_order_acq_rel);
     order_.adopted = 0;
@@ -245,7 +312,8 @@ void Loop::order_publish() {
 void Loop::order_rounds() {
   std::erase_if(order_.entries, [this](const OrderEntry& e) {
     if (!order_done(e)) return false;
-    if (e.blocking) g_order_blocking.fetch_sub(1, std::memory_order_relaxed);
+    if (e.kind == OrderEntry::kBlock) g_order_blocking.fetch_sub(1, std::memory_order_relaxed);
+    --order_.count[e.kind];
     return true;
   });
   std::vector<std::uint32_t> waiting;

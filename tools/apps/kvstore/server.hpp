@@ -255,12 +255,21 @@ class Loop {
   bool poll_once(int timeout_ms);
   void sweep(std::chrono::steady_clock::time_point now);
   // order.cpp: arrival order across the host's loops
-  bool order_kind(const Connection& c, const std::string& name) const;
+  // Most commands leave at the first tests, inline: one thread, inside EXEC,
+  // or neither a blocking name nor a blocked client on the host.
+  bool order_kind(const Connection& c, const std::string& name, const std::vector<std::string_view>& args) const {
+    if (local_count_ == 1 || c.in_exec || name.empty()) return false;
+    if (name[0] != 'b' && g_stats.blocked_clients.load(std::memory_order_relaxed) == 0 &&
+        g_order_blocking.load(std::memory_order_relaxed) == 0)
+      return false;
+    return order_kind_named(c, name, args);
+  }
+  bool order_kind_named(const Connection& c, const std::string& name, const std::vector<std::string_view>& args) const;
   bool order_gate(std::uint32_t slot, Connection& c, const std::string& name, const std::vector<std::string_view>& args);
   void order_after(std::uint32_t slot, std::uint32_t gen);
   bool order_ready(const OrderEntry& e);
   bool order_done(const OrderEntry& e);
-  void order_begin(bool nap), order_woke(bool nap), order_publish(), order_rounds();
+  void order_begin(bool nap), order_woke(bool nap), order_publish(), publish_oldest(), order_rounds();
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
   void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
@@ -286,7 +295,6 @@ class Loop {
 
   // commands.cpp
   void execute(std::uint32_t slot, Connection& c, const std::vector<std::string_view>& args);
-  void run_command(std::uint32_t slot, Connection& c, const std::string& name, const std::vector<std::string_view>& args);
   void finish(Pending& p) const;
   static std::uint16_t info_sections(std::string_view section);
   std::string info_text(std::uint16_t sections, std::int64_t keys, std::int64_t expiring) const;
@@ -360,6 +368,7 @@ class Loop {
     bool counted = false;            // blocked: in INFO's blocked_clients, and the timeout runs
     bool done = false;               // served: BLMOVE's push under way
     std::uint32_t registering = 0;   // shards yet to answer its registration (several shards)
+    BlockMarks marks;                // its keys, while it lives (order.hpp)
     std::shared_ptr<std::atomic<std::uint8_t>> claim;  // wake.cpp: set by whoever serves or ends it first
   };
   bool execute_blocking(std::uint32_t slot, Connection& c, const std::string& name, Pending& p, std::uint64_t seq,
