@@ -15,7 +15,8 @@ its commands first; they must still take effect after loop 0's:
 
   1. registrations: BLPOP on loop 0, then BLPOP on loop 1, then RPUSH on
      loop 1: the first BLPOP gets the element, the second the next push
-     (Redis's "BRPOPLPUSH with multiple blocked clients");
+     (Redis's "BRPOPLPUSH with multiple blocked clients"); then the same
+     with the first BLPOP on keys of both shards (registered on two);
   2. EXEC against a push: a BRPOPLPUSH is blocked onto a key that a MULTI
      on loop 0 WATCHes; EXEC on loop 0, then LPUSH on loop 1 (which serves
      the BRPOPLPUSH, touching the WATCHed key): EXEC must run first and
@@ -125,6 +126,30 @@ def main():
                 got_a = reply_within(a)
             if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
                          f"round {i}: the client that blocked first is served first",
+                         f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
+                break
+
+        # The same with the first client blocked on keys of both shards (its
+        # registration goes to shard 0, whose thread is the sleeping one, and
+        # to shard 1: it is in place only once both have answered).
+        q0 = key_on(0, "r")
+        for i in range(5):
+            p.call("DEL", q, q0)
+            sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
+            time.sleep(0.005)
+            a.send(encode("BLPOP", q0, q, "0"))
+            time.sleep(0.002)
+            b.send(encode("BLPOP", q, "0"))
+            time.sleep(0.002)
+            pushed = p.call("RPUSH", q, "x")
+            sleeper.reply()
+            got_a = reply_within(a)
+            p.call("RPUSH", q, "y")
+            got_b = reply_within(b)
+            if got_a is None:
+                got_a = reply_within(a)
+            if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
+                         f"round {i}: blocked on two shards first, served first",
                          f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
                 break
 
