@@ -218,7 +218,7 @@ bool Loop::poll_once(int timeout_ms) {
   order_begin(timeout_ms > 0);  // the arrival order's frontier (order.cpp)
   int n = ::epoll_wait(epoll_, events_.data(), int(events_.size()), timeout_ms);
   order_woke(timeout_ms > 0);
-  if (std::size_t(std::max(n, 0)) == events_.size()) order_.cut = true;  // more may be ready
+  if (n < 0 || std::size_t(n) == events_.size()) order_.cut = true;  // a signal, or more may be ready
   for (int i = 0; i < n; ++i) {
     if (events_[i].data.u64 == kListenerTag) accept_all();
     else if (events_[i].data.u64 == kWakeTag) drain_wake();  // a kick (idle.cpp)
