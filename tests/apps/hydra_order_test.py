@@ -109,49 +109,30 @@ def main():
         b, p, info = loop1[0], loop1[1], loop1[2]
         q, src, dst, k = key_on(1, "q"), key_on(1, "src"), key_on(1, "dst"), key_on(1, "k")
 
-        for i in range(5):
-            p.call("DEL", q)
-            sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
-            time.sleep(0.005)
-            a.send(encode("BLPOP", q, "0"))  # arrives first, read only after the sleep
-            time.sleep(0.002)
-            b.send(encode("BLPOP", q, "0"))
-            time.sleep(0.002)
-            pushed = p.call("RPUSH", q, "x")
-            sleeper.reply()
-            got_a = reply_within(a)
-            p.call("RPUSH", q, "y")
-            got_b = reply_within(b)
-            if got_a is None:  # the order failed: the second push went to it
-                got_a = reply_within(a)
-            if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
-                         f"round {i}: the client that blocked first is served first",
-                         f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
-                break
-
-        # The same with the first client blocked on keys of both shards (its
-        # registration goes to shard 0, whose thread is the sleeping one, and
-        # to shard 1: it is in place only once both have answered).
+        # The first client blocked on q alone, then on keys of both shards
+        # (its registration goes to shard 0, whose thread is the sleeping
+        # one, and to shard 1: it is in place only once both have answered).
         q0 = key_on(0, "r")
-        for i in range(5):
-            p.call("DEL", q, q0)
-            sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
-            time.sleep(0.005)
-            a.send(encode("BLPOP", q0, q, "0"))
-            time.sleep(0.002)
-            b.send(encode("BLPOP", q, "0"))
-            time.sleep(0.002)
-            pushed = p.call("RPUSH", q, "x")
-            sleeper.reply()
-            got_a = reply_within(a)
-            p.call("RPUSH", q, "y")
-            got_b = reply_within(b)
-            if got_a is None:
+        for first_keys, what in (([q], "the client that blocked first is served first"),
+                                 ([q0, q], "blocked on two shards first, served first")):
+            for i in range(5):
+                p.call("DEL", q, q0)
+                sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
+                time.sleep(0.005)
+                a.send(encode("BLPOP", *first_keys, "0"))  # arrives first, read only after the sleep
+                time.sleep(0.002)
+                b.send(encode("BLPOP", q, "0"))
+                time.sleep(0.002)
+                pushed = p.call("RPUSH", q, "x")
+                sleeper.reply()
                 got_a = reply_within(a)
-            if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
-                         f"round {i}: blocked on two shards first, served first",
-                         f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
-                break
+                p.call("RPUSH", q, "y")
+                got_b = reply_within(b)
+                if got_a is None:  # the order failed: the second push went to it
+                    got_a = reply_within(a)
+                if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
+                             f"round {i}: {what}", f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
+                    break
 
         for i in range(5):
             p.call("DEL", src, dst)
