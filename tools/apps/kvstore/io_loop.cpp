@@ -363,6 +363,10 @@ void Loop::on_event(std::uint32_t slot, std::uint32_t ev) {
 // Reads what is there, up to this round's budget. False on a read error.
 bool Loop::read_input(std::uint32_t slot, Connection& c) {
   std::size_t budget = kReadBudget;
+  // With several loops, with the kernel's receive time (the arrival order, order.cpp).
+  auto read_some = [&](char* buf, std::size_t len) -> ssize_t {
+    return local_count_ > 1 ? recv_stamped(c.fd, buf, len, c.rx_stamp) : ::read(c.fd, buf, len);
+  };
   while (budget > 0) {
     std::size_t old = c.in.size();
     std::size_t chunk = kReadChunk;
@@ -377,13 +381,11 @@ bool Loop::read_input(std::uint32_t slot, Connection& c) {
     ssize_t n;
     if (chunk > kReadChunk) {
       c.in.resize(old + chunk);
-      n = local_count_ > 1 ? recv_stamped(c.fd, c.in.data() + old, chunk, c.rx_stamp)  // order.cpp
-                           : ::read(c.fd, c.in.data() + old, chunk);
+      n = read_some(c.in.data() + old, chunk);
       c.in.resize(old + std::size_t(std::max<ssize_t>(n, 0)));
     } else {
       if (!tl_read_buf) tl_read_buf.reset(new char[kReadChunk]);  // not zeroed
-      n = local_count_ > 1 ? recv_stamped(c.fd, tl_read_buf.get(), chunk, c.rx_stamp)
-                           : ::read(c.fd, tl_read_buf.get(), chunk);
+      n = read_some(tl_read_buf.get(), chunk);
       if (n > 0) c.in.append(tl_read_buf.get(), std::size_t(n));
     }
     if (n > 0) {
