@@ -23,9 +23,14 @@ its commands first; they must still take effect after loop 0's:
      succeed (Redis's "BRPOPLPUSH does not affect WATCH while still
      blocked").
 
-Each case runs 5 times, and INFO's hydra_arrival_order_timeouts must stay 0
-(the order held by waiting, not by giving up). Without the order, loop 1
-runs its commands before loop 0 wakes and both cases fail every time.
+Each case must pass 5 rounds in which INFO's hydra_arrival_order_timeouts
+stayed put (the order held by waiting, not by giving up). A round in which
+a held command waited its 100 ms and went ahead anyway proves nothing
+either way (a loaded machine, e.g. CI's sanitizer builds beside other
+tests, can keep loop 0 off a core that long): it is reported and run
+again, up to 15 rounds in all. A round that goes wrong without a timeout
+fails the test. Without the order, loop 1 runs its commands before loop 0
+wakes, nothing times out, and both cases fail in their first round.
 """
 import os
 import sys
@@ -38,6 +43,7 @@ from hydra_proc import free_port, local_hydra  # noqa: E402
 from resp_client import Conn, encode  # noqa: E402
 
 SLEEP = 0.03  # loop 0's DEBUG SLEEP, well under the order's 100 ms wait
+ROUNDS, ATTEMPTS = 5, 15
 
 
 def key_on(shard, prefix):
@@ -80,6 +86,31 @@ def elapsed(c, *cmd):
     return r, time.monotonic() - t
 
 
+def timeouts(info):
+    stats = info.call("INFO", "stats").decode()
+    return [int(ln.split(":")[1]) for ln in stats.split("\r\n") if ln.startswith("hydra_arrival_order_timeouts:")][0]
+
+
+def rounds(info, what, one_round):
+    """Runs one_round() (-> (ok, detail)) until ROUNDS of them ran with no
+    timeout of the order; a wrong result without a timeout fails at once."""
+    good = 0
+    for i in range(ATTEMPTS):
+        before = timeouts(info)
+        ok, detail = one_round()
+        gave_up = timeouts(info) - before
+        if gave_up:
+            print(f"note: round {i}: {what}: the order gave up waiting {gave_up} time(s) (a loaded machine); "
+                  f"{'right' if ok else 'wrong'} anyway, not counted: {detail}")
+            continue
+        if not check(ok, f"round {i}: {what}", detail):
+            return
+        good += 1
+        if good == ROUNDS:
+            return
+    check(False, f"{what}: {ROUNDS} rounds without a timeout of the order", f"only {good} in {ATTEMPTS}")
+
+
 def main():
     build = sys.argv[1]
     hydra = os.path.join(build, "tools/apps/kvstore/hydra")
@@ -113,9 +144,9 @@ def main():
         # (its registration goes to shard 0, whose thread is the sleeping
         # one, and to shard 1: it is in place only once both have answered).
         q0 = key_on(0, "r")
-        for first_keys, what in (([q], "the client that blocked first is served first"),
-                                 ([q0, q], "blocked on two shards first, served first")):
-            for i in range(5):
+
+        def blocked_first(first_keys):
+            def one_round():
                 p.call("DEL", q, q0)
                 sleeper.send(encode("DEBUG", "SLEEP", str(SLEEP)))
                 time.sleep(0.005)
@@ -130,11 +161,14 @@ def main():
                 got_b = reply_within(b)
                 if got_a is None:  # the order failed: the second push went to it
                     got_a = reply_within(a)
-                if not check(pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
-                             f"round {i}: {what}", f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}"):
-                    break
+                return (pushed == 1 and got_a == [q.encode(), b"x"] and got_b == [q.encode(), b"y"],
+                        f"RPUSH {pushed!r}; first BLPOP {got_a!r}, second {got_b!r}")
+            return one_round
 
-        for i in range(5):
+        rounds(info, "the client that blocked first is served first", blocked_first([q]))
+        rounds(info, "blocked on two shards first, served first", blocked_first([q0, q]))
+
+        def exec_first():
             p.call("DEL", src, dst)
             p.call("SET", k, "v")
             b.send(encode("BRPOPLPUSH", src, dst, "0"))
@@ -151,14 +185,11 @@ def main():
             sleeper.reply()
             executed = reply_within(w)
             moved = reply_within(b)
-            if not check(ok == [("+", "OK"), ("+", "OK"), ("+", "QUEUED")] and pushed == 1 and executed == [b"v"]
-                         and moved == b"e", f"round {i}: EXEC runs before a push that arrived after it",
-                         f"WATCH/MULTI/GET {ok!r}, LPUSH {pushed!r}, EXEC {executed!r}, BRPOPLPUSH {moved!r}"):
-                break
+            return (ok == [("+", "OK"), ("+", "OK"), ("+", "QUEUED")] and pushed == 1 and executed == [b"v"]
+                    and moved == b"e",
+                    f"WATCH/MULTI/GET {ok!r}, LPUSH {pushed!r}, EXEC {executed!r}, BRPOPLPUSH {moved!r}")
 
-        stats = info.call("INFO", "stats").decode()
-        timeouts = [ln for ln in stats.split("\r\n") if ln.startswith("hydra_arrival_order_timeouts:")]
-        check(timeouts == ["hydra_arrival_order_timeouts:0"], "the order never gave up waiting", repr(timeouts))
+        rounds(info, "EXEC runs before a push that arrived after it", exec_first)
         for c in conns:
             c.close()
     return finish()

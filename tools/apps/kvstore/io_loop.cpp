@@ -71,7 +71,10 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
 Loop* Loop::current() { return tl_loop; }
 
 Loop::~Loop() {
-  if (epoll_ >= 0) ::close(epoll_);
+  if (epoll_ >= 0) {
+    g_order[local_index_].epoll.store(-1, std::memory_order_relaxed);  // no other loop polls it now (order.cpp)
+    ::close(epoll_);
+  }
 }
 
 void Loop::hand_in(int fd) {
@@ -167,13 +170,15 @@ void Loop::run() {
     }
     if (!blocked_.empty()) block_timeouts();
     worked |= poll_once(0);                     // accept, read, execute, write
-    if (!order_.entries.empty()) {              // ordered commands: in place, or held and retried now (order.cpp)
-      worked |= !order_.waiting.empty();
-      order_rounds();
-    }
+    std::size_t retried = 0;                    // ordered commands: in place, or held and retried now (order.cpp)
+    if (!order_.entries.empty()) retried = order_rounds();
     if (!dirty_.empty()) {                      // replies completed by shard answers
+      const std::size_t marked = dirty_.size();
       drain_dirty();
-      worked = true;
+      // Held commands retried and held again are no work: the round may
+      // count as idle, so that the loop yields or naps (idle.cpp) instead
+      // of spinning on the core the loop it waits for needs.
+      worked |= marked > retried || order_.waiting.size() < retried;
     }
     if (reply_check_) {                         // a reply backlog grew (flush)
       reply_check_ = false;

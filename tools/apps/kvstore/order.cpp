@@ -118,26 +118,30 @@ constexpr std::uint8_t kWaitsFor[OrderEntry::kKinds] = {1u << OrderEntry::kBlock
                                                         1u << OrderEntry::kBlock | 1u << OrderEntry::kExec,
                                                         1u << OrderEntry::kBlock | 1u << OrderEntry::kPush};
 
-// Loop k's frontier for a command of kind `kind`: how far it has read,
-// bounded by its oldest commands of the kinds that one waits for. A loop
-// that is not reading now and has nothing ready in its epoll set has read
-// everything that arrived until now.
-std::int64_t frontier_of(std::size_t k, OrderEntry::Kind kind) {
+// Loop k's frontier for a command of kind `kind`: how far it has read
+// (`read`), and the arrival of its oldest command of the kinds that one
+// waits for (`oldest`). A loop that is not reading now and has nothing
+// ready in its epoll set has read everything that arrived until now.
+struct Frontier {
+  std::int64_t read, oldest;
+};
+Frontier frontier_of(std::size_t k, OrderEntry::Kind kind) {
   OrderSlot& s = g_order[k];
-  auto bounded = [&](std::int64_t f) {
-    for (int j = 0; j < OrderEntry::kKinds; ++j)
-      if (kWaitsFor[kind] >> j & 1) f = std::min(f, s.oldest[j].load(std::memory_order_acquire));
-    return f;
-  };
+  Frontier f{0, INT64_MAX};
+  for (int j = 0; j < OrderEntry::kKinds; ++j)
+    if (kWaitsFor[kind] >> j & 1) f.oldest = std::min(f.oldest, s.oldest[j].load(std::memory_order_acquire));
   const std::uint32_t outside = s.outside.load(std::memory_order_seq_cst);
   if (outside & 1) {
     const std::int64_t now = realtime_ns();
     pollfd p{s.epoll.load(std::memory_order_relaxed), POLLIN, 0};
     if (p.fd >= 0 && ::poll(&p, 1, 0) == 0 && s.outside.load(std::memory_order_seq_cst) == outside &&
-        (k != 0 || g_order_transit.load(std::memory_order_acquire) == 0))
-      return bounded(now);
+        (k != 0 || g_order_transit.load(std::memory_order_acquire) == 0)) {
+      f.read = now;
+      return f;
+    }
   }
-  return bounded(s.frontier.load(std::memory_order_acquire));
+  f.read = s.frontier.load(std::memory_order_acquire);
+  return f;
 }
 
 }  // namespace
@@ -262,8 +266,14 @@ bool Loop::order_ready(const OrderEntry& e) {
   for (std::size_t k = 0; k < local_count_; ++k) {
     if (k != local_index_) {
       std::int64_t& seen = order_.seen[k * OrderEntry::kKinds + e.kind];
-      if (seen <= e.stamp) seen = std::max(seen, frontier_of(k, e.kind));
-      if (seen <= e.stamp) return false;
+      if (seen > e.stamp) continue;
+      const Frontier f = frontier_of(k, e.kind);
+      seen = std::max(seen, std::min(f.read, f.oldest));
+      if (seen > e.stamp) continue;
+      // Equal arrivals on two loops (the clock's resolution): the lower
+      // loop's goes first, or each would wait for the other.
+      if (f.oldest == e.stamp && f.read > e.stamp && k > local_index_) continue;
+      return false;
     } else if (k == 0 && g_order_transit.load(std::memory_order_acquire) != 0) {
       return false;
     }
@@ -284,6 +294,10 @@ void Loop::publish_oldest() {
 void Loop::order_begin(bool nap) {
   if (local_count_ == 1) return;
   order_.t0 = realtime_ns();
+  if (order_.t0 < order_.frontier) [[unlikely]] {  // the clock stepped back: what was seen of the others is ahead
+    std::fill(order_.seen.begin(), order_.seen.end(), 0);
+    order_.frontier = 0;  // until a whole poll reads again
+  }
   order_.cut = false;
   if (nap) publish_oldest();
   else g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);  // even: reading
@@ -298,7 +312,11 @@ void Loop::order_woke(bool nap) {
 void Loop::order_publish() {
   if (local_count_ == 1) return;
   publish_oldest();
-  if (!order_.cut && (!leader_ || g_order_transit.load(std::memory_order_acquire) == 0)) order_.frontier = order_.t0;
+  // The listening loop: a socket dealt and not yet read, or connections
+  // left in the backlog while it is out of descriptors, hold it back.
+  if (!order_.cut && (!leader_ || (g_order_transit.load(std::memory_order_acquire) == 0 &&
+                                   listen_paused_until_ == std::chrono::steady_clock::time_point{})))
+    order_.frontier = order_.t0;
   g_order[local_index_].frontier.store(order_.frontier, std::memory_order_release);
   g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);  // odd: not reading
   if (order_.adopted) {  // the sockets dealt to it are read, and the frontier says so
@@ -308,8 +326,8 @@ void Loop::order_publish() {
 }
 
 // Each round while there are ordered commands: those in place leave, held
-// ones are retried.
-void Loop::order_rounds() {
+// ones are retried (marked dirty; returns how many).
+std::size_t Loop::order_rounds() {
   std::erase_if(order_.entries, [this](const OrderEntry& e) {
     if (!order_done(e)) return false;
     if (e.kind == OrderEntry::kBlock) g_order_blocking.fetch_sub(1, std::memory_order_relaxed);
@@ -318,8 +336,13 @@ void Loop::order_rounds() {
   });
   std::vector<std::uint32_t> waiting;
   waiting.swap(order_.waiting);
+  std::size_t marked = 0;
   for (std::uint32_t slot : waiting)
-    if (slot < conns_.size() && conns_[slot] && !conns_[slot]->held.empty()) mark_dirty(slot);
+    if (slot < conns_.size() && conns_[slot] && !conns_[slot]->held.empty() && !conns_[slot]->dirty) {
+      mark_dirty(slot);
+      ++marked;
+    }
+  return marked;
 }
 
 }  // namespace hydra

@@ -269,7 +269,8 @@ class Loop {
   void order_after(std::uint32_t slot, std::uint32_t gen);
   bool order_ready(const OrderEntry& e);
   bool order_done(const OrderEntry& e);
-  void order_begin(bool nap), order_woke(bool nap), order_publish(), publish_oldest(), order_rounds();
+  void order_begin(bool nap), order_woke(bool nap), order_publish(), publish_oldest();
+  std::size_t order_rounds();  // the held connections it marked to retry
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
   void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
