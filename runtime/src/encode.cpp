@@ -131,9 +131,9 @@ inline void put_record(std::byte* rec, std::uint32_t invoker, PropertyHandle pro
 }
 
 // send_record when something on its way may call out: the queue or the
-// ring must grow, the channel is not yet dirty, a control request, another
-// host, an eager flush, deferred toggles. The same arguments as
-// send_record, so that it is a jump from there.
+// ring must grow, the channel is not yet dirty, a control request, an
+// eager flush, deferred toggles. The same arguments as send_record, so
+// that it is a jump from there.
 [[gnu::noinline]] void send_record_slow(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body,
                                         std::uint32_t len, const Completion& done) {
   Worker* w = tl_state.worker;
@@ -151,7 +151,9 @@ inline void put_record(std::byte* rec, std::uint32_t invoker, PropertyHandle pro
 // The common case calls nothing on its way: the record goes into room the
 // queue has, its completion into room the ring has, and record_closed's
 // work is the counters and, with kEagerBatch records queued behind the
-// batch in the slot, the look at its response.
+// batch in the slot, the look at its response. To another host the same,
+// without the eager flush and the look (batches to other hosts leave at
+// the loop's pace: record_closed).
 void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
                  const Completion& done) {
   Worker* w = tl_state.worker;
@@ -160,9 +162,9 @@ void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const 
     fatal("a request was started while another was being encoded (delegation from inside "
           "a serialize() function?)");
   Channel& ch = w->channel(to);
+  const bool remote = !w->rt().is_local(to);
   if (!ch.queue.fits(kRecordHeader + len) || ch.ring_size == ch.ring_cap || !w->is_dirty(to) || w->control_send() ||
-      !w->rt().is_local(to) || (ch.queued + 1 >= kEagerBatch && !ch.inflight) || w->has_deferred_toggles())
-      [[unlikely]] {
+      (!remote && ch.queued + 1 >= kEagerBatch && !ch.inflight) || w->has_deferred_toggles()) [[unlikely]] {
     send_record_slow(to, invoker, prop, body, len, done);
     return;
   }
@@ -171,6 +173,10 @@ void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const 
   ch.queue.truncate(std::size_t(rec - ch.queue.data()) + kRecordHeader + len);
   ++ch.queued;
   ch.push_into_room(done);
+  if (remote) {
+    w->count_sent_remote();
+    return;
+  }
   w->count_sent();
   // record_closed's rest (the batch is out, or the slow path ran).
   if (ch.queued >= kEagerBatch && Worker::response_ready(ch)) tl_state.budget = 1;

@@ -220,6 +220,10 @@ class Worker {
     ++requests_sent_;
     ++activity_;
   }
+  void count_sent_remote() {
+    count_sent();
+    ++requests_sent_remote_;
+  }
   bool record_open() const { return record_open_; }
   void set_record_open(bool open) { record_open_ = open; }
   void defer_toggle(ThreadId trustee, PropertyHandle h, std::uint64_t id) {
