@@ -26,9 +26,9 @@
 // Otherwise: with fewer threads than cores, or cores nobody else wants, a
 // spinning loop takes a core nobody else wants and answers sooner; on a
 // rack the dataplane writes the slots of requests from other hosts and
-// wakes the runtime, not the loop. There a loop yields its core after 64
-// idle rounds, and naps only after 20 ms of a quiet trustee, as before the
-// kicks.
+// wakes the runtime, not the loop. There a loop yields its core from its
+// first idle round, and naps only after 20 ms of a quiet trustee, as
+// before the kicks.
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <fcntl.h>
@@ -210,7 +210,10 @@ bool Loop::idle(std::uint64_t& idle_rounds) {
     return true;
   }
   withdraw();  // announced while contended, the cores free since
-  if (idle_rounds < 64) return false;
+  // From the first idle round: a spin of 64 rounds first (until
+  // 2026-11-28) held the core from redis-benchmark and from the thread
+  // owing the answers, for less throughput with 2 threads on 2 cores
+  // (README, Performance: Yield from the first idle round).
   if (!idle_.quiet) {
     if (idle_rounds % 64 == 0 && trustee_quiet()) {
       idle_.quiet = true;
