@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -188,6 +189,11 @@ void Loop::withdraw() {
 // --idle-nap-ms).
 bool Loop::idle(std::uint64_t& idle_rounds) {
   if (g_config.busy_polling) return false;
+  // Held commands (order.cpp) wait for other loops' frontiers, which wake
+  // nobody when they move: a nap while some are held lasts 1 ms at most,
+  // however long --idle-nap-ms (a nap past the order's 100 ms wait would
+  // let them go unordered).
+  const int nap_ms = order_.waiting.empty() ? g_config.idle_nap_ms : std::min(g_config.idle_nap_ms, 1);
   if (idle_.adaptive && (++idle_.sample_rounds & 63) == 0) sample_contention();
   if (idle_.naps && (!idle_.adaptive || idle_.contended)) {
     if (idle_rounds < kSpinRounds) return false;
@@ -205,7 +211,7 @@ bool Loop::idle(std::uint64_t& idle_rounds) {
       idle_rounds = 0;
       return false;
     }
-    if (poll_once(g_config.idle_nap_ms)) idle_rounds = 0;  // a kick (kWakeTag) or a socket ended it
+    if (poll_once(nap_ms)) idle_rounds = 0;  // a kick (kWakeTag) or a socket ended it
     withdraw();
     return true;
   }
@@ -233,7 +239,7 @@ bool Loop::idle(std::uint64_t& idle_rounds) {
   }
   if (g_config.idle_nap_ms > 0 &&
       std::chrono::steady_clock::now() - idle_.quiet_since >= std::chrono::milliseconds(20)) {
-    if (poll_once(g_config.idle_nap_ms)) idle_.quiet = false;  // a socket woke it: work again
+    if (poll_once(nap_ms)) idle_.quiet = false;  // a socket woke it: work again
     return true;
   }
   ::sched_yield();

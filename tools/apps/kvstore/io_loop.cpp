@@ -147,6 +147,7 @@ void Loop::run() {
     if (listen_paused_until_ != std::chrono::steady_clock::time_point{} &&
         std::chrono::steady_clock::now() >= listen_paused_until_) {
       listen_paused_until_ = {};
+      if (local_count_ > 1) g_order_transit.fetch_sub(1, std::memory_order_acq_rel);  // the backlog is read again (order.cpp)
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.u64 = kListenerTag;
@@ -251,6 +252,10 @@ void Loop::accept_all() {
         std::fprintf(stderr, "hydra: accept: %s (raise the descriptor limit); not accepting for 100 ms\n",
                      std::strerror(errno));
         ::epoll_ctl(epoll_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        // The connections left in the backlog hold the arrival order's
+        // frontier as a socket in transit does (order.cpp), once per pause.
+        if (local_count_ > 1 && listen_paused_until_ == std::chrono::steady_clock::time_point{})
+          g_order_transit.fetch_add(1, std::memory_order_acq_rel);
         listen_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
       }
       return;  // EAGAIN: none left

@@ -127,20 +127,21 @@ struct Frontier {
 };
 Frontier frontier_of(std::size_t k, OrderEntry::Kind kind) {
   OrderSlot& s = g_order[k];
-  Frontier f{0, INT64_MAX};
-  for (int j = 0; j < OrderEntry::kKinds; ++j)
-    if (kWaitsFor[kind] >> j & 1) f.oldest = std::min(f.oldest, s.oldest[j].load(std::memory_order_acquire));
+  Frontier f{-1, INT64_MAX};
   const std::uint32_t outside = s.outside.load(std::memory_order_seq_cst);
   if (outside & 1) {
     const std::int64_t now = realtime_ns();
     pollfd p{s.epoll.load(std::memory_order_relaxed), POLLIN, 0};
     if (p.fd >= 0 && ::poll(&p, 1, 0) == 0 && s.outside.load(std::memory_order_seq_cst) == outside &&
-        (k != 0 || g_order_transit.load(std::memory_order_acquire) == 0)) {
+        (k != 0 || g_order_transit.load(std::memory_order_acquire) == 0))
       f.read = now;
-      return f;
-    }
   }
-  f.read = s.frontier.load(std::memory_order_acquire);
+  if (f.read < 0) f.read = s.frontier.load(std::memory_order_acquire);
+  // The oldest commands after what was read: the loop publishes them before
+  // its frontier and before it marks itself outside (order_publish), so
+  // these loads see those of the poll the frontier came from, or later.
+  for (int j = 0; j < OrderEntry::kKinds; ++j)
+    if (kWaitsFor[kind] >> j & 1) f.oldest = std::min(f.oldest, s.oldest[j].load(std::memory_order_acquire));
   return f;
 }
 
@@ -313,10 +314,9 @@ void Loop::order_publish() {
   if (local_count_ == 1) return;
   publish_oldest();
   // The listening loop: a socket dealt and not yet read, or connections
-  // left in the backlog while it is out of descriptors, hold it back.
-  if (!order_.cut && (!leader_ || (g_order_transit.load(std::memory_order_acquire) == 0 &&
-                                   listen_paused_until_ == std::chrono::steady_clock::time_point{})))
-    order_.frontier = order_.t0;
+  // left in the backlog while it is out of descriptors (accept_all counts
+  // them in g_order_transit too), hold it back.
+  if (!order_.cut && (!leader_ || g_order_transit.load(std::memory_order_acquire) == 0)) order_.frontier = order_.t0;
   g_order[local_index_].frontier.store(order_.frontier, std::memory_order_release);
   g_order[local_index_].outside.fetch_add(1, std::memory_order_seq_cst);  // odd: not reading
   if (order_.adopted) {  // the sockets dealt to it are read, and the frontier says so
