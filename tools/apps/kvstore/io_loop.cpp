@@ -175,11 +175,13 @@ void Loop::run() {
     if (!order_.entries.empty()) retried = order_rounds();
     if (!dirty_.empty()) {                      // replies completed by shard answers
       const std::size_t marked = dirty_.size();
+      const std::uint64_t ran = commands_;
       drain_dirty();
       // Held commands retried and held again are no work: the round may
       // count as idle, so that the loop yields or naps (idle.cpp) instead
-      // of spinning on the core the loop it waits for needs.
-      worked |= marked > retried || order_.waiting.size() < retried;
+      // of spinning on the core the loop it waits for needs. Any command
+      // that ran (commands_ counts those past the order) is work.
+      worked |= marked > retried || commands_ != ran;
     }
     if (reply_check_) {                         // a reply backlog grew (flush)
       reply_check_ = false;
