@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_log import check, finish  # noqa: E402
 from hydra_proc import free_port  # noqa: E402
-from resp_client import Conn, encode  # noqa: E402
+from resp_client import Conn, encode, reply_within  # noqa: E402
 
 HEADROOM = 4  # descriptors Hydra may open beyond those it has when the limit is set
 
@@ -44,16 +44,6 @@ def stat(c, name):
 
 def timeouts(c):
     return stat(c, "hydra_arrival_order_timeouts")
-
-
-def reply_within(c, seconds):
-    c.s.settimeout(seconds)
-    try:
-        return c.reply()
-    except OSError:
-        return None
-    finally:
-        c.s.settimeout(10)
 
 
 def main():

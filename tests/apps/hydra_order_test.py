@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_log import check, finish  # noqa: E402
 from hydra_pair import shard_of  # noqa: E402
 from hydra_proc import free_port, local_hydra  # noqa: E402
-from resp_client import Conn, encode  # noqa: E402
+from resp_client import Conn, encode, reply_within  # noqa: E402
 
 SLEEP = 0.03  # loop 0's DEBUG SLEEP, well under the order's 100 ms wait
 ROUNDS, ATTEMPTS = 5, 15
@@ -67,17 +67,6 @@ def connect(port, n):
             time.sleep(0.01)
         conns.append(c)
     return conns
-
-
-def reply_within(c, seconds=2):
-    """c's next reply, or None if none comes within `seconds`."""
-    c.s.settimeout(seconds)
-    try:
-        return c.reply()
-    except OSError:
-        return None
-    finally:
-        c.s.settimeout(10)
 
 
 def elapsed(c, *cmd):

@@ -90,3 +90,15 @@ def cli(addr, *args, timeout=20):
     p = subprocess.run(["redis-cli", "-h", addr[0], "-p", str(addr[1]), *args],
                        capture_output=True, text=True, timeout=timeout)
     return (p.stdout + p.stderr).rstrip("\n")
+
+
+def reply_within(c, seconds=2):
+    """c's next reply, or None if none comes within `seconds` (then its
+    timeout is 10 s again)."""
+    c.s.settimeout(seconds)
+    try:
+        return c.reply()
+    except OSError:
+        return None
+    finally:
+        c.s.settimeout(10)
