@@ -32,18 +32,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_log import check, finish  # noqa: E402
 from hydra_proc import free_port  # noqa: E402
-from resp_client import Conn, encode, reply_within  # noqa: E402
+from resp_client import Conn, encode, info_field, reply_within  # noqa: E402
 
 HEADROOM = 4  # descriptors Hydra may open beyond those it has when the limit is set
 
 
-def stat(c, name):
-    stats = c.call("INFO", "stats").decode()
-    return [int(ln.split(":")[1]) for ln in stats.split("\r\n") if ln.startswith(name + ":")][0]
-
-
 def timeouts(c):
-    return stat(c, "hydra_arrival_order_timeouts")
+    return info_field(c, "stats", "hydra_arrival_order_timeouts")
 
 
 def main():
@@ -114,12 +109,12 @@ def main():
         extra = []
         drained = False
         for _ in range(300):
-            if stat(info, "total_connections_received") >= opened:
+            if info_field(info, "stats", "total_connections_received") >= opened:
                 drained = True
                 break
             time.sleep(0.05)
         if not check(drained, "the backlog was accepted once the connections closed",
-                     f"{stat(info, 'total_connections_received')} of {opened} connections accepted"):
+                     f"{info_field(info, 'stats', 'total_connections_received')} of {opened} connections accepted"):
             return finish()
         time.sleep(0.3)  # the last pause ends, and the loops have read their new sockets
         base = timeouts(info)

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_log import check, finish  # noqa: E402
 from hydra_pair import shard_of  # noqa: E402
 from hydra_proc import free_port, local_hydra  # noqa: E402
-from resp_client import Conn, encode, reply_within  # noqa: E402
+from resp_client import Conn, encode, info_field, reply_within  # noqa: E402
 
 SLEEP = 0.03  # loop 0's DEBUG SLEEP, well under the order's 100 ms wait
 ROUNDS, ATTEMPTS = 5, 15
@@ -76,8 +76,7 @@ def elapsed(c, *cmd):
 
 
 def timeouts(info):
-    stats = info.call("INFO", "stats").decode()
-    return [int(ln.split(":")[1]) for ln in stats.split("\r\n") if ln.startswith("hydra_arrival_order_timeouts:")][0]
+    return info_field(info, "stats", "hydra_arrival_order_timeouts")
 
 
 def rounds(info, what, one_round):

@@ -92,6 +92,12 @@ def cli(addr, *args, timeout=20):
     return (p.stdout + p.stderr).rstrip("\n")
 
 
+def info_field(c, section, name):
+    """The integer field `name` of INFO `section`, read on connection c."""
+    text = c.call("INFO", section).decode()
+    return [int(ln.split(":", 1)[1]) for ln in text.split("\r\n") if ln.startswith(name + ":")][0]
+
+
 def reply_within(c, seconds=2):
     """c's next reply, or None if none comes within `seconds` (then its
     timeout is 10 s again)."""
