@@ -188,7 +188,8 @@ void UdpTransport::transmit(std::uint32_t peer, const std::uint8_t* payload, std
       k_.mac_known[peer] = true;
     }
   }
-  wire::write_l2l4(fr.data, dp_.mac_.data(), k_.macs[peer].data(), dp_.self_ep_, dp_.peers_[peer].ep, udp_payload);
+  wire::write_l2l4(fr.data, dp_.mac_.data(), k_.macs[peer].data(), dp_.self_ep_, dp_.peers_[peer].ep, udp_payload,
+                    /*udp_checksum=*/!sign);
   k_.tx_batch.push_back(fr);
   if (k_.tx_batch.size() >= kBurst) flush_tx();
 }

@@ -14,15 +14,42 @@ constexpr std::uint8_t kProtoUdp = 17;
 
 std::uint16_t load_be16(const std::uint8_t* p) { return std::uint16_t(p[0] << 8 | p[1]); }
 
-std::uint32_t sum16(const std::uint8_t* p, std::size_t n, std::uint32_t sum) {
-  for (; n > 1; n -= 2, p += 2) sum += std::uint32_t(p[0] << 8 | p[1]);
-  if (n) sum += std::uint32_t(p[0] << 8);
-  return sum;
-}
-
 std::uint16_t fold(std::uint32_t sum) {
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return std::uint16_t(sum);
+}
+
+// `sum` plus the ones' complement sum of the big-endian 16-bit words of
+// p[0, n) (an odd last byte padded with zero), not folded. The words are
+// added in native (little-endian) order, 4 bytes at a time into 64-bit
+// accumulators, and the folded result swapped once: the ones' complement
+// sum commutes with swapping the bytes of every word (RFC 1071 §2(B)).
+// Byte by byte, a 4 KiB frame's checksum cost ~2,000 adds on each side.
+std::uint32_t sum16(const std::uint8_t* p, std::size_t n, std::uint32_t sum) {
+  std::uint64_t a = 0, b = 0;
+  for (; n >= 16; n -= 16, p += 16) {
+    std::uint32_t w[4];
+    std::memcpy(w, p, 16);
+    a += std::uint64_t(w[0]) + w[1];
+    b += std::uint64_t(w[2]) + w[3];
+  }
+  for (; n >= 4; n -= 4, p += 4) {
+    std::uint32_t w;
+    std::memcpy(&w, p, 4);
+    a += w;
+  }
+  if (n >= 2) {
+    a += std::uint64_t(p[0] | p[1] << 8);
+    p += 2;
+    n -= 2;
+  }
+  if (n) a += p[0];  // big-endian p[0] << 8, in native order
+  // a + b < 2^64 for any n below 2^32 bytes; fold 64 -> 32 -> 16 bits.
+  std::uint64_t t = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32);
+  t = (t & 0xffffffff) + (t >> 32);
+  t = (t & 0xffffffff) + (t >> 32);
+  const std::uint16_t native = fold(std::uint32_t(t));
+  return sum + std::uint16_t(native >> 8 | native << 8);
 }
 
 // Sum of the UDP pseudo header, UDP header and payload (RFC 768).
@@ -158,7 +185,7 @@ bool RecordCursor::next(RecordView* out) {
 }
 
 void write_l2l4(std::uint8_t* f, const std::uint8_t src_mac[6], const std::uint8_t dst_mac[6],
-                const Endpoint& src, const Endpoint& dst, std::size_t payload_len) {
+                const Endpoint& src, const Endpoint& dst, std::size_t payload_len, bool udp_checksum) {
   std::memcpy(f, dst_mac, 6);
   std::memcpy(f + 6, src_mac, 6);
   f[12] = 0x08;
@@ -189,6 +216,7 @@ void write_l2l4(std::uint8_t* f, const std::uint8_t src_mac[6], const std::uint8
   udp[4] = std::uint8_t(udp_len >> 8);
   udp[5] = std::uint8_t(udp_len);
   udp[6] = udp[7] = 0;
+  if (!udp_checksum) return;  // 0: no checksum (RFC 768)
   std::uint16_t uc = std::uint16_t(~fold(udp_sum(ip, udp, udp_len)));
   if (uc == 0) uc = 0xffff;  // 0 means "no checksum"
   udp[6] = std::uint8_t(uc >> 8);

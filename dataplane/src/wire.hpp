@@ -239,8 +239,11 @@ class RecordCursor {
 };
 
 // Writes Ethernet/IPv4/UDP headers for `payload_len` bytes already placed
-// after them, with the IPv4 checksum and the UDP checksum.
+// after them, with the IPv4 checksum and, unless `udp_checksum` is false,
+// the UDP checksum (0 means none). The transport leaves it out of
+// authenticated frames: their tag already covers every byte the checksum
+// would, and summing both ends of a 9000-byte frame costs more than the tag.
 void write_l2l4(std::uint8_t* frame, const std::uint8_t src_mac[6], const std::uint8_t dst_mac[6],
-                const Endpoint& src, const Endpoint& dst, std::size_t payload_len);
+                const Endpoint& src, const Endpoint& dst, std::size_t payload_len, bool udp_checksum = true);
 
 }  // namespace gossamer::dataplane::wire

@@ -4,6 +4,7 @@
 // frames are rejected without reading outside the buffer (the ASan build
 // checks that: every parse below reads from a buffer of exactly the frame's
 // length).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -125,6 +126,36 @@ TEST(WireParse, IndependentChecksumAgrees) {
   fix_udp_checksum(g);
   EXPECT_EQ(f, g);
   EXPECT_EQ(inet_sum(ip_of(f), kIpBytes), 0xffff);
+}
+
+// write_l2l4's checksums (summed 4 bytes at a time) against the test's
+// byte-by-byte sum, for every payload length up to 300 (odd and even, each
+// tail of the word loop) and a few up to the largest MTU, with random bytes.
+TEST(WireParse, ChecksumsAgreeAtEveryLength) {
+  std::uint32_t x = 12345;
+  auto next = [&x] { return x = x * 1103515245u + 12345u; };
+  std::vector<std::size_t> lens;
+  for (std::size_t n = 0; n <= 300; ++n) lens.push_back(n);
+  for (std::size_t n : {1023u, 1408u, 4097u, 8953u, 9174u}) lens.push_back(n);
+  for (std::size_t n : lens) {
+    std::vector<std::uint8_t> f(kL2L4Bytes + n);
+    for (std::size_t i = kL2L4Bytes; i < f.size(); ++i) f[i] = std::uint8_t(next() >> 16);
+    if (n % 7 == 0)  // all ones: sums that fold to 0xffff
+      std::fill(f.begin() + kL2L4Bytes, f.end(), std::uint8_t(0xff));
+    write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], n);
+    auto g = f;
+    fix_ip_checksum(g);
+    fix_udp_checksum(g);
+    ASSERT_EQ(f, g) << "payload of " << n << " bytes";
+  }
+}
+
+TEST(WireParse, NoUdpChecksumWhenAsked) {
+  std::vector<std::uint8_t> f(kL2L4Bytes + 64, 0x5a);
+  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], 64, /*udp_checksum=*/false);
+  EXPECT_EQ(udp_of(f)[6], 0);
+  EXPECT_EQ(udp_of(f)[7], 0);
+  EXPECT_EQ(inet_sum(ip_of(f), kIpBytes), 0xffff);  // the IPv4 checksum is still there
 }
 
 TEST(WireParse, DropNames) {
