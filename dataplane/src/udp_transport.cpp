@@ -181,7 +181,7 @@ void UdpTransport::transmit(std::uint32_t peer, const std::uint8_t* payload, std
   }
   fr.peer = peer;
   std::memcpy(fr.data + wire::kL2L4Bytes, payload, len);
-  if (sign) FrameAuth::sign(send_keys_[peer], payload, len, fr.data + wire::kL2L4Bytes + len);
+  if (sign) FrameAuth::sign(send_keys_[peer], k_.index, signed_++, payload, len, fr.data + wire::kL2L4Bytes + len);
   if (!k_.mac_known[peer]) [[unlikely]] {
     if (const std::uint64_t l = dp_.peers_[peer].learned_mac.load(std::memory_order_relaxed); l >> 63) {
       for (int b = 0; b < 6; ++b) k_.macs[peer][std::size_t(b)] = std::uint8_t(l >> (8 * b));

@@ -66,6 +66,10 @@ class UdpTransport final : public Transport {
   Dataplane::Core& k_;
   Verifier verifier_;
   std::vector<FrameKey> send_keys_;  // per peer: our incarnation's key to it
+  // Frames this core has signed: with the core's index, the nonce of the
+  // next (auth.hpp). One transport per core for the process's lifetime, so
+  // the count never restarts under a key.
+  std::uint64_t signed_ = 0;
 };
 
 }  // namespace gossamer::dataplane

@@ -50,8 +50,8 @@ namespace gossamer::dataplane::wire {
 
 inline constexpr std::uint32_t kMagic = 0x464d5347;  // "GSMF"
 // 2: fragment records; 3: active connections; 4: tag trailer; 5: 64-bit incarnations;
-// 6: the announce's owner
-inline constexpr std::uint8_t kVersion = 6;
+// 6: the announce's owner; 7: a GMAC trailer (nonce and tag) for the SipHash tag
+inline constexpr std::uint8_t kVersion = 7;
 inline constexpr std::size_t kEthBytes = 14, kIpBytes = 20, kUdpBytes = 8;
 inline constexpr std::size_t kL2L4Bytes = kEthBytes + kIpBytes + kUdpBytes;
 // The MTU (IP packet bytes) is dataplane.mtu, the same on every host: frames
@@ -99,15 +99,18 @@ static_assert(offsetof(FrameHeader, seq) == 12 && offsetof(FrameHeader, boot) ==
               offsetof(FrameHeader, coalescing) == 46);
 static_assert(std::is_trivially_copyable_v<FrameHeader>);
 
-// The tag that follows the records when frames are authenticated (auth.hpp).
-// Records leave room for it either way, so both settings cut slots alike.
-inline constexpr std::size_t kTagBytes = 16;
+// The trailer that follows the records when frames are authenticated
+// (auth.hpp): an 8-byte nonce and a 16-byte tag. Records leave room for it
+// either way, so both settings cut slots alike. 24 bytes keep a frame of
+// full records at the MTU (records are cut at multiples of 8) and a full
+// slot of 4 KiB in 3 fragments at 1500.
+inline constexpr std::size_t kTagBytes = 24;
 // Record bytes of one frame at MTU `mtu` (a multiple of 8).
 constexpr std::size_t max_record_bytes(std::size_t mtu) {
   return (mtu - kIpBytes - kUdpBytes - sizeof(FrameHeader) - kTagBytes) & ~std::size_t(7);
 }
-inline constexpr std::size_t kMaxRecordBytes = max_record_bytes(kMtu);  // 1408
-static_assert(kMaxRecordBytes == 1408 && kMaxRecordBytes % 8 == 0);
+inline constexpr std::size_t kMaxRecordBytes = max_record_bytes(kMtu);  // 1400
+static_assert(kMaxRecordBytes == 1400 && kMaxRecordBytes % 8 == 0);
 
 enum RecordKind : std::uint8_t { kRecRequest = 1, kRecResponse = 2, kRecAttach = 3, kRecDetach = 4 };
 
@@ -151,8 +154,8 @@ constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 // alone). A receiver takes fragments up to the largest MTU's: the frame's
 // length is checked against its own MTU before (Drop::kTooLong).
 constexpr std::size_t max_fragment_bytes(std::size_t mtu) { return max_record_bytes(mtu) - sizeof(WireRecord); }
-inline constexpr std::size_t kMaxFragmentBytes = max_fragment_bytes(kMtu);  // 1376
-static_assert(kMaxFragmentBytes == 1376 && kMaxFragmentBytes % 8 == 0);
+inline constexpr std::size_t kMaxFragmentBytes = max_fragment_bytes(kMtu);  // 1368
+static_assert(kMaxFragmentBytes == 1368 && kMaxFragmentBytes % 8 == 0);
 static_assert(max_record_bytes(kMaxMtu) < 0xffff && max_record_bytes(kMinMtu) >= 256);
 
 // Payload bytes that follow a record (already validated by parse_frame).

@@ -83,7 +83,7 @@ TEST(Mtu, JumboFrameCarriesAFullSlot) {
   EXPECT_EQ(s.too_long, 0u);
 }
 
-// At the default MTU the same slots take ceil(4096 / 1376) = 3 fragments,
+// At the default MTU the same slots take ceil(4096 / 1368) = 3 fragments,
 // each its own frame.
 TEST(Mtu, DefaultMtuFragmentsAFullSlot) {
   const Sent s = full_slots(1500);

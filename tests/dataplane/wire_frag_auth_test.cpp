@@ -3,6 +3,7 @@
 // reading outside the buffer: the ASan build checks), and authenticated
 // frames (auth.hpp).
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -222,8 +223,9 @@ std::vector<std::uint8_t> sign(std::vector<std::uint8_t> f, const std::string& s
   std::memcpy(&h, f.data() + kL2L4Bytes, sizeof h);
   const std::size_t payload = f.size() - kL2L4Bytes;
   f.resize(f.size() + kTagBytes);
-  gossamer::dataplane::FrameAuth::sign(a.key(h.src_host, h.dst_host, h.boot), f.data() + kL2L4Bytes, payload,
-                                       f.data() + kL2L4Bytes + payload);
+  static std::uint64_t count = 0;  // a new nonce for every frame signed (auth.hpp)
+  gossamer::dataplane::FrameAuth::sign(a.key(h.src_host, h.dst_host, h.boot), /*core=*/0, count++,
+                                       f.data() + kL2L4Bytes, payload, f.data() + kL2L4Bytes + payload);
   write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[h.src_host], kHosts[kSelf], payload + kTagBytes);
   return f;
 }
@@ -297,6 +299,62 @@ TEST(WireAuth, ForgeriesAreRefusedBeforeTheRecords) {
   EXPECT_EQ(parse_signed(forged, v), Drop::kBadMac);
   // ... and with a good tag they are (authenticated, then parsed).
   EXPECT_EQ(parse_signed(sign(bad), v), Drop::kBadRecord);
+}
+
+// The trailer's nonce is part of what the tag covers: a frame whose nonce
+// was changed (or whose tag was moved to another frame) fails; two frames
+// with the same bytes under different nonces carry different tags.
+TEST(WireAuth, TheNonceCounts) {
+  SecretVerifier v(kSecret);
+  auto f = sign(data_frame(kThree));
+  auto g = sign(data_frame(kThree));
+  const std::size_t trailer = f.size() - kTagBytes;
+  ASSERT_EQ(f.size(), g.size());
+  EXPECT_NE(std::memcmp(f.data() + trailer, g.data() + trailer, kTagBytes), 0);
+  EXPECT_EQ(parse_signed(f, v), Drop::kNone);
+  for (std::size_t i : {std::size_t(0), std::size_t(4), gossamer::dataplane::kNonceBytes - 1}) {
+    auto h = f;
+    h[trailer + i] ^= 0x01;
+    write_l2l4(h.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], h.size() - kL2L4Bytes);
+    EXPECT_EQ(parse_signed(h, v), Drop::kBadMac) << "trailer byte " << i;
+  }
+  // g's nonce and tag on f's bytes (the same bytes): g's tag is for g's
+  // nonce, so moving the whole trailer keeps it valid, but mixing does not.
+  auto moved = f;
+  std::memcpy(moved.data() + trailer, g.data() + trailer, kTagBytes);
+  write_l2l4(moved.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], moved.size() - kL2L4Bytes);
+  EXPECT_EQ(parse_signed(moved, v), Drop::kNone);
+  auto mixed = f;
+  std::memcpy(mixed.data() + trailer + gossamer::dataplane::kMacOffset,
+              g.data() + trailer + gossamer::dataplane::kMacOffset, gossamer::dataplane::kMacBytes);
+  write_l2l4(mixed.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], mixed.size() - kL2L4Bytes);
+  EXPECT_EQ(parse_signed(mixed, v), Drop::kBadMac);
+}
+
+// libsodium's AES-GCM (AES-NI) and OpenSSL's (the path for CPUs without it)
+// compute the same tags: each verifies the other's frames, and both refuse
+// a flipped bit. On a CPU without AES-NI only the portable path is checked.
+TEST(WireAuth, AcceleratedAndPortableTagsAgree) {
+  using gossamer::dataplane::FrameAuth;
+  SecretVerifier v(kSecret);
+  struct Restore {
+    ~Restore() { FrameAuth::force_portable(false); }
+  } restore;
+  if (!FrameAuth::accelerated()) std::printf("note: no AES-NI here; checking the portable path alone\n");
+  for (bool sign_portable : {false, true}) {
+    for (bool verify_portable : {false, true}) {
+      FrameAuth::force_portable(sign_portable);
+      auto f = sign(data_frame({{kRecRequest, 40, 0, 11}, {kRecRequest, 1200, 1, 12}}));
+      FrameAuth::force_portable(verify_portable);
+      EXPECT_EQ(parse_signed(f, v), Drop::kNone) << sign_portable << verify_portable;
+      for (std::size_t at : {kL2L4Bytes + sizeof(FrameHeader) + 3, f.size() / 2, f.size() - 1}) {
+        auto g = f;
+        g[at] ^= 0x20;
+        write_l2l4(g.data(), kMacSrc, kMacDst, kHosts[0], kHosts[kSelf], g.size() - kL2L4Bytes);
+        EXPECT_EQ(parse_signed(g, v), Drop::kBadMac) << sign_portable << verify_portable << " byte " << at;
+      }
+    }
+  }
 }
 
 TEST(WireAuth, KeysDifferPerDirectionAndIncarnation) {

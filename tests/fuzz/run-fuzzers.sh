@@ -51,7 +51,7 @@ if ! "$cxx" -std=c++20 -fsanitize=fuzzer,address,undefined "$out/probe.cpp" -o "
 fi
 
 inc=(-I dataplane/src -I runtime/include -I tests/fuzz)
-lib=(dataplane/src/wire.cpp dataplane/src/app.cpp dataplane/src/auth.cpp dataplane/src/rack_keys.cpp -lsodium)
+lib=(dataplane/src/wire.cpp dataplane/src/app.cpp dataplane/src/auth.cpp dataplane/src/rack_keys.cpp -lsodium -lcrypto)
 cp_inc=(-I controlplane/src -I runtime/include -I tests/fuzz)
 cp_lib=(controlplane/src/proto.cpp controlplane/src/handshake.cpp -lcrypto)
 # -fno-sanitize-recover: a UBSan report aborts, so libFuzzer records it.

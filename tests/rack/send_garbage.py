@@ -33,15 +33,15 @@ def udp_frame(dst_mac, src_mac, src_ip, dst_ip, port, payload):
     return dst_mac + src_mac + b"\x08\x00" + ip + udp
 
 
-def wire_version():
-    # wire::kVersion, read from wire.hpp: the other malformations must fail
-    # for their own reason, not for the version.
+def wire_constant(name):
+    # A constant of wire.hpp (kVersion, kTagBytes): the other malformations
+    # must fail for their own reason, not for the version or the length.
     hpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dataplane", "src", "wire.hpp")
     with open(hpp) as f:
-        return int(re.search(r"\bkVersion = (\d+);", f.read()).group(1))
+        return int(re.search(r"\b" + name + r" = (\d+);", f.read()).group(1))
 
 
-VERSION = wire_version()
+VERSION = wire_constant("kVersion")
 
 
 def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1, records=0, length=0,
@@ -53,7 +53,7 @@ def header(magic=0x464D5347, version=VERSION, typ=1, conn=0, src=0, dst=1, seq=1
                        records, length, 0, 0)
 
 
-TAG = 16  # the tag after the records (dataplane/src/auth.hpp)
+TAG = wire_constant("kTagBytes")  # the trailer after the records (nonce and tag, dataplane/src/auth.hpp)
 
 
 def main():
