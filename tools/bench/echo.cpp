@@ -49,6 +49,8 @@
 #include <CLI/CLI.hpp>
 #include <gossamer/gossamer.hpp>
 
+#include "payload.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -113,12 +115,8 @@ struct ThreadResult {
   Clock::time_point last_done{};
 };
 
-// The payload of request `seq` of fiber `id`: distinct per request, so that
-// an echo of the wrong bytes is caught.
-void fill(char* p, std::size_t n, std::uint64_t id, std::uint64_t seq) {
-  std::uint64_t x = id * 0x9E3779B97F4A7C15ull + seq;
-  for (std::size_t i = 0; i < n; ++i) p[i] = char((x >> ((i % 8) * 8)) + i);
-}
+// The payload of request `seq` of `id` (a fiber, a connection): payload.hpp.
+using echo_payload::fill;
 
 // The host-0 share of the rack's threads (abi::host_threads).
 std::size_t host0_threads(std::size_t total, std::size_t hosts) {

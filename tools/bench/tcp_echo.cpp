@@ -35,6 +35,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "payload.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -186,11 +188,8 @@ struct ClientConn {
   bool want_out = false;
 };
 
-// The bytes of message `seq` on connection `id`, so that echoes are checked.
-void fill(char* p, std::size_t n, std::uint64_t id, std::uint64_t seq) {
-  std::uint64_t x = id * 0x9E3779B97F4A7C15ull + seq;
-  for (std::size_t i = 0; i < n; ++i) p[i] = char((x >> ((i % 8) * 8)) + i);
-}
+// The payload of request `seq` of `id` (a fiber, a connection): payload.hpp.
+using echo_payload::fill;
 
 int run_client(const std::string& host, int port, std::size_t nconns, std::size_t depth, double seconds,
                std::size_t size) {
