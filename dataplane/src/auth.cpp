@@ -31,10 +31,11 @@ bool use_sodium() { return hardware_gcm() && !g_force_portable.load(std::memory_
 bool portable_gmac(const std::uint8_t key[32], const std::uint8_t* nonce, const std::uint8_t* data, std::size_t len,
                    std::uint8_t* tag_out, const std::uint8_t* check) {
   struct Ctx {
-    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+    EVP_CIPHER_CTX* c = nullptr;
     ~Ctx() { EVP_CIPHER_CTX_free(c); }
   };
   thread_local Ctx ctx;
+  if (!ctx.c) ctx.c = EVP_CIPHER_CTX_new();  // again next time if it failed
   EVP_CIPHER_CTX* c = ctx.c;
   int outl = 0;
   std::uint8_t tag[kMacBytes];
@@ -84,9 +85,11 @@ FrameKey FrameAuth::key(std::uint32_t src, std::uint32_t dst, std::uint64_t boot
   return out;
 }
 
-void FrameAuth::sign(const FrameKey& k, std::uint32_t core, std::uint64_t count, const std::uint8_t* data,
+bool FrameAuth::sign(const FrameKey& k, std::uint32_t core, std::uint64_t count, const std::uint8_t* data,
                      std::size_t len, std::uint8_t* trailer) {
-  const std::uint64_t n = std::uint64_t(core) << 56 | (count & ((std::uint64_t(1) << 56) - 1));
+  if (core >= 256 || count >> 56) [[unlikely]]
+    return false;  // a nonce that could collide with another core's or wrap
+  const std::uint64_t n = std::uint64_t(core) << 56 | count;
   for (std::size_t i = 0; i < kNonceBytes; ++i) trailer[i] = std::uint8_t(n >> (8 * i));
   std::uint8_t nonce[crypto_aead_aes256gcm_NPUBBYTES];
   gcm_nonce(trailer, nonce);
@@ -94,10 +97,10 @@ void FrameAuth::sign(const FrameKey& k, std::uint32_t core, std::uint64_t count,
   if (use_sodium()) [[likely]] {
     unsigned long long maclen = 0;
     std::uint8_t none[1];  // nothing is encrypted (0 bytes); libsodium wants a pointer
-    crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &maclen, none, 0, data, len, nullptr, nonce, &k.gcm);
-  } else if (!portable_gmac(k.bytes, nonce, data, len, tag, nullptr)) {
-    std::memset(tag, 0, kMacBytes);  // out of memory in OpenSSL: the receiver drops it, retransmission covers it
+    return crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &maclen, none, 0, data, len, nullptr, nonce,
+                                                          &k.gcm) == 0;
   }
+  return portable_gmac(k.bytes, nonce, data, len, tag, nullptr);
 }
 
 bool FrameAuth::verify(const FrameKey& k, const std::uint8_t* data, std::size_t len, const std::uint8_t* trailer) {

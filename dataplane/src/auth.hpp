@@ -21,7 +21,10 @@
 // incarnation only grows, incarnation.hpp), and each of its cores (at most
 // 8, dataplane.cores) counts its own frames from 0, so no (key, nonce) pair
 // repeats: 2^56 frames are 228 years at 10 M frames/s. A retransmission is a
-// new frame with a new nonce.
+// new frame with a new nonce. A dataplane whose memory is copied while it
+// runs and then resumed twice (a VM snapshot restored, a CRIU checkpoint)
+// would sign again with counts it has used: that is not supported
+// (SECURITY.md).
 //
 // GMAC rather than the keyed SipHash-2-4 of wire version 6: with AES-NI and
 // PCLMULQDQ it tags 4 KiB in ~1,900 cycles against SipHash's ~3,900, and as
@@ -60,8 +63,9 @@ class FrameAuth {
   FrameKey key(std::uint32_t src, std::uint32_t dst, std::uint64_t boot) const;
   // Writes the trailer of `len` bytes at `trailer` (kTagBytes): the nonce
   // (core < 256, count < 2^56) and the tag. The caller never passes a (core, count)
-  // twice for one key.
-  static void sign(const FrameKey& k, std::uint32_t core, std::uint64_t count, const std::uint8_t* data,
+  // twice for one key. False (nothing to send) if either is out of range or
+  // the software path could not run (OpenSSL out of memory).
+  [[nodiscard]] static bool sign(const FrameKey& k, std::uint32_t core, std::uint64_t count, const std::uint8_t* data,
                    std::size_t len, std::uint8_t* trailer);
   static bool verify(const FrameKey& k, const std::uint8_t* data, std::size_t len, const std::uint8_t* trailer);
 

@@ -35,10 +35,12 @@ bool UdpTransport::Verifier::verify(const wire::FrameHeader& h, const std::uint8
   if (c.valid && c.boot == h.boot) [[likely]] return FrameAuth::verify(c.key, payload, len, tag);
   // A new incarnation, or a forgery claiming one: derive its key, and keep
   // it only if the frame verifies (forged frames must not evict the real
-  // incarnation's key and make every real frame derive it again).
+  // incarnation's key and make every real frame derive it again) and names
+  // a later incarnation (nor may replayed frames of an earlier one, which
+  // the connections drop as stale anyway).
   const FrameKey k = auth->key(h.src_host, self, h.boot);
   if (!FrameAuth::verify(k, payload, len, tag)) return false;
-  c = Cached{true, h.boot, k};
+  if (!c.valid || h.boot > c.boot) c = Cached{true, h.boot, k};
   return true;
 }
 
@@ -181,7 +183,12 @@ void UdpTransport::transmit(std::uint32_t peer, const std::uint8_t* payload, std
   }
   fr.peer = peer;
   std::memcpy(fr.data + wire::kL2L4Bytes, payload, len);
-  if (sign) FrameAuth::sign(send_keys_[peer], k_.index, signed_++, payload, len, fr.data + wire::kL2L4Bytes + len);
+  if (sign && !FrameAuth::sign(send_keys_[peer], k_.index, signed_++, payload, len, fr.data + wire::kL2L4Bytes + len))
+      [[unlikely]] {
+    dp_.port_->release(fr);
+    ++k_.stats.tx_failed;  // as an allocation failure: the retransmission timer covers it
+    return;
+  }
   if (!k_.mac_known[peer]) [[unlikely]] {
     if (const std::uint64_t l = dp_.peers_[peer].learned_mac.load(std::memory_order_relaxed); l >> 63) {
       for (int b = 0; b < 6; ++b) k_.macs[peer][std::size_t(b)] = std::uint8_t(l >> (8 * b));

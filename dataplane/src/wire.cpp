@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <bit>
 #include <cstring>
 
 namespace gossamer::dataplane::wire {
@@ -26,6 +27,7 @@ std::uint16_t fold(std::uint32_t sum) {
 // sum commutes with swapping the bytes of every word (RFC 1071 §2(B)).
 // Byte by byte, a 4 KiB frame's checksum cost ~2,000 adds on each side.
 std::uint32_t sum16(const std::uint8_t* p, std::size_t n, std::uint32_t sum) {
+  static_assert(std::endian::native == std::endian::little, "the words are added in little-endian order");
   std::uint64_t a = 0, b = 0;
   for (; n >= 16; n -= 16, p += 16) {
     std::uint32_t w[4];
@@ -44,7 +46,7 @@ std::uint32_t sum16(const std::uint8_t* p, std::size_t n, std::uint32_t sum) {
     n -= 2;
   }
   if (n) a += p[0];  // big-endian p[0] << 8, in native order
-  // a + b < 2^64 for any n below 2^32 bytes; fold 64 -> 32 -> 16 bits.
+  // a and b stay below 2^62 for any n below 2^32 bytes; fold 64 -> 32 -> 16 bits.
   std::uint64_t t = (a & 0xffffffff) + (a >> 32) + (b & 0xffffffff) + (b >> 32);
   t = (t & 0xffffffff) + (t >> 32);
   t = (t & 0xffffffff) + (t >> 32);

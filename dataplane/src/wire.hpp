@@ -2,7 +2,7 @@
 // them and routers can carry them). Structs, constants and the parser; the
 // format is also described in dataplane/README.md, which must stay in step.
 //
-//   Ethernet (14) | IPv4 (20, no options) | UDP (8) | FrameHeader (48) | records | tag (16)
+//   Ethernet (14) | IPv4 (20, no options) | UDP (8) | FrameHeader (48) | records | nonce (8) | tag (16)
 //
 // Every frame belongs to one connection: (source host, destination host,
 // connection index). Each direction of a connection is a reliable, in-order
@@ -244,8 +244,11 @@ class RecordCursor {
 // Writes Ethernet/IPv4/UDP headers for `payload_len` bytes already placed
 // after them, with the IPv4 checksum and, unless `udp_checksum` is false,
 // the UDP checksum (0 means none). The transport leaves it out of
-// authenticated frames: their tag already covers every byte the checksum
-// would, and summing both ends of a 9000-byte frame costs more than the tag.
+// authenticated frames: their tag covers the payload the checksum would (the
+// addresses and ports are checked against the configuration, the IPv4
+// header keeps its checksum), and summing both ends of a 9000-byte frame
+// cost about as much as the tag. A frame corrupted in flight then counts as
+// bad_mac.
 void write_l2l4(std::uint8_t* frame, const std::uint8_t src_mac[6], const std::uint8_t dst_mac[6],
                 const Endpoint& src, const Endpoint& dst, std::size_t payload_len, bool udp_checksum = true);
 

@@ -224,9 +224,11 @@ std::vector<std::uint8_t> sign(std::vector<std::uint8_t> f, const std::string& s
   const std::size_t payload = f.size() - kL2L4Bytes;
   f.resize(f.size() + kTagBytes);
   static std::uint64_t count = 0;  // a new nonce for every frame signed (auth.hpp)
-  gossamer::dataplane::FrameAuth::sign(a.key(h.src_host, h.dst_host, h.boot), /*core=*/0, count++,
-                                       f.data() + kL2L4Bytes, payload, f.data() + kL2L4Bytes + payload);
-  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[h.src_host], kHosts[kSelf], payload + kTagBytes);
+  EXPECT_TRUE(gossamer::dataplane::FrameAuth::sign(a.key(h.src_host, h.dst_host, h.boot), /*core=*/0, count++,
+                                                   f.data() + kL2L4Bytes, payload, f.data() + kL2L4Bytes + payload));
+  // As the transport sends them: no UDP checksum (wire.hpp, write_l2l4).
+  write_l2l4(f.data(), kMacSrc, kMacDst, kHosts[h.src_host], kHosts[kSelf], payload + kTagBytes,
+             /*udp_checksum=*/false);
   return f;
 }
 
@@ -304,6 +306,19 @@ TEST(WireAuth, ForgeriesAreRefusedBeforeTheRecords) {
 // The trailer's nonce is part of what the tag covers: a frame whose nonce
 // was changed (or whose tag was moved to another frame) fails; two frames
 // with the same bytes under different nonces carry different tags.
+// A nonce that would collide (a core index past 8 bits, a count past 56)
+// is refused rather than wrapped.
+TEST(WireAuth, OutOfRangeNoncesAreRefused) {
+  using gossamer::dataplane::FrameAuth;
+  FrameAuth a;
+  ASSERT_EQ(a.set_secret(kSecret), "");
+  const auto k = a.key(0, 1, 7);
+  std::uint8_t data[64] = {}, trailer[kTagBytes];
+  EXPECT_TRUE(FrameAuth::sign(k, 255, (std::uint64_t(1) << 56) - 1, data, sizeof data, trailer));
+  EXPECT_FALSE(FrameAuth::sign(k, 256, 0, data, sizeof data, trailer));
+  EXPECT_FALSE(FrameAuth::sign(k, 0, std::uint64_t(1) << 56, data, sizeof data, trailer));
+}
+
 TEST(WireAuth, TheNonceCounts) {
   SecretVerifier v(kSecret);
   auto f = sign(data_frame(kThree));

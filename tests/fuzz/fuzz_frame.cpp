@@ -171,7 +171,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&h, buf + kL2L4Bytes, sizeof h);
     const auto key = g_auth.key(h.src_host, self_host, h.boot);
     static std::uint64_t count = 0;  // a new nonce per frame (auth.hpp)
-    gossamer::dataplane::FrameAuth::sign(key, /*core=*/0, count++, buf + kL2L4Bytes, payload, buf + len);
+    if (!gossamer::dataplane::FrameAuth::sign(key, /*core=*/0, count++, buf + kL2L4Bytes, payload, buf + len))
+      std::abort();
     write_l2l4(buf, kMacs[sel.src], kMacs[kSelfIndex], host_endpoint(sel.src), host_endpoint(kSelfIndex),
                payload + kTagBytes);
     auto signed_frame = exact(buf, len + kTagBytes);
