@@ -27,8 +27,8 @@
 // (SECURITY.md).
 //
 // GMAC rather than the keyed SipHash-2-4 of wire version 6: with AES-NI and
-// PCLMULQDQ it tags 4 KiB in ~1,900 cycles against SipHash's ~3,900, and as
-// fast below 256 bytes (dataplane/README.md "Authentication"). libsodium's
+// PCLMULQDQ it tags 4 KiB in ~1,900 cycles against SipHash's ~3,900, and
+// below 100 bytes both take 105-160 (dataplane/README.md "Authentication"). libsodium's
 // AES-GCM needs those instructions; without them (crypto_aead_aes256gcm_
 // is_available() false) OpenSSL's EVP computes the same tags in software, so
 // a rack may mix CPUs.
