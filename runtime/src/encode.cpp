@@ -30,8 +30,8 @@ constexpr std::size_t kRecordRoom = 256;
 // Inline in close() and send_record(), its callers.
 inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
   if (!control_send_) [[likely]] {
-    count_sent();
-    if (remote) ++requests_sent_remote_;
+    if (remote) count_sent_remote();
+    else count_sent();
   }
   if (!is_dirty_[to]) {
     is_dirty_[to] = 1;
