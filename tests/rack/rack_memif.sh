@@ -139,7 +139,7 @@ done
 "$rib" down >/dev/null 2>&1
 
 # ---- jumbo frames
-rack_up memif-jumbo --mtu 9000
+rack_up memif-jumbo --mtu jumbo  # 9000 on memif
 for h in 0 1; do
   grep -q "net_memif), 1 queue, MTU 9000" "$GOSSAMER_RACK_DIR/h$h/gossamerd.log" ||
     fail "host $h's dataplane did not start with MTU 9000"

@@ -26,6 +26,14 @@
 
 LINKS="af_packet af_xdp memif"
 
+# `up --mtu jumbo`: the largest MTU of the usual jumbo frames that LINK
+# carries, so that a full slot of small requests travels in one frame:
+# 9000, but 3500 on af_xdp (DPDK's af_xdp driver carries at most 3542 on a
+# veth: a frame must fit in one 4 KiB UMEM chunk with its headroom).
+link_jumbo_mtu() {
+  if [ "$1" = af_xdp ]; then echo 3500; else echo 9000; fi
+}
+
 # Checks `up`'s link options: link NAME, hosts N, cores C, mtu M.
 link_check() {
   local link=$1 n=$2 cores=$3 mtu=$4

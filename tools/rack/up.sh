@@ -47,6 +47,7 @@ cmd_up() {
   [[ $YIELD_US =~ ^[0-9]{0,7}$ ]] || die "up: --yield-us must be microseconds (0..1000000), got '$YIELD_US'"
   [[ $RUNTIME_YIELD_US =~ ^[0-9]{0,7}$ ]] ||
     die "up: --runtime-yield-us must be microseconds (0..1000000), got '$RUNTIME_YIELD_US'"
+  [ "$MTU" != jumbo ] || MTU=$(link_jumbo_mtu "$vdev")
   link_check "$vdev" "$n" "$CORES" "$MTU"
   MTU=$((10#$MTU))
   [ -z "$CONFIG_EXTRA" ] || [ -r "$CONFIG_EXTRA" ] || die "up: --config-extra: cannot read '$CONFIG_EXTRA'"
