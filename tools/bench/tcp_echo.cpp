@@ -13,10 +13,16 @@
 //       Latency: from the write that carried a message to the read that
 //       completed its echo (TCP keeps order, so a FIFO of send times per
 //       connection matches them up).
+//       With --after-idle K, then K single messages on the first
+//       connection, each after --idle-gap seconds (default 1) with nothing
+//       sent (both sides block in epoll_wait meanwhile), as echo
+//       --after-idle; prints
+//         tcp_idle requests=K p50_us=X max_us=Y
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -31,6 +37,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -192,7 +199,7 @@ struct ClientConn {
 using echo_payload::fill;
 
 int run_client(const std::string& host, int port, std::size_t nconns, std::size_t depth, double seconds,
-               std::size_t size) {
+               std::size_t size, std::size_t after_idle, double idle_gap) {
   ::signal(SIGPIPE, SIG_IGN);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -310,9 +317,37 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
       update_out(c);
     }
   }
+  double secs = std::chrono::duration<double>(last_done - t0).count();
+
+  // The first message after an idle period, one at a time on connection 0.
+  std::vector<std::uint32_t> idle_lat;
+  for (std::size_t i = 0; i < after_idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_gap));
+    ClientConn& c = conns[0];
+    const auto start = Clock::now();
+    queue_msgs(c, 1, start);
+    if (!c.out.flush(c.fd) || c.out.pending() != 0) fail(c, "write after idle failed");
+    while (c.in.size() < size) {
+      pollfd pfd{c.fd, POLLIN, 0};
+      const int n = ::poll(&pfd, 1, 5000);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) die("poll");
+      if (n == 0) fail(c, "no echo within 5 s of a message after idle");
+      const ssize_t r = ::read(c.fd, buf.data(), size - c.in.size());
+      if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      if (r <= 0) fail(c, r == 0 ? "the server closed the connection" : std::strerror(errno));
+      c.in.insert(c.in.end(), buf.data(), buf.data() + r);
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    fill(expect.data(), size, c.id, c.received++);
+    if (std::memcmp(expect.data(), c.in.data(), size) != 0) ++mismatches;
+    c.in.clear();
+    c.sent_at.pop_front();
+    --outstanding;
+    idle_lat.push_back(std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX)));
+  }
   for (auto& c : conns) ::close(c.fd);
 
-  double secs = std::chrono::duration<double>(last_done - t0).count();
   auto pct = [&](double q) {
     if (lat.empty()) return 0.0;
     std::size_t k = std::min(lat.size() - 1, std::size_t(q * double(lat.size())));
@@ -322,6 +357,11 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
   double p50 = pct(0.50), p99 = pct(0.99);
   std::printf("tcp size=%zu conns=%zu depth=%zu requests=%zu rps=%.0f p50_us=%.1f p99_us=%.1f\n", size, nconns,
               depth, lat.size(), secs > 0 ? double(lat.size()) / secs : 0.0, p50, p99);
+  if (!idle_lat.empty()) {
+    std::sort(idle_lat.begin(), idle_lat.end());
+    std::printf("tcp_idle requests=%zu p50_us=%.1f max_us=%.1f\n", idle_lat.size(),
+                idle_lat[idle_lat.size() / 2] / 1000.0, idle_lat.back() / 1000.0);
+  }
   std::fflush(stdout);
   if (mismatches) {
     std::fprintf(stderr, "tcp-echo: %llu echoes differ from what was sent\n", (unsigned long long)mismatches);
@@ -348,7 +388,12 @@ int main(int argc, char** argv) {
   client->add_option("--depth", depth, "outstanding messages per connection")->check(CLI::Range(1, 100000));
   client->add_option("--seconds", seconds, "how long to keep sending")->check(CLI::PositiveNumber);
   client->add_option("--size", size, "message bytes")->check(CLI::Range(1, 1 << 20));
+  std::size_t after_idle = 0;
+  double idle_gap = 1.0;
+  client->add_option("--after-idle", after_idle, "then this many messages, each after an idle gap")
+      ->check(CLI::Range(0, 1000));
+  client->add_option("--idle-gap", idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.0, 60.0));
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) return run_server(port);
-  return run_client(host, port, conns, depth, seconds, size);
+  return run_client(host, port, conns, depth, seconds, size, after_idle, idle_gap);
 }
