@@ -59,7 +59,7 @@ TEST(Defaults, EmptyFileIsOneLocalHostWithDocumentedDefaults) {
   EXPECT_EQ(c.slots.overflow_bytes, 16384u);
 
   EXPECT_EQ(c.controlplane.listen.to_string(), "0.0.0.0:7700");
-  EXPECT_EQ(c.controlplane.large_request_threshold_bytes, 4096u);
+  EXPECT_EQ(c.controlplane.large_request_threshold_bytes, 262144u);
   EXPECT_EQ(c.controlplane.psk_file, "/etc/gossamer/psk");
   EXPECT_EQ(c.controlplane.heartbeat_interval_ms, 200u);
   EXPECT_EQ(c.controlplane.heartbeat_timeout_ms, 1000u);

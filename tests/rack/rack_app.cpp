@@ -129,8 +129,9 @@ int main(int argc, char** argv) {
     }
     // Many large requests at once from fibers of this thread to the last
     // trustee, so that several queue on one channel and ride in one batch
-    // (over TCP, several references per batch), with sizes that straddle the
-    // default large_request_threshold_bytes (4096): bodies and responses
+    // (over TCP, several references per batch), with sizes that straddle
+    // large_request_threshold_bytes 4096 (rack_gossamerctl.sh brings its
+    // rack up with it; the default is 262144): bodies and responses
     // just under, at and just over it. Each must run exactly once (the
     // trustee counts) and come back byte for byte.
     if (!sizes.empty()) {

@@ -230,9 +230,9 @@ struct SlotsConfig {
 struct ControlplaneConfig {
   SocketAddress listen{"0.0.0.0", 7700, false};
   // Request and response bodies larger than this cross hosts over TCP
-  // (instances started by gossamerctl run; controlplane/README.md). 4096:
+  // (instances started by gossamerctl run; controlplane/README.md). 262144:
   // measured, see config/README.md ("The large-request threshold").
-  std::uint32_t large_request_threshold_bytes = 4096;
+  std::uint32_t large_request_threshold_bytes = 262144;
   std::string psk_file = "/etc/gossamer/psk";          // rack pre-shared key
   std::uint32_t heartbeat_interval_ms = 200;
   std::uint32_t heartbeat_timeout_ms = 1000;           // > heartbeat_interval_ms
