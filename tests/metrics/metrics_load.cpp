@@ -3,10 +3,10 @@
 // thread delegating to every trustee of the rack (so to trustees on both
 // hosts) for a given number of seconds, so that every series of the catalog
 // (monitoring/README.md) moves: sync `apply`, async `apply_then`, and every
-// few rounds a 3 KiB or 64 KiB std::vector argument with `apply_with` /
-// `apply_with_then` (3 KiB: two frames' worth, in fragments; 64 KiB: over the
-// TCP connections gossamerd brokers), some answered with a response as
-// large. It checks every result and exits non-zero on a mismatch.
+// few rounds a 3 KiB or 320 KiB std::vector argument with `apply_with` /
+// `apply_with_then` (3 KiB: two frames' worth, in fragments; 320 KiB, over
+// the default threshold of 256 KiB: over the TCP connections gossamerd
+// brokers), some answered with a response as large. It checks every result and exits non-zero on a mismatch.
 //   metrics_load SECONDS [THREADS]
 // Output (host 0): "thread T host H" for every thread, once at the start
 // (the test builds the expected thread list of `gossamerctl top` from it),
@@ -27,9 +27,9 @@
 namespace {
 constexpr std::size_t kMaxThreads = 64;
 constexpr int kAsyncPerRound = 16;    // apply_then per trustee per round
-constexpr long kLargeEvery = 8;       // rounds between 64 KiB requests
-constexpr std::size_t kLargeBytes = 64 * 1024;   // over the default threshold: over TCP
-constexpr std::size_t kMediumBytes = 3 * 1024;   // under it (4096), over a frame: in fragments
+constexpr long kLargeEvery = 8;       // rounds between large requests
+constexpr std::size_t kLargeBytes = 320 * 1024;  // over the default threshold (256 KiB): over TCP
+constexpr std::size_t kMediumBytes = 3 * 1024;   // under it, over a frame (MTU 1500): in fragments
 
 // A counter with the number of increments its clients say they sent.
 struct Cell {
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
             g_sync.fetch_add(1, std::memory_order_relaxed);
           }
           if (round % kLargeEvery != 0) continue;
-          // 64 KiB to every trustee in turn (most of them on the other host).
+          // A large body to every trustee in turn (most of them on the other host).
           const long k = round / kLargeEvery;
           const std::size_t t = (from + 1 + std::size_t(k)) % n;
           big.resize(k % 2 ? kLargeBytes : kMediumBytes);
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
                     return digest(v);
                   },
                   big);
-              if (got != want) fail("64 KiB apply_with digest from trustee " + std::to_string(t));
+              if (got != want) fail("large apply_with digest from trustee " + std::to_string(t));
               break;
             }
             case 1: {  // large request and large response: the bytes reversed
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
                   },
                   big);
               if (back.size() != big.size() || !std::equal(back.rbegin(), back.rend(), big.begin()))
-                fail("64 KiB apply_with round trip through trustee " + std::to_string(t) + " (got " +
+                fail("large apply_with round trip through trustee " + std::to_string(t) + " (got " +
                      std::to_string(back.size()) + " bytes)");
               break;
             }
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
                     return digest(v);
                   },
                   [want, t](std::uint64_t got) {
-                    if (got != want) fail("64 KiB apply_with_then digest from trustee " + std::to_string(t));
+                    if (got != want) fail("large apply_with_then digest from trustee " + std::to_string(t));
                     g_async_done.fetch_add(1, std::memory_order_relaxed);
                   },
                   big);
