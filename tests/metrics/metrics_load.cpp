@@ -6,7 +6,8 @@
 // few rounds a 3 KiB or 320 KiB std::vector argument with `apply_with` /
 // `apply_with_then` (3 KiB: two frames' worth, in fragments; 320 KiB, over
 // the default threshold of 256 KiB: over the TCP connections gossamerd
-// brokers), some answered with a response as large. It checks every result and exits non-zero on a mismatch.
+// brokers), some answered with a response as large. It checks every result
+// and exits non-zero on a mismatch.
 //   metrics_load SECONDS [THREADS]
 // Output (host 0): "thread T host H" for every thread, once at the start
 // (the test builds the expected thread list of `gossamerctl top` from it),

@@ -15,7 +15,7 @@
 //       connection matches them up).
 //       With --after-idle K, then K single messages on the first
 //       connection, each after --idle-gap seconds (default 1) with nothing
-//       sent (both sides block in epoll_wait meanwhile), as echo
+//       sent (the client sleeps, the server blocks in epoll_wait), as echo
 //       --after-idle; prints
 //         tcp_idle requests=K p50_us=X max_us=Y
 #include <arpa/inet.h>
@@ -318,6 +318,16 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
     }
   }
   double secs = std::chrono::duration<double>(last_done - t0).count();
+  auto pct = [&](double q) {
+    if (lat.empty()) return 0.0;
+    std::size_t k = std::min(lat.size() - 1, std::size_t(q * double(lat.size())));
+    std::nth_element(lat.begin(), lat.begin() + std::ptrdiff_t(k), lat.end());
+    return lat[k] / 1000.0;
+  };
+  double p50 = pct(0.50), p99 = pct(0.99);
+  std::printf("tcp size=%zu conns=%zu depth=%zu requests=%zu rps=%.0f p50_us=%.1f p99_us=%.1f\n", size, nconns,
+              depth, lat.size(), secs > 0 ? double(lat.size()) / secs : 0.0, p50, p99);
+  std::fflush(stdout);  // the loaded figures stand whatever the idle phase does
 
   // The first message after an idle period, one at a time on connection 0.
   std::vector<std::uint32_t> idle_lat;
@@ -326,14 +336,19 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
     ClientConn& c = conns[0];
     const auto start = Clock::now();
     queue_msgs(c, 1, start);
-    if (!c.out.flush(c.fd) || c.out.pending() != 0) fail(c, "write after idle failed");
+    while (c.out.pending() != 0) {  // a message larger than the socket's free buffer: in parts
+      if (!c.out.flush(c.fd)) fail(c, "write after idle failed");
+      if (c.out.pending() == 0) break;
+      pollfd pfd{c.fd, POLLOUT, 0};
+      if (::poll(&pfd, 1, 5000) == 0) fail(c, "could not write a message after idle within 5 s");
+    }
     while (c.in.size() < size) {
       pollfd pfd{c.fd, POLLIN, 0};
       const int n = ::poll(&pfd, 1, 5000);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) die("poll");
       if (n == 0) fail(c, "no echo within 5 s of a message after idle");
-      const ssize_t r = ::read(c.fd, buf.data(), size - c.in.size());
+      const ssize_t r = ::read(c.fd, buf.data(), std::min(buf.size(), size - c.in.size()));
       if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (r <= 0) fail(c, r == 0 ? "the server closed the connection" : std::strerror(errno));
       c.in.insert(c.in.end(), buf.data(), buf.data() + r);
@@ -348,15 +363,6 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
   }
   for (auto& c : conns) ::close(c.fd);
 
-  auto pct = [&](double q) {
-    if (lat.empty()) return 0.0;
-    std::size_t k = std::min(lat.size() - 1, std::size_t(q * double(lat.size())));
-    std::nth_element(lat.begin(), lat.begin() + std::ptrdiff_t(k), lat.end());
-    return lat[k] / 1000.0;
-  };
-  double p50 = pct(0.50), p99 = pct(0.99);
-  std::printf("tcp size=%zu conns=%zu depth=%zu requests=%zu rps=%.0f p50_us=%.1f p99_us=%.1f\n", size, nconns,
-              depth, lat.size(), secs > 0 ? double(lat.size()) / secs : 0.0, p50, p99);
   if (!idle_lat.empty()) {
     std::sort(idle_lat.begin(), idle_lat.end());
     std::printf("tcp_idle requests=%zu p50_us=%.1f max_us=%.1f\n", idle_lat.size(),
@@ -392,7 +398,7 @@ int main(int argc, char** argv) {
   double idle_gap = 1.0;
   client->add_option("--after-idle", after_idle, "then this many messages, each after an idle gap")
       ->check(CLI::Range(0, 1000));
-  client->add_option("--idle-gap", idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.0, 60.0));
+  client->add_option("--idle-gap", idle_gap, "seconds of idle before each of them")->check(CLI::Range(0.01, 60.0));
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) return run_server(port);
   return run_client(host, port, conns, depth, seconds, size, after_idle, idle_gap);

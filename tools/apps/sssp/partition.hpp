@@ -72,8 +72,9 @@ struct Setup {
 // owner, the tentative distance's bits and the parent (global), so a batch
 // is a std::vector<std::uint32_t> that cereal copies as one block instead of
 // element by element. 12 bytes an update (16 before, the parent in a
-// 64-bit word of its own): across hosts nearly every batch is above 4 KiB
-// and crosses over TCP with its bytes tagged (SCALING.md, "Across hosts").
+// 64-bit word of its own): across hosts nearly every batch was above 4 KiB
+// and crossed over TCP with its bytes tagged while that was the default
+// threshold (SCALING.md, "Across hosts"); up to 256 KiB now the dataplane.
 using Batch = std::vector<std::uint32_t>;
 inline constexpr std::size_t kUpdateWords = 3;
 inline void push_update(Batch& b, std::uint32_t local, float d, std::uint32_t parent) {

@@ -17,8 +17,9 @@
 namespace sssp {
 
 // A body above this crosses hosts over TCP by default
-// (controlplane.large_request_threshold_bytes): the trace's "large".
-inline constexpr std::size_t kLargeBytes = 4096;
+// (controlplane.large_request_threshold_bytes, 256 KiB since 2026-11-29;
+// 4096 before, in SCALING.md's traces): the trace's "large".
+inline constexpr std::size_t kLargeBytes = 262144;
 
 inline std::uint64_t now_ns() {
   timespec ts{};
@@ -44,8 +45,8 @@ struct Trace {
   std::uint64_t rtt_last_ns = 0, rtt_chunk_ns = 0;  // handed to the runtime until the response came
   std::uint64_t rtt_last_n = 0, rtt_chunk_n = 0;    // the responses those sum (some come after the run's trace)
   // Receiver side: handed to the runtime by the sender until applied here,
-  // last pieces by [behind at the sender][above 4 KiB: over TCP across
-  // hosts, by default], and how many found the receiver busy (not waiting).
+  // last pieces by [behind at the sender][above kLargeBytes: over TCP
+  // across hosts, by default], and how many found the receiver busy (not waiting).
   std::uint64_t last_n[2][2] = {}, last_ns[2][2] = {}, last_busy = 0;
   std::uint64_t chunk_n[2] = {}, chunk_ns[2] = {};  // by [receiver busy]
 
