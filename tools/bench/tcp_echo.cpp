@@ -262,6 +262,18 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
     std::fprintf(stderr, "tcp-echo: connection %llu: %s\n", (unsigned long long)c.id, what);
     std::exit(1);
   };
+  // c.in holds a whole echo, read at `now`: check it against what was sent
+  // and return its latency in ns (TCP keeps order: the oldest send time).
+  auto complete = [&](ClientConn& c, Clock::time_point now) {
+    if (c.sent_at.empty()) fail(c, "more bytes echoed than sent");
+    fill(expect.data(), size, c.id, c.received++);
+    if (std::memcmp(expect.data(), c.in.data(), size) != 0) ++mismatches;
+    c.in.clear();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent_at.front()).count();
+    c.sent_at.pop_front();
+    --outstanding;
+    return std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX));
+  };
 
   // The first window: D messages per connection, one write each.
   for (auto& c : conns) {
@@ -298,14 +310,7 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
           p += take;
           left -= take;
           if (c.in.size() < size) break;
-          if (c.sent_at.empty()) fail(c, "more bytes echoed than sent");
-          fill(expect.data(), size, c.id, c.received++);
-          if (std::memcmp(expect.data(), c.in.data(), size) != 0) ++mismatches;
-          c.in.clear();
-          lat.push_back(std::uint32_t(std::min<std::int64_t>(
-              std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent_at.front()).count(), UINT32_MAX)));
-          c.sent_at.pop_front();
-          --outstanding;
+          lat.push_back(complete(c, now));
           ++completed;
         }
         if (std::size_t(r) < buf.size()) break;
@@ -334,9 +339,8 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
   for (std::size_t i = 0; i < after_idle; ++i) {
     std::this_thread::sleep_for(std::chrono::duration<double>(idle_gap));
     ClientConn& c = conns[0];
-    const auto start = Clock::now();
-    queue_msgs(c, 1, start);
-    while (c.out.pending() != 0) {  // a message larger than the socket's free buffer: in parts
+    queue_msgs(c, 1, Clock::now());
+    for (;;) {  // a message larger than the socket's free buffer goes in parts
       if (!c.out.flush(c.fd)) fail(c, "write after idle failed");
       if (c.out.pending() == 0) break;
       pollfd pfd{c.fd, POLLOUT, 0};
@@ -353,13 +357,7 @@ int run_client(const std::string& host, int port, std::size_t nconns, std::size_
       if (r <= 0) fail(c, r == 0 ? "the server closed the connection" : std::strerror(errno));
       c.in.insert(c.in.end(), buf.data(), buf.data() + r);
     }
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-    fill(expect.data(), size, c.id, c.received++);
-    if (std::memcmp(expect.data(), c.in.data(), size) != 0) ++mismatches;
-    c.in.clear();
-    c.sent_at.pop_front();
-    --outstanding;
-    idle_lat.push_back(std::uint32_t(std::min<std::int64_t>(ns, UINT32_MAX)));
+    idle_lat.push_back(complete(c, Clock::now()));
   }
   for (auto& c : conns) ::close(c.fd);
 
