@@ -118,6 +118,8 @@ void Dataplane::write_metrics() {
   std::vector<Stats> per_core;
   std::vector<abi::ConnCounters> counted;
   collect(&total, &per_core, &counted);  // before the sequence lock: it may wait for a core
+  std::vector<Port::DeviceErrors> device(std::min<std::size_t>(port_->links(), abi::kMetricsPorts));
+  for (std::size_t i = 0; i < device.size(); ++i) device[i] = port_->link(i).device_errors();  // may be a system call
   auto* hdr = reinterpret_cast<abi::MetricsHeader*>(metrics_);
   // Sequence lock: seq odd, a release fence so that no store below becomes
   // visible before it, the sample, then seq even (release: after all of
@@ -143,12 +145,18 @@ void Dataplane::write_metrics() {
 #undef GOSSAMER_COPY
   }
 
-  // Frames per port, and the hosts each one reaches (dataplane.ports).
+  // Frames per port, what its device dropped, and the hosts each one
+  // reaches (dataplane.ports).
   auto* ports = reinterpret_cast<abi::PortCounters*>(metrics_ + abi::kMetricsPortOffset);
-  for (std::size_t i = 0; i < port_->links() && i < abi::kMetricsPorts; ++i) {
+  for (std::size_t i = 0; i < device.size(); ++i) {
     const MultiPort::Frames fr = port_->frames(i);
     ports[i].rx_frames = fr.rx;
     ports[i].tx_frames = fr.tx;
+    const Port::DeviceErrors& e = device[i];
+    ports[i].rx_missed = e.rx_missed;
+    ports[i].rx_errors = e.rx_errors;
+    ports[i].rx_no_buffer = e.rx_no_buffer;
+    ports[i].tx_errors = e.tx_errors;
     std::uint64_t peers = 0;
     for (std::uint32_t h = 0; h < hosts_; ++h)
       if (h != self_ && port_->link_of(h) == i) peers |= std::uint64_t(1) << h;

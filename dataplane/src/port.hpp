@@ -64,6 +64,15 @@ class Port {
   virtual std::uint64_t rx_due(std::uint16_t /*q*/) const { return UINT64_MAX; }
   // The TSC frequency the port's environment measured, or 0.
   virtual std::uint64_t tsc_hz() const { return 0; }
+  // What the device counted and the stages never saw, since it started:
+  // frames it lost on receipt (its ring was full), received in error or
+  // could not buffer, and frames it took to send but failed to. What a
+  // driver counts is its own (dataplane/README.md, "Port errors"). Core 0,
+  // once per metrics period; it may make a system call.
+  struct DeviceErrors {
+    std::uint64_t rx_missed = 0, rx_errors = 0, rx_no_buffer = 0, tx_errors = 0;
+  };
+  virtual DeviceErrors device_errors() const { return {}; }
   // A polling core other than the process's main thread starts or stops
   // (DPDK registers it for its per-core mempool cache).
   virtual void thread_started(std::uint32_t /*core*/) {}

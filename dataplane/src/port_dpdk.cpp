@@ -357,6 +357,12 @@ void DpdkPort::retain(const Frame& f) { rte_mbuf_refcnt_update(static_cast<rte_m
 Frame DpdkPort::frame(void* handle) const { return view(static_cast<rte_mbuf*>(handle)); }
 std::uint64_t DpdkPort::tsc_hz() const { return rte_get_tsc_hz(); }
 
+Port::DeviceErrors DpdkPort::device_errors() const {
+  rte_eth_stats s{};
+  if (rte_eth_stats_get(port_, &s) != 0) return {};
+  return {s.imissed, s.ierrors, s.rx_nombuf, s.oerrors};
+}
+
 bool DpdkPort::rx_wake_arm(std::uint16_t q, bool quiet) {
   std::string e;
   if (q < wake_.size()) e = wake_[q].drain();

@@ -51,6 +51,7 @@ class DpdkPort final : public Port {
   }
   bool rx_wake_arm(std::uint16_t q, bool quiet) override;
   std::uint64_t tsc_hz() const override;
+  DeviceErrors device_errors() const override;
   void thread_started(std::uint32_t core) override;
   void thread_stopped(std::uint32_t core) override;
   void maintain() override;

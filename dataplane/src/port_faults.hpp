@@ -50,6 +50,7 @@ class FaultPort final : public Port {
     return queues_[q].held.handle ? queues_[q].held_at + hold_ticks_ + 1 : inner_->rx_due(q);
   }
   std::uint64_t tsc_hz() const override { return inner_->tsc_hz(); }
+  DeviceErrors device_errors() const override { return inner_->device_errors(); }
   void thread_started(std::uint32_t core) override { inner_->thread_started(core); }
   void thread_stopped(std::uint32_t core) override { inner_->thread_stopped(core); }
   void maintain() override { inner_->maintain(); }

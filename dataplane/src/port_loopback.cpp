@@ -20,9 +20,16 @@ struct Buffer {
   std::uint8_t bytes[wire::kMaxFrameAnyMtu];
 };
 
-// What the two sides share: each side's receive ring (queue 0).
+// What the two sides share: each side's receive ring (queue 0), and the
+// frames lost because it was full (that side's rx_missed).
 struct Link {
   MpscRing to[2]{MpscRing(kRingFrames), MpscRing(kRingFrames)};
+  std::atomic<std::uint64_t> missed[2]{};
+  bool push(int side, void* frame) {
+    if (to[side].push(frame)) return true;
+    missed[side].fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   ~Link() {
     void* p;
     for (auto& r : to)
@@ -55,7 +62,7 @@ class LoopbackPort final : public Port {
   }
   std::uint16_t tx_burst(std::uint16_t, Frame* frames, std::uint16_t n) override {
     for (std::uint16_t i = 0; i < n; ++i)
-      if (!link_->to[1 - side_].push(frames[i].handle)) release(frames[i]);  // the peer's ring is full: lost
+      if (!link_->push(1 - side_, frames[i].handle)) release(frames[i]);  // the peer's ring is full: lost
     return n;
   }
   void release(const Frame& f) override {
@@ -66,6 +73,11 @@ class LoopbackPort final : public Port {
   Frame frame(void* handle) const override {
     auto* b = static_cast<Buffer*>(handle);
     return Frame{b, b->bytes, b->len};
+  }
+  DeviceErrors device_errors() const override {
+    DeviceErrors e;
+    e.rx_missed = link_->missed[side_].load(std::memory_order_relaxed);
+    return e;
   }
   std::string describe() const override {
     return std::string("loopback port ") + (side_ == 0 ? "a" : "b") + ", " + std::to_string(queues_) + " queue" +
@@ -94,7 +106,7 @@ std::pair<std::unique_ptr<Port>, std::unique_ptr<Port>> make_loopback_pair(std::
       auto* b = new Buffer;
       b->len = std::uint32_t(bytes.size());
       std::memcpy(b->bytes, bytes.data(), bytes.size());
-      if (link->to[to].push(b)) return true;
+      if (link->push(to, b)) return true;
       delete b;
       return false;
     };

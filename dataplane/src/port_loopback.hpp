@@ -5,7 +5,8 @@
 // flow between two hosts would (af_packet's fanout hash, RSS), every frame
 // arrives on rx queue 0, so a dataplane with several cores steers most of
 // them. A side whose receive ring is full drops what is sent to it (like a
-// NIC out of descriptors): the connections retransmit.
+// NIC out of descriptors) and counts it (device_errors().rx_missed): the
+// connections retransmit.
 #pragma once
 
 #include <functional>

@@ -43,6 +43,18 @@ MultiPort::Frames MultiPort::frames(std::size_t link) const {
   return f;
 }
 
+Port::DeviceErrors MultiPort::device_errors() const {
+  DeviceErrors sum;
+  for (const auto& l : links_) {
+    const DeviceErrors e = l->device_errors();
+    sum.rx_missed += e.rx_missed;
+    sum.rx_errors += e.rx_errors;
+    sum.rx_no_buffer += e.rx_no_buffer;
+    sum.tx_errors += e.tx_errors;
+  }
+  return sum;
+}
+
 std::vector<int> MultiPort::rx_wake_fds(std::uint16_t q) const {
   std::vector<int> fds;
   for (const auto& l : links_) {

@@ -66,6 +66,7 @@ class MultiPort final : public Port {
   bool rx_wake_arm(std::uint16_t q, bool quiet) override;
   std::uint64_t rx_due(std::uint16_t q) const override;
   std::uint64_t tsc_hz() const override { return links_[0]->tsc_hz(); }
+  DeviceErrors device_errors() const override;  // summed over the links (link(i) has each one's)
   void thread_started(std::uint32_t core) override { links_[0]->thread_started(core); }
   void thread_stopped(std::uint32_t core) override { links_[0]->thread_stopped(core); }
   void maintain() override {

@@ -64,8 +64,8 @@ struct File {
     conn(2, 0).retransmits = 5;
     // Port 0 reaches h0, port 1 h2; bits of this host (1) and beyond the
     // rack (5) are the file's nonsense, dropped by the reader.
-    port(0) = {11, 12, 0b100011, {}};
-    port(1) = {21, 22, 0b000100, {}};
+    port(0) = abi::PortCounters{.rx_frames = 11, .tx_frames = 12, .tx_errors = 3, .peers = 0b100011};
+    port(1) = abi::PortCounters{.rx_frames = 21, .tx_frames = 22, .rx_missed = 4, .peers = 0b000100};
     app(0) = {4242, 2, 2, 8, 0, 0, 0x1234, "kv"};
     app(1) = {4343, 7, 3, 12, 2, 0, 0x5678, "kv"};
     row(0).busy_cycles = 500'000'000;
@@ -154,10 +154,14 @@ TEST(MetricsFile, FamiliesFollowTheCatalog) {
   EXPECT_EQ(m.at("gossamer_dataplane_connections_established{host=h1,peer=h2,}"), 0);
   for (const auto& [k, v] : m) EXPECT_EQ(k.find("peer=h1,"), std::string::npos) << k;
   EXPECT_EQ(m.at("gossamer_dataplane_dropped_frames_total{host=h1,reason=bad_magic,}"), 7);
-  // Frames per port, and the peers each port reaches: only hosts of the
-  // rack other than this one, whatever bits the file has.
+  // Frames per port, what its device dropped, and the peers each port
+  // reaches: only hosts of the rack other than this one, whatever bits the
+  // file has.
   EXPECT_EQ(m.at("gossamer_dataplane_port_frames_total{host=h1,port=0,direction=received,}"), 11);
   EXPECT_EQ(m.at("gossamer_dataplane_port_frames_total{host=h1,port=1,direction=sent,}"), 22);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_dropped_frames_total{host=h1,port=0,reason=tx_error,}"), 3);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_dropped_frames_total{host=h1,port=1,reason=rx_missed,}"), 4);
+  EXPECT_EQ(m.at("gossamer_dataplane_port_dropped_frames_total{host=h1,port=1,reason=rx_no_buffer,}"), 0);
   EXPECT_EQ(m.at("gossamer_dataplane_port_peer{host=h1,port=0,peer=h0,}"), 1);
   EXPECT_EQ(m.at("gossamer_dataplane_port_peer{host=h1,port=1,peer=h2,}"), 1);
   std::size_t peers = 0;

@@ -43,6 +43,9 @@ class LoopbackRack {
     std::string verbs_device;       // dataplane.verbs.device ("": the first)
     std::uint32_t verbs_gid = 0;    // dataplane.verbs.gid_index
     std::function<void(int host, Dataplane&)> prepare;
+    // Called as host h's port is handed to its dataplane, before it polls:
+    // `inject` puts a frame into that host's receive ring (false: full).
+    std::function<void(int host, const LoopbackInjector& inject)> before_start;
   };
   // Throws std::runtime_error with the start-up error if a host fails to start.
   explicit LoopbackRack(const Options& o);

@@ -223,6 +223,32 @@ std::uint64_t future_boot() {
   return std::uint64_t(ns) + 400'000'000'000ull;
 }
 
+// What the port's device dropped reaches the stats: frames that find host
+// a's receive ring full before it polls (a NIC out of descriptors) are
+// counted as missed, exactly, and the rack then carries its traffic.
+TEST(LoopbackRack, FramesLostOnAFullReceiveRingAreCounted) {
+  LoopbackRack::Options o{1, 1, 2, ""};
+  std::uint64_t refused = 0, taken = 0;
+  o.before_start = [&](int host, const LoopbackInjector& inject) {
+    if (host != 0) return;  // host a starts first: nothing else sends to it yet
+    const std::vector<std::uint8_t> junk(60, 0);  // not a gossamer frame: dropped once read
+    for (int i = 0; i < 4096 + 7; ++i) (inject(0, junk) ? taken : refused) += 1;
+  };
+  LoopbackRack rack(o);
+  EXPECT_EQ(taken, 4096u);
+  EXPECT_EQ(refused, 7u);
+  const std::string key = fresh_id();
+  FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
+  attach_both(a, b);
+  Traffic t(a, b, 50);
+  ASSERT_TRUE(run_until(t, std::chrono::seconds(60)));
+  rack.stop();
+  EXPECT_EQ(rack.stat(0, "port_rx_missed{port=\"0\"}"), 7u);
+  EXPECT_EQ(rack.stat(1, "port_rx_missed{port=\"0\"}"), 0u);
+  EXPECT_GE(rack.stat(0, "port_rx_frames{port=\"0\"}"), 4096u);
+  EXPECT_EQ(rack.stat(0, "port_rx_errors") + rack.stat(0, "port_rx_no_buffer") + rack.stat(0, "port_tx_errors"), 0u);
+}
+
 // Issue 18 finding 3: one forged frame with a newer incarnation cut a host
 // pair for good. With authentication it is counted (bad_mac) and dropped;
 // so are forged data frames, and the rack stays exact.

@@ -130,6 +130,43 @@ TEST(MultiPort, SendsEachFrameOnItsPeersPortAndReceivesFromAll) {
   EXPECT_EQ(a->frames(1).rx, 1u);
 }
 
+// A port's device counts what it lost: a loopback side whose ring is full
+// counts each frame sent to it as missed; the multi-port reports each
+// link's and their sum.
+TEST(MultiPort, CountsWhatEachPortsDeviceDropped) {
+  auto [a_b, b] = make_loopback_pair(1);
+  auto [a_c, c] = make_loopback_pair(1);
+  std::vector<std::unique_ptr<Port>> links;
+  links.push_back(std::move(a_b));
+  links.push_back(std::move(a_c));
+  std::unique_ptr<MultiPort> a;
+  ASSERT_EQ(MultiPort::make(std::move(links), {MultiPort::kNoLink, 0, 1}, &a), "");
+  EXPECT_EQ(a->device_errors().rx_missed, 0u);
+  // b and c fill a's rings (4096 frames each), then send 3 and 5 more.
+  auto flood = [](Port& from, std::uint32_t frames) {
+    for (std::uint32_t i = 0; i < frames; ++i) {
+      Frame f = frame_to(from, 0, 1);
+      ASSERT_EQ(from.tx_burst(0, &f, 1), 1);  // taken: lost on the far side, as on a wire
+    }
+    EXPECT_EQ(from.device_errors().rx_missed, 0u);  // the sender's own ring is not full
+  };
+  flood(*b, 4096 + 3);
+  flood(*c, 4096 + 5);
+  EXPECT_EQ(a->link(0).device_errors().rx_missed, 3u);
+  EXPECT_EQ(a->link(1).device_errors().rx_missed, 5u);
+  const Port::DeviceErrors sum = a->device_errors();
+  EXPECT_EQ(sum.rx_missed, 8u);
+  EXPECT_EQ(sum.rx_errors + sum.rx_no_buffer + sum.tx_errors, 0u);
+  // What a did receive is all there: a full ring, from each.
+  Frame in[64];
+  std::uint64_t got = 0;
+  while (const std::uint16_t k = a->rx_burst(0, in, 64)) {
+    got += k;
+    for (std::uint16_t i = 0; i < k; ++i) a->release(in[i]);
+  }
+  EXPECT_EQ(got, 2u * 4096);
+}
+
 struct Two {
   RecordingPort* l0;
   RecordingPort* l1;

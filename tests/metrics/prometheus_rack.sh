@@ -169,6 +169,7 @@ if pycheck wait-up --url "$url" --targets 2 --samples 5 --timeout 30; then
     --expect 'sum(increase(gossamer_thread_tcp_bytes_total{app="metrics_load",direction="received"}[2m]))' \
     --expect 'count(gossamer_host_up == 1) == 4' \
     --expect 'count(gossamer_dataplane_up == 1) == 2' \
+    --expect 'count(gossamer_dataplane_port_dropped_frames_total >= 0) == 8' \
     --expect 'count(gossamer_runs >= 1) == 2' \
     >"$work/check.out" 2>&1; then
     grep -E '^(ok: (all|expected)|warning:|alert state:)' "$work/check.out"

@@ -208,7 +208,15 @@
 #define GOSSAMER_PORT_COUNTERS(X)                                                                                     \
   X(rx_frames, "port_rx_frames", kCounter, "gossamer_dataplane_port_frames_total{direction=received}",                \
     "Frames through each port of the dataplane, by direction (received: after injected faults).")                    \
-  X(tx_frames, "port_tx_frames", kCounter, "gossamer_dataplane_port_frames_total{direction=sent}", "")
+  X(tx_frames, "port_tx_frames", kCounter, "gossamer_dataplane_port_frames_total{direction=sent}", "")              \
+  /* the device's own counters (rte_eth_stats; each driver fills its own: dataplane/README.md, "Port errors") */     \
+  X(rx_missed, "port_rx_missed", kCounter, "gossamer_dataplane_port_dropped_frames_total{reason=rx_missed}",          \
+    "Frames each port's device dropped, by reason: rx_missed (its receive ring was full), rx_error, rx_no_buffer, "  \
+    "tx_error.")                                                                                                      \
+  X(rx_errors, "port_rx_errors", kCounter, "gossamer_dataplane_port_dropped_frames_total{reason=rx_error}", "")       \
+  X(rx_no_buffer, "port_rx_no_buffer", kCounter, "gossamer_dataplane_port_dropped_frames_total{reason=rx_no_buffer}", \
+    "")                                                                                                               \
+  X(tx_errors, "port_tx_errors", kCounter, "gossamer_dataplane_port_dropped_frames_total{reason=tx_error}", "")
 
 // Per application thread (ThreadCounters, written by the thread itself; not
 // in the .stats file). Prometheus labels app, thread.

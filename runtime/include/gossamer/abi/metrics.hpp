@@ -38,7 +38,8 @@ inline constexpr std::uint64_t kMetricsMagic = 0x3154454d53534f47ull;  // "GOSSM
 // 5: room for 24 host counters (apps_denied); 6: stage cycles per core;
 // 7: verbs queue pairs per core (qps_*, wrs_*, cq_polls, qp_*), room for 32 core counters;
 // 8: frames per port (PortCounters, header.ports).
-inline constexpr std::uint32_t kMetricsVersion = 8;
+// 9: the ports' device drops (PortCounters rx_missed..tx_errors, before peers).
+inline constexpr std::uint32_t kMetricsVersion = 9;
 inline constexpr std::uint32_t kMetricsPeriodMs = 100;
 inline constexpr std::uint32_t kMetricsCores = 8;
 inline constexpr std::uint32_t kMetricsDropReasons = 32;
