@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "rack_keys.hpp"
@@ -26,20 +27,71 @@ std::atomic<bool> g_force_portable{false};
 
 bool use_sodium() { return hardware_gcm() && !g_force_portable.load(std::memory_order_relaxed); }
 
-// OpenSSL's AES-256-GCM over `len` bytes of associated data: the tag, or
-// (with `check`) whether `check` is the tag. One context per thread.
-bool portable_gmac(const std::uint8_t key[32], const std::uint8_t* nonce, const std::uint8_t* data, std::size_t len,
-                   std::uint8_t* tag_out, const std::uint8_t* check) {
-  struct Ctx {
+// The portable path's OpenSSL contexts, per thread, one per key in use. A
+// context keyed once (AES key schedule, GHASH tables) then only takes each
+// frame's nonce. Found by FrameKey::id (public values, so which entry a
+// frame uses says nothing about the key) and checked against the key
+// itself, so a stale entry costs a key set-up, never a wrong tag. The
+// least recently used entry makes room for a new key.
+class PortableContexts {
+ public:
+  // AES-256-GCM from OpenSSL's default provider, fetched once: with the
+  // legacy EVP_aes_256_gcm(), every init, even one that only sets a nonce,
+  // fetched it again.
+  static EVP_CIPHER* cipher() {
+    static EVP_CIPHER* const c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+    return c;
+  }
+  ~PortableContexts() {
+    for (Entry& e : e_) {
+      EVP_CIPHER_CTX_free(e.c);
+      OPENSSL_cleanse(e.key, sizeof e.key);
+    }
+  }
+  // The context for `k`, keyed; nullptr if OpenSSL could not make one.
+  EVP_CIPHER_CTX* get(const FrameKey& k) {
+    ++clock_;
+    Entry* lru = &e_[0];
+    for (Entry& e : e_) {
+      if (e.keyed && e.id == k.id && CRYPTO_memcmp(e.key, k.bytes, sizeof e.key) == 0) {
+        e.used = clock_;
+        return e.c;
+      }
+      if (e.used < lru->used) lru = &e;
+    }
+    Entry& e = *lru;
+    e.keyed = false;
+    if (!e.c && !(e.c = EVP_CIPHER_CTX_new())) return nullptr;  // again next time
+    if (!cipher() || EVP_EncryptInit_ex(e.c, cipher(), nullptr, k.bytes, nullptr) != 1) return nullptr;
+    std::memcpy(e.key, k.bytes, sizeof e.key);
+    e.id = k.id;
+    e.used = clock_;
+    e.keyed = true;
+    return e.c;
+  }
+
+ private:
+  static constexpr std::size_t kEntries = 16;  // a core's peers, both directions, a restart or two
+  struct Entry {
+    std::uint64_t id = 0, used = 0;
+    std::uint8_t key[32] = {};
     EVP_CIPHER_CTX* c = nullptr;
-    ~Ctx() { EVP_CIPHER_CTX_free(c); }
+    bool keyed = false;
   };
-  thread_local Ctx ctx;
-  if (!ctx.c) ctx.c = EVP_CIPHER_CTX_new();  // again next time if it failed
-  EVP_CIPHER_CTX* c = ctx.c;
+  Entry e_[kEntries];
+  std::uint64_t clock_ = 0;
+};
+
+// OpenSSL's AES-256-GCM over `len` bytes of associated data: the tag, or
+// (with `check`) whether `check` is the tag.
+bool portable_gmac(const FrameKey& k, const std::uint8_t* nonce, const std::uint8_t* data, std::size_t len,
+                   std::uint8_t* tag_out, const std::uint8_t* check) {
+  thread_local PortableContexts contexts;
+  EVP_CIPHER_CTX* c = contexts.get(k);
   int outl = 0;
   std::uint8_t tag[kMacBytes];
-  if (!c || EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, key, nonce) != 1) return false;
+  // No cipher and no key: the context keeps its key; the nonce restarts GCM.
+  if (!c || EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce) != 1) return false;
   for (std::size_t off = 0; off < len;) {  // EVP takes int lengths
     const int n = int(std::min<std::size_t>(len - off, 1 << 30));
     if (EVP_EncryptUpdate(c, nullptr, &outl, data + off, n) != 1) return false;
@@ -79,6 +131,11 @@ FrameKey FrameAuth::key(std::uint32_t src, std::uint32_t dst, std::uint64_t boot
   std::memcpy(in + 8, &boot, 8);
   FrameKey out;
   crypto_generichash(out.bytes, sizeof out.bytes, in, sizeof in, master_, sizeof master_);
+  // Public values, mixed (splitmix64's finalizer) so that ids spread.
+  std::uint64_t id = (std::uint64_t(src) << 32 | dst) ^ (boot * 0x9e3779b97f4a7c15ull);
+  id = (id ^ (id >> 30)) * 0xbf58476d1ce4e5b9ull;
+  id = (id ^ (id >> 27)) * 0x94d049bb133111ebull;
+  out.id = id ^ (id >> 31);
   // Both forms, so that a key serves either path (force_portable).
   if (hardware_gcm()) crypto_aead_aes256gcm_beforenm(&out.gcm, out.bytes);
   else std::memset(&out.gcm, 0, sizeof out.gcm);
@@ -100,7 +157,7 @@ bool FrameAuth::sign(const FrameKey& k, std::uint32_t core, std::uint64_t count,
     return crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &maclen, none, 0, data, len, nullptr, nonce,
                                                           &k.gcm) == 0;
   }
-  return portable_gmac(k.bytes, nonce, data, len, tag, nullptr);
+  return portable_gmac(k, nonce, data, len, tag, nullptr);
 }
 
 bool FrameAuth::verify(const FrameKey& k, const std::uint8_t* data, std::size_t len, const std::uint8_t* trailer) {
@@ -112,7 +169,7 @@ bool FrameAuth::verify(const FrameKey& k, const std::uint8_t* data, std::size_t 
     return crypto_aead_aes256gcm_decrypt_detached_afternm(none, nullptr, none, 0, tag, data, len, nonce, &k.gcm) ==
            0;
   }
-  return portable_gmac(k.bytes, nonce, data, len, nullptr, tag);
+  return portable_gmac(k, nonce, data, len, nullptr, tag);
 }
 
 }  // namespace gossamer::dataplane

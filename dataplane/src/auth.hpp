@@ -53,6 +53,10 @@ static_assert(kTagBytes == kMacOffset + kMacBytes);
 struct FrameKey {
   crypto_aead_aes256gcm_state gcm;  // the expanded key (libsodium), when available
   std::uint8_t bytes[32];           // the key itself (the portable path)
+  // Which key it is, from public values only (src, dst, incarnation): the
+  // portable path files its per-thread OpenSSL context under it, so the
+  // entry a frame uses says nothing about the key's bytes.
+  std::uint64_t id = 0;
 };
 
 class FrameAuth {
