@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <unordered_map>
 
+#include <gossamer/abi/attach.hpp>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -31,19 +33,31 @@ bool use_sodium() { return hardware_gcm() && !g_force_portable.load(std::memory_
 // context keyed once (AES key schedule, GHASH tables) then only takes each
 // frame's nonce. Found by FrameKey::id (public values, so which entry a
 // frame uses says nothing about the key) and checked against the key
-// itself, so a stale entry costs a key set-up, never a wrong tag. The
-// least recently used entry makes room for a new key.
+// itself, so two keys under one id cost a key set-up, never a wrong tag.
+// A core uses 2 x (hosts - 1) keys (udp_transport.cpp), and a few more
+// across restarts; past kMaxEntries the least recently used one goes
+// (a scan, on a miss only: a miss costs a key set-up anyway). Frames that
+// claim new incarnations of a peer add keys too, so a flood of forgeries
+// can make frames set up their keys again: at worst the cost of keying
+// every frame, which is what this path did before the cache.
 class PortableContexts {
  public:
-  // AES-256-GCM from OpenSSL's default provider, fetched once: with the
-  // legacy EVP_aes_256_gcm(), every init, even one that only sets a nonce,
-  // fetched it again.
+  // AES-256-GCM from OpenSSL's default provider, fetched once (again
+  // later if that failed): with the legacy EVP_aes_256_gcm(), every init
+  // that names the cipher fetches it from the provider again.
   static EVP_CIPHER* cipher() {
-    static EVP_CIPHER* const c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+    static std::atomic<EVP_CIPHER*> fetched{nullptr};
+    if (EVP_CIPHER* c = fetched.load(std::memory_order_acquire)) return c;
+    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+    EVP_CIPHER* none = nullptr;
+    if (c && !fetched.compare_exchange_strong(none, c, std::memory_order_acq_rel)) {
+      EVP_CIPHER_free(c);  // another thread's is there
+      return none;
+    }
     return c;
   }
   ~PortableContexts() {
-    for (Entry& e : e_) {
+    for (auto& [id, e] : e_) {
       EVP_CIPHER_CTX_free(e.c);
       OPENSSL_cleanse(e.key, sizeof e.key);
     }
@@ -51,34 +65,45 @@ class PortableContexts {
   // The context for `k`, keyed; nullptr if OpenSSL could not make one.
   EVP_CIPHER_CTX* get(const FrameKey& k) {
     ++clock_;
-    Entry* lru = &e_[0];
-    for (Entry& e : e_) {
-      if (e.keyed && e.id == k.id && CRYPTO_memcmp(e.key, k.bytes, sizeof e.key) == 0) {
-        e.used = clock_;
-        return e.c;
-      }
-      if (e.used < lru->used) lru = &e;
+    auto it = e_.find(k.id);
+    if (it != e_.end() && it->second.keyed && CRYPTO_memcmp(it->second.key, k.bytes, sizeof it->second.key) == 0) {
+      it->second.used = clock_;
+      return it->second.c;
     }
-    Entry& e = *lru;
+    if (it == e_.end()) {
+      EVP_CIPHER_CTX* reuse = nullptr;
+      if (e_.size() >= kMaxEntries) {  // the least recently used entry's context serves the new key
+        auto lru = e_.begin();
+        for (auto j = e_.begin(); j != e_.end(); ++j)
+          if (j->second.used < lru->second.used) lru = j;
+        reuse = lru->second.c;
+        OPENSSL_cleanse(lru->second.key, sizeof lru->second.key);
+        e_.erase(lru);
+      }
+      it = e_.emplace(k.id, Entry{}).first;
+      it->second.c = reuse;
+    }
+    Entry& e = it->second;
     e.keyed = false;
     if (!e.c && !(e.c = EVP_CIPHER_CTX_new())) return nullptr;  // again next time
-    if (!cipher() || EVP_EncryptInit_ex(e.c, cipher(), nullptr, k.bytes, nullptr) != 1) return nullptr;
+    EVP_CIPHER* gcm = cipher();
+    if (!gcm || EVP_EncryptInit_ex(e.c, gcm, nullptr, k.bytes, nullptr) != 1) return nullptr;
     std::memcpy(e.key, k.bytes, sizeof e.key);
-    e.id = k.id;
     e.used = clock_;
     e.keyed = true;
     return e.c;
   }
 
  private:
-  static constexpr std::size_t kEntries = 16;  // a core's peers, both directions, a restart or two
+  // A core's keys on the largest rack (2 x 63 peers), twice over for restarts.
+  static constexpr std::size_t kMaxEntries = 4 * abi::kMaxRackHosts;
   struct Entry {
-    std::uint64_t id = 0, used = 0;
+    std::uint64_t used = 0;
     std::uint8_t key[32] = {};
     EVP_CIPHER_CTX* c = nullptr;
     bool keyed = false;
   };
-  Entry e_[kEntries];
+  std::unordered_map<std::uint64_t, Entry> e_;
   std::uint64_t clock_ = 0;
 };
 

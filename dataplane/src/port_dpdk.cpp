@@ -357,10 +357,12 @@ void DpdkPort::retain(const Frame& f) { rte_mbuf_refcnt_update(static_cast<rte_m
 Frame DpdkPort::frame(void* handle) const { return view(static_cast<rte_mbuf*>(handle)); }
 std::uint64_t DpdkPort::tsc_hz() const { return rte_get_tsc_hz(); }
 
+// A reading that fails keeps the last one: counters never go back (a
+// Prometheus counter that fell would be counted again in full).
 Port::DeviceErrors DpdkPort::device_errors() const {
   rte_eth_stats s{};
-  if (rte_eth_stats_get(port_, &s) != 0) return {};
-  return {s.imissed, s.ierrors, s.rx_nombuf, s.oerrors};
+  if (rte_eth_stats_get(port_, &s) == 0) errors_ = {s.imissed, s.ierrors, s.rx_nombuf, s.oerrors};
+  return errors_;
 }
 
 bool DpdkPort::rx_wake_arm(std::uint16_t q, bool quiet) {

@@ -78,6 +78,7 @@ class DpdkPort final : public Port {
   MemifWake memif_wake_;            // memif on a path socket: the doorbell beside it
   std::vector<char> wake_warned_;   // per queue: an arming error was logged
   std::uint32_t mtu_ = 0;
+  mutable DeviceErrors errors_;  // the last reading rte_eth_stats_get gave (core 0's)
   std::string memif_socket_;  // a memif client's socket, else ""
   std::uint64_t memif_inode_ = 0;  // names the socket file its server bound when we connected
   bool link_was_up_ = false, reconnect_logged_ = false;

@@ -95,7 +95,7 @@ void LoopbackRack::start(int h, std::unique_ptr<Port> port) {
       host_config(dir_, h, h == 0 ? o_.cores_a : o_.cores_b, o_.conns, o_.authenticate, o_.max_applications,
                   h == 1 && o_.mtu_b ? o_.mtu_b : o_.mtu, o_));
   if (o_.prepare) o_.prepare(h, *dp_[h]);
-  if (o_.before_start) o_.before_start(h, inject_);
+  if (o_.before_start) o_.before_start(h, *this, inject_);
   auto open = [&](std::uint16_t, std::vector<std::unique_ptr<Port>>* out) {
     out->push_back(std::move(port));
     return std::string();

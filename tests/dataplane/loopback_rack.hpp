@@ -43,9 +43,11 @@ class LoopbackRack {
     std::string verbs_device;       // dataplane.verbs.device ("": the first)
     std::uint32_t verbs_gid = 0;    // dataplane.verbs.gid_index
     std::function<void(int host, Dataplane&)> prepare;
-    // Called as host h's port is handed to its dataplane, before it polls:
-    // `inject` puts a frame into that host's receive ring (false: full).
-    std::function<void(int host, const LoopbackInjector& inject)> before_start;
+    // Called as host h's port is handed to its dataplane, before it polls
+    // (host a's dataplane runs when b's is called): `inject` puts a frame
+    // into a host's receive ring (false: full); `rack` reads the stats of
+    // the hosts already running.
+    std::function<void(int host, const LoopbackRack& rack, const LoopbackInjector& inject)> before_start;
   };
   // Throws std::runtime_error with the start-up error if a host fails to start.
   explicit LoopbackRack(const Options& o);

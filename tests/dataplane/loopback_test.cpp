@@ -229,14 +229,24 @@ std::uint64_t future_boot() {
 TEST(LoopbackRack, FramesLostOnAFullReceiveRingAreCounted) {
   LoopbackRack::Options o{1, 1, 2, ""};
   std::uint64_t refused = 0, taken = 0;
-  o.before_start = [&](int host, const LoopbackInjector& inject) {
-    if (host != 0) return;  // host a starts first: nothing else sends to it yet
+  bool drained = false;
+  o.before_start = [&](int host, const LoopbackRack& rack, const LoopbackInjector& inject) {
     const std::vector<std::uint8_t> junk(60, 0);  // not a gossamer frame: dropped once read
-    for (int i = 0; i < 4096 + 7; ++i) (inject(0, junk) ? taken : refused) += 1;
+    if (host == 0) {  // host a starts first: nothing else sends to it yet
+      for (int i = 0; i < 4096 + 7; ++i) (inject(0, junk) ? taken : refused) += 1;
+      return;
+    }
+    // Host b's frames must not meet a's ring still full: wait until a has
+    // read the junk (its stats file, rewritten every second).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(drained = rack.stat(0, "port_rx_frames{port=\"0\"}") >= 4096) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   };
   LoopbackRack rack(o);
   EXPECT_EQ(taken, 4096u);
   EXPECT_EQ(refused, 7u);
+  ASSERT_TRUE(drained) << "host a did not read the 4096 frames of its ring within 30 s";
   const std::string key = fresh_id();
   FakeApp a(rack.socket(0), 0, kHosts, kTotal, key), b(rack.socket(1), 1, kHosts, kTotal, key);
   attach_both(a, b);

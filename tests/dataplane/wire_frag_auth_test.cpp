@@ -372,7 +372,7 @@ TEST(WireAuth, AcceleratedAndPortableTagsAgree) {
   }
 }
 
-// The portable path keeps an OpenSSL context per key in use (16 per
+// The portable path keeps an OpenSSL context per key in use (256 per
 // thread, least recently used out): whatever the order of keys, more keys
 // than contexts, or two keys filed under one id, each tag is its own key's,
 // and the same as the accelerated path's.
@@ -388,10 +388,10 @@ TEST(WireAuth, PortableContextsFollowTheirKeys) {
   FrameAuth::force_portable(false);
   const bool accelerated = FrameAuth::accelerated();  // this CPU's (forcing hides it)
   std::vector<FrameKey> keys;
-  for (std::uint32_t i = 0; i < 40; ++i) keys.push_back(a.key(0, i + 1, 5));
-  FrameKey twin = a.key(0, 99, 5);
+  for (std::uint32_t i = 0; i < 300; ++i) keys.push_back(a.key(0, i + 1, 5));
+  FrameKey twin = a.key(0, 1000, 5);  // a key of its own (no other key has dst 1000)
   twin.id = keys[0].id;  // another key under the same id
-  keys.push_back(twin);
+  keys.push_back(twin);  // keys[300]
   const std::vector<std::uint8_t> data(100, 0x33);
   auto tag = [&](const FrameKey& k) {
     std::vector<std::uint8_t> t(kTagBytes);
@@ -407,7 +407,7 @@ TEST(WireAuth, PortableContextsFollowTheirKeys) {
   // twin between them, and every key once more.
   for (std::size_t i = keys.size(); i-- > 0;) EXPECT_EQ(tag(keys[i]), first[i]) << "key " << i;
   for (int round = 0; round < 3; ++round)
-    for (std::size_t i : {std::size_t(0), std::size_t(40), std::size_t(3), std::size_t(0), std::size_t(17)})
+    for (std::size_t i : {std::size_t(0), std::size_t(300), std::size_t(3), std::size_t(0), std::size_t(17)})
       EXPECT_EQ(tag(keys[i]), first[i]) << "key " << i << ", round " << round;
   for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(tag(keys[i]), first[i]) << "key " << i;
   if (!accelerated) {
