@@ -87,16 +87,27 @@ Frame frame_to(Port& p, std::uint32_t peer, std::uint8_t tag) {
   return f;
 }
 
-TEST(MultiPort, SendsEachFrameOnItsPeersPortAndReceivesFromAll) {
-  // Host a of three: link 0 to b, link 1 to c (loopback pairs: the far
-  // sides stand for b's and c's ports).
-  auto [a_b, b] = make_loopback_pair(1);
-  auto [a_c, c] = make_loopback_pair(1);
-  std::vector<std::unique_ptr<Port>> links;
-  links.push_back(std::move(a_b));
-  links.push_back(std::move(a_c));
+// Host a of three: link 0 to b, link 1 to c (loopback pairs: the far
+// sides stand for b's and c's ports).
+struct Three {
   std::unique_ptr<MultiPort> a;
-  ASSERT_EQ(MultiPort::make(std::move(links), {MultiPort::kNoLink, 0, 1}, &a), "");
+  std::unique_ptr<Port> b, c;
+  Three() {
+    auto [a_b, far_b] = make_loopback_pair(1);
+    auto [a_c, far_c] = make_loopback_pair(1);
+    b = std::move(far_b);
+    c = std::move(far_c);
+    std::vector<std::unique_ptr<Port>> links;
+    links.push_back(std::move(a_b));
+    links.push_back(std::move(a_c));
+    EXPECT_EQ(MultiPort::make(std::move(links), {MultiPort::kNoLink, 0, 1}, &a), "");
+  }
+};
+
+TEST(MultiPort, SendsEachFrameOnItsPeersPortAndReceivesFromAll) {
+  Three t;
+  auto& [a, b, c] = t;
+  ASSERT_TRUE(a);
   EXPECT_EQ(a->link_of(1), 0);
   EXPECT_EQ(a->link_of(2), 1);
 
@@ -134,13 +145,9 @@ TEST(MultiPort, SendsEachFrameOnItsPeersPortAndReceivesFromAll) {
 // counts each frame sent to it as missed; the multi-port reports each
 // link's and their sum.
 TEST(MultiPort, CountsWhatEachPortsDeviceDropped) {
-  auto [a_b, b] = make_loopback_pair(1);
-  auto [a_c, c] = make_loopback_pair(1);
-  std::vector<std::unique_ptr<Port>> links;
-  links.push_back(std::move(a_b));
-  links.push_back(std::move(a_c));
-  std::unique_ptr<MultiPort> a;
-  ASSERT_EQ(MultiPort::make(std::move(links), {MultiPort::kNoLink, 0, 1}, &a), "");
+  Three t;
+  auto& [a, b, c] = t;
+  ASSERT_TRUE(a);
   EXPECT_EQ(a->device_errors().rx_missed, 0u);
   // b and c fill a's rings (4096 frames each), then send 3 and 5 more.
   auto flood = [](Port& from, std::uint32_t frames) {
