@@ -180,6 +180,13 @@ def check_two_frames(ctl, config, expected):
         ok(f"second frame: time per slot by stage on {len(costed)} hosts: {costed[0].strip()}")
     else:
         fail(f"second frame: {len(costed)} hosts show every stage's time per slot, expected {len(hosts)}: {stages}")
+    # And what their ports' devices dropped, as a rate (0 on a healthy rack).
+    drops = [line for line in last if re.search(r"\bport drops/s [0-9.]+[kMG]?\b", line)]
+    if len(drops) >= len(hosts):
+        ok(f"second frame: port drops/s on {len(drops)} hosts")
+    else:
+        fail(f"second frame: {len(drops)} hosts show their ports' drops/s, expected {len(hosts)}: "
+             f"{[line for line in last if 'messages/s' in line]}")
 
 
 def check_q_quits(ctl, config):

@@ -42,6 +42,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "exposition.hpp"
+#include "top_format.hpp"
 #include "top_scrape.hpp"
 
 namespace gossamer::ctl {
@@ -49,6 +50,7 @@ namespace gossamer::ctl {
 namespace {
 
 using namespace scrape;  // endpoints, stopping, scraping (top_scrape.hpp)
+using namespace numbers;  // numbers as `top` prints them (top_format.hpp)
 
 // Exit statuses besides 0 (see the subcommand's help).
 constexpr int kBadConfig = 1;
@@ -135,7 +137,7 @@ struct HostView {
   std::optional<double> dataplane_up, apps;
   std::set<std::string> cores;
   std::map<std::string, double> core_cpu;  // by core label
-  Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, slots_received, retransmits;
+  Delta dp_busy, dp_idle, messages_sent, messages_received, slots_sent, slots_received, retransmits, port_drops;
   Delta stages[4];  // kStages' order
   // transport: verbs (the core rows qps_*, wrs_*, cq_polls, qp_errors); unset on a UDP host
   std::optional<double> qps[3];  // kQps' order: active, idle, error
@@ -188,6 +190,11 @@ constexpr abi::SeriesName kCqPolls = series(abi::kCoreCounters, &abi::CoreCounte
 constexpr abi::SeriesName kQpErrors = series(abi::kCoreCounters, &abi::CoreCounters::qp_errors);
 constexpr abi::SeriesName kPortRx = series(abi::kPortCounters, &abi::PortCounters::rx_frames);
 constexpr abi::SeriesName kPortTx = series(abi::kPortCounters, &abi::PortCounters::tx_frames);
+constexpr abi::SeriesName kPortDrops[] = {  // what the ports' devices dropped, every reason
+    series(abi::kPortCounters, &abi::PortCounters::rx_missed),
+    series(abi::kPortCounters, &abi::PortCounters::rx_errors),
+    series(abi::kPortCounters, &abi::PortCounters::rx_no_buffer),
+    series(abi::kPortCounters, &abi::PortCounters::tx_errors)};
 constexpr std::string_view kPortPeer = "gossamer_dataplane_port_peer";  // gossamerd's, not a table row
 
 // The sample is that series (its name, and its label if it has one).
@@ -230,6 +237,8 @@ void add_dataplane_sample(const exposition::Sample& s, std::optional<double> d, 
   else if (is(s, kWrsSignaled)) v.wrs_signaled.add(d);
   else if (is(s, kCqPolls)) v.cq_polls.add(d);
   else if (is(s, kQpErrors)) v.qp_errors.add(d);
+  else if (std::any_of(std::begin(kPortDrops), std::end(kPortDrops), [&](const auto& n) { return is(s, n); }))
+    v.port_drops.add(d);
   else if (is(s, kPortRx) || is(s, kPortTx)) {
     if (auto port = s.label("port"); port && (v.ports.count(std::string(*port)) || v.ports.size() < 64))
       (is(s, kPortRx) ? v.ports[std::string(*port)].rx : v.ports[std::string(*port)].tx).add(d);
@@ -270,52 +279,6 @@ void fill_view(const exposition::Document& doc, const Snapshot* prev, Snapshot& 
 
 // ---- rendering -------------------------------------------------------------
 
-std::string format(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
-// About 6 characters: 0, 9.99, 999.9, 99999, 999.9k, 999.9M, 999.9G, 1e+15
-std::string compact(double v) {
-  if (!std::isfinite(v)) return "-";
-  if (v == 0) return "0";
-  const double a = std::fabs(v);
-  if (a < 10) return format("%.2f", v);
-  if (a < 1000) return format("%.1f", v);
-  if (a < 1e5) return format("%.0f", v);
-  if (a < 1e6) return format("%.1fk", v / 1e3);
-  if (a < 1e9) return format("%.1fM", v / 1e6);
-  if (a < 1e12) return format("%.1fG", v / 1e9);
-  return format("%.0e", v);  // nonsense from the network stays short
-}
-
-// Gauges that count things: integers as such.
-std::string count(double v) {
-  return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e5 ? format("%.0f", v) : compact(v);
-}
-
-std::string with_unit(const std::string& v, const char* unit) { return v == "-" ? v : v + unit; }
-
-std::string per_second(std::optional<double> d, double seconds) {
-  return d && seconds > 0 ? compact(*d / seconds) : "-";
-}
-
-std::string percent(std::optional<double> part, std::optional<double> a, std::optional<double> b) {
-  if (!part || !a || !b || !(*a + *b > 0)) return "-";
-  const double p = 100 * *part / (*a + *b);
-  return std::isfinite(p) ? format("%.1f", std::clamp(p, 0.0, 100.0)) : "-";
-}
-
-std::string ratio(std::optional<double> num, std::optional<double> den) {
-  return num && den && *den > 0 ? compact(*num / *den) : "-";
-}
-
-// Seconds per slot as nanoseconds, e.g. "310ns".
-std::string ns_per(std::optional<double> seconds, std::optional<double> slots) {
-  return with_unit(seconds ? ratio(*seconds * 1e9, slots) : "-", "ns");
-}
-
 constexpr const char* kRowFormat = "  %6s %5s %6s %8s %8s %5s %8s %8s %5s  %s";
 
 std::string row(const char* thread, const std::string& util, const std::string& serve, const std::string& served,
@@ -352,7 +315,8 @@ void render_host(const HostView& v, std::vector<std::string>& out) {
     out.push_back("    messages/s " + per_second(v.messages_sent.get(), v.seconds) + " sent " +
                   per_second(v.messages_received.get(), v.seconds) + " received, coalescing " +
                   ratio(v.slots_sent.get(), v.messages_sent.get()) + " slots/message, retransmits/s " +
-                  per_second(v.retransmits.get(), v.seconds));
+                  per_second(v.retransmits.get(), v.seconds) + ", port drops/s " +
+                  per_second(v.port_drops.get(), v.seconds));
   // A verbs host: its queue pairs (a UDP host has none: the gauges are 0).
   if (v.qps[0].value_or(0) + v.qps[1].value_or(0) + v.qps[2].value_or(0) > 0)
     out.push_back("    queue pairs " + count(v.qps[0].value_or(0)) + " active " + count(v.qps[1].value_or(0)) +
@@ -570,7 +534,8 @@ void add_top_commands(CLI::App& app, std::shared_ptr<const Common> common) {
       "  BATCH     requests served per request slot\n"
       "  SENT-L/s, SENT-R/s  requests this thread sent to trustees on its host, on other hosts\n"
       "  READY     fibers ready to run (now)\n"
-      "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message), and\n"
+      "Per host: dataplane polling-core utilization, messages/s, coalescing (slots per message),\n"
+      "retransmits/s, port drops/s (frames the ports' devices dropped, every reason), and\n"
       "the polling cores' time per slot in each stage of their loop (rx: frames from the port; deliver:\n"
       "records into slots; both per slot received; doorbells: the applications' rings; tx: frames built\n"
       "and sent; both per slot sent). With several ports (dataplane.ports): each port's frames/s\n"
