@@ -24,8 +24,7 @@
 namespace hydra {
 
 using StringMap = decltype(Shard::map);
-constexpr std::size_t kPrefetchWindow = 16;         // keys in flight at once (about the line fill buffers)
-constexpr std::size_t kPrefetchMinBuckets = 1u << 15;  // a smaller table stays in cache: nothing to hide
+// kPrefetchWindow and kPrefetchMinBuckets: shard.hpp.
 
 namespace prefetch_detail {
 #if defined(__GLIBCXX__) && defined(_GLIBCXX_RELEASE) && _GLIBCXX_RELEASE >= 11 && _GLIBCXX_RELEASE <= 14

@@ -108,6 +108,14 @@ std::size_t Loop::prefetch_keys(const Connection& c) {
 #endif
 }
 
+void prefetch_shard_keys(Shard& s, const std::string_view* keys, std::size_t n) noexcept {
+#ifdef HYDRA_PREFETCH
+  if (n >= 2 && n <= kPrefetchWindow && s.map.bucket_count() >= kPrefetchMinBuckets) prefetch_chains(s.map, keys, n);
+#else
+  (void)s, (void)keys, (void)n;
+#endif
+}
+
 // Called once at the start of Loop::run: the own shard's address, for
 // prefetch_keys only (it reads the map's pointers between commands, on the
 // shard's own thread, so never while a closure changes it). Only when this

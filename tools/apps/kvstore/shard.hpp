@@ -325,6 +325,16 @@ struct Count {
   std::int64_t expiring = 0;
 };
 
+// The key prefetch (prefetch.cpp, key_prefetch.hpp): keys whose chains are
+// walked at once, and the smallest map worth it (a smaller one stays in cache).
+constexpr std::size_t kPrefetchWindow = 16;            // keys in flight at once (about the line fill buffers)
+constexpr std::size_t kPrefetchMinBuckets = 1u << 15;  // a smaller table stays in cache: nothing to hide
+
+// Prefetches the lookup chains of keys[0, n) (n <= kPrefetchWindow) in s's
+// string map, when it has kPrefetchMinBuckets or more; reads only pointers,
+// changes nothing. For s's trustee (batch.cpp); defined in prefetch.cpp.
+void prefetch_shard_keys(Shard& s, const std::string_view* keys, std::size_t n) noexcept;
+
 // Where a key lives: the same on every host (the same binary), and not
 // std::hash, which the shard's own unordered_map uses: keys of one shard
 // must still spread over that map's buckets.
