@@ -347,6 +347,8 @@ class Worker {
   std::size_t sched_stack_size_ = 0;
   std::uint32_t idle_streak_ = 0;
   std::chrono::steady_clock::time_point yield_until_{};  // end of the yield phase (idle_backoff)
+  std::chrono::steady_clock::time_point ring_yield_{};   // the last yield_after_ring
+  void yield_after_ring();
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger
   // than bulk_threshold_ (UINT32_MAX: never)

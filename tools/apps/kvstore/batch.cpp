@@ -152,18 +152,14 @@ bool Loop::batch(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::
   return true;
 }
 
-bool Loop::send_batches() {
+void Loop::send_batches() {
   // A send may suspend this fiber (the runtime's bound on requests in
   // flight); whatever is batched meanwhile joins the list again.
-  bool remote = false;
   while (!batch_used_.empty()) {
     const std::uint32_t s = batch_used_.back();
     batch_used_.pop_back();
-    const std::size_t t = shard(s).trustee_index();
-    remote |= t < first_local_ || t >= first_local_ + local_count_;
     send_batch(s);
   }
-  return remote;
 }
 
 void Loop::send_batch(std::size_t shard_index) {

@@ -246,27 +246,6 @@ bool Loop::idle(std::uint64_t& idle_rounds) {
   return true;
 }
 
-// After a round that sent batches to shards on other hosts (the runtime
-// rang the dataplane's doorbell in the loop's gossamer::yield): that
-// dataplane may be waiting for this CPU. The runtime yields to it after a
-// ring in its idle pass (runtime/src/scheduler.cpp, rang_), but this
-// loop's fiber is always ready, so that pass never comes; and a loaded
-// loop has no idle round either (Loop::idle yields there). Then the
-// batches, and the clients waiting for their replies, wait until the
-// scheduler preempts this thread. So yield once, at most every
-// kDataplaneYield: 50 us bounds the cost (a yield that switches costs
-// ~1.5 us on this VM) while a crossing takes about as long.
-// README.md, "Yielding to the dataplane": a 2-host rack without pipelining
-// 3-8 % faster, pipelined unchanged.
-void Loop::yield_to_dataplane() {
-  constexpr auto kDataplaneYield = std::chrono::microseconds(50);
-  if (g_config.busy_polling) return;  // a core of its own: the dataplane has its own too
-  const auto now = std::chrono::steady_clock::now();
-  if (now - idle_.dataplane_yield < kDataplaneYield) return;
-  idle_.dataplane_yield = now;
-  ::sched_yield();
-}
-
 // A round that did something.
 void Loop::busy() {
   idle_.quiet = false;

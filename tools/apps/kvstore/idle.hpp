@@ -31,8 +31,6 @@ struct IdleState {
   bool quiet = false;
   std::uint64_t last_activity = 0;
   std::chrono::steady_clock::time_point quiet_since{};
-  // The last yield after batches for another host (Loop::yield_to_dataplane).
-  std::chrono::steady_clock::time_point dataplane_yield{};
 };
 
 }  // namespace hydra

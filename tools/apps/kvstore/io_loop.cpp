@@ -204,9 +204,8 @@ void Loop::run() {
       check_memory(now);                        // --maxmemory (memory.cpp)
       if (now >= next_sweep_) sweep(now);
     }
-    const bool remote = !batch_used_.empty() && send_batches();  // this round's GETs and SETs for other shards (batch.cpp)
-    gossamer::yield();                          // the trustee serves, answers arrive, doorbells ring
-    if (remote) yield_to_dataplane();           // the batches for other hosts (idle.cpp)
+    if (!batch_used_.empty()) send_batches();  // this round's GETs and SETs for other shards (batch.cpp)
+    gossamer::yield();                          // the trustee serves, answers arrive
   }
   stop_everything();
 }

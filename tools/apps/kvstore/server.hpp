@@ -272,7 +272,7 @@ class Loop {
   void order_begin(bool nap), order_woke(bool nap), order_publish(), publish_oldest();
   std::size_t order_rounds();  // the held connections it marked to retry
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
-  void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention(), yield_to_dataplane();
+  void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
   std::uint64_t trustee_activity();
   bool trustee_quiet();
@@ -450,7 +450,7 @@ class Loop {
   // per shard per round. batch() false: send it the ordinary way.
   bool batch(std::uint32_t slot, std::uint32_t gen, std::uint64_t seq, std::size_t shard_index, bool set,
              const std::vector<std::string_view>& args);
-  bool send_batches();
+  void send_batches();
   void send_batch(std::size_t shard_index);
   struct BatchTarget { std::uint32_t slot, gen; std::uint64_t seq; };
   struct Batch {
