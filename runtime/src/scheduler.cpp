@@ -138,7 +138,7 @@ void Worker::loop() {
     // before a sleep found some, doing it was busy (serve_cycles counts the
     // batches it served, and must stay within busy_cycles).
     const bool found = idle_backoff(worked);
-    if (!worked) {
+    if (!worked || std::exchange(ring_yielded_, false)) {
       last = cycles();
       (found ? busy_cycles_ : idle_cycles_) += last - now;
     }
@@ -229,22 +229,24 @@ bool Worker::idle_backoff(bool worked) {
   return false;
 }
 
-// A pass that worked and rang a doorbell. The idle pass below yields to
+// A pass that worked, with a doorbell rung since the last yield for one
+// (rang_, this pass or an earlier one). The idle pass below yields to
 // the dataplane after a ring; a thread whose fibers are always ready (an
 // event loop that yields every round, as Hydra's; a computation that yields
 // now and then) never has one, and a dataplane on this CPU then waits with
 // what we rang for until the kernel preempts us. So yield here too, at
 // most every kRingYield: a switch costs ~1.5 us on this VM, and a Hydra
 // that yielded after every round with batches for another host lost 11 %
-// of its pipelined GETs on a rack (PERFORMANCE.md, "Yielding after a ring
-// when fibers are always ready"). Until it yields, rang_ stays set for
-// the idle pass.
+// of its pipelined GETs on a rack (tools/apps/kvstore/README.md, "Yielding
+// to the dataplane"). Until it yields, rang_ stays set for the idle pass.
+// The time the yield gives away counts as idle (loop()).
 void Worker::yield_after_ring() {
   constexpr auto kRingYield = std::chrono::microseconds(50);
   const auto now = std::chrono::steady_clock::now();
   if (now - ring_yield_ < kRingYield) return;
   ring_yield_ = now;
   rang_ = false;
+  ring_yielded_ = true;
   ::sched_yield();
 }
 

@@ -327,8 +327,10 @@ class Worker {
   std::uint32_t ring_head_ = 0, ring_mask_ = 0;
   std::uint32_t* dataplane_sleeping_ = nullptr;
   // We rang a doorbell: the next pass that finds nothing yields at once
-  // instead of spinning (scheduler.cpp, idle_backoff).
+  // instead of spinning (scheduler.cpp, idle_backoff), and so does one
+  // that worked, at most every 50 us (yield_after_ring).
   bool rang_ = false;
+  bool ring_yielded_ = false;  // this pass's yield_after_ring yielded: its time is idle
   bool control_send_ = false;
   std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 

@@ -76,7 +76,7 @@ std::size_t prefetch_ops(Shard& s, std::string_view in, std::size_t at) {
       at = in.size();  // malformed: the keys before it are still worth it
       break;
     }
-    ++n;
+    if (keys[n].size() <= 256) ++n;  // as prefetch_keys: a long key is not hashed twice
   }
   prefetch_shard_keys(s, keys, n);
   return at;
