@@ -103,7 +103,7 @@ struct Solve {
     std::uint64_t sent = 0;
     const auto send = [&](std::uint32_t to, Deliver d, Batch b) {
       d.sent_at = now_ns();
-      d.behind = tr->sent(to, d.last, d.sent_at);
+      d.behind = tr->sent(to, d.last, d.sent_at, b.size() * sizeof(std::uint32_t));
       refs[to].apply_with_then(
           d, [tr, to, last = d.last, at = d.sent_at] { tr->answered(to, last, at); }, std::move(b));
       ++pieces[to];

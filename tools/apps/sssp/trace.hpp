@@ -42,6 +42,7 @@ struct Trace {
   std::uint64_t behind_chunk = 0;  // of last_behind: the latest earlier piece was a chunk (else the last round's last piece)
   std::uint64_t behind_ns = 0;  // behind ones: handed to the runtime until the earlier piece's response came
   std::uint64_t chunks_sent = 0;
+  std::uint64_t chunk_bytes = 0, last_bytes = 0;  // the bodies of the chunks and last pieces sent
   std::uint64_t rtt_last_ns = 0, rtt_chunk_ns = 0;  // handed to the runtime until the response came
   std::uint64_t rtt_last_n = 0, rtt_chunk_n = 0;    // the responses those sum (some come after the run's trace)
   // Receiver side: handed to the runtime by the sender until applied here,
@@ -54,7 +55,8 @@ struct Trace {
     rounds += o.rounds, compute_ns += o.compute_ns, wait_ns += o.wait_ns, eager_ns += o.eager_ns;
     wake_ns += o.wake_ns, last_sent += o.last_sent, last_behind += o.last_behind, behind_ns += o.behind_ns;
     behind_chunk += o.behind_chunk, last_busy += o.last_busy;
-    chunks_sent += o.chunks_sent, rtt_last_ns += o.rtt_last_ns, rtt_chunk_ns += o.rtt_chunk_ns;
+    chunks_sent += o.chunks_sent, chunk_bytes += o.chunk_bytes, last_bytes += o.last_bytes;
+    rtt_last_ns += o.rtt_last_ns, rtt_chunk_ns += o.rtt_chunk_ns;
     rtt_last_n += o.rtt_last_n, rtt_chunk_n += o.rtt_chunk_n;
     for (int i = 0; i < 2; ++i) {
       chunk_n[i] += o.chunk_n[i], chunk_ns[i] += o.chunk_ns[i];
@@ -80,10 +82,11 @@ class Tracer {
     behind_since_.assign(parts, 0);
     prev_last_.assign(parts, 0);
   }
-  // A piece handed to the runtime for `to`; returns whether it is behind.
-  bool sent(std::uint32_t to, bool last, std::uint64_t at) {
+  // A piece of `bytes` handed to the runtime for `to`; returns whether it is behind.
+  bool sent(std::uint32_t to, bool last, std::uint64_t at, std::size_t bytes) {
     const bool behind = unanswered_[to] > 0;
     ++unanswered_[to];
+    (last ? t.last_bytes : t.chunk_bytes) += bytes;
     if (last) {
       ++t.last_sent;
       if (behind) ++t.last_behind, t.behind_chunk += !prev_last_[to], behind_since_[to] = at;
@@ -137,7 +140,7 @@ inline void print_trace(const Trace& t) {
   std::printf("trace rounds=%llu compute_us=%.1f wait_us=%.1f eager_us=%.1f wake_us=%.1f last=%llu behind=%llu "
               "behind_chunk=%llu behind_us=%.1f lat_last_us=%.1f/%.1f/%.1f/%.1f (n %llu/%llu/%llu/%llu: ahead small/ahead large/behind "
               "small/behind large; %llu busy) chunks=%llu lat_chunk_us=%.1f/%.1f (n %llu/%llu: idle/busy) rtt_last_us=%.1f "
-              "rtt_chunk_us=%.1f\n",
+              "rtt_chunk_us=%.1f chunk_kib=%.1f last_kib=%.1f\n",
               (unsigned long long)t.rounds, per(t.compute_ns, t.rounds), per(t.wait_ns, t.rounds),
               per(t.eager_ns, t.rounds), per(t.wake_ns, t.rounds), (unsigned long long)t.last_sent,
               (unsigned long long)t.last_behind, (unsigned long long)t.behind_chunk, per(t.behind_ns, t.last_behind), per(t.last_ns[0][0], t.last_n[0][0]),
@@ -146,7 +149,8 @@ inline void print_trace(const Trace& t) {
               (unsigned long long)t.last_n[0][1], (unsigned long long)t.last_n[1][0],
               (unsigned long long)t.last_n[1][1], (unsigned long long)t.last_busy, (unsigned long long)t.chunks_sent, per(t.chunk_ns[0], t.chunk_n[0]),
               per(t.chunk_ns[1], t.chunk_n[1]), (unsigned long long)t.chunk_n[0], (unsigned long long)t.chunk_n[1],
-              per(t.rtt_last_ns, t.rtt_last_n), per(t.rtt_chunk_ns, t.rtt_chunk_n));
+              per(t.rtt_last_ns, t.rtt_last_n), per(t.rtt_chunk_ns, t.rtt_chunk_n),
+              per(t.chunk_bytes, t.chunks_sent) * 1e3 / 1024, per(t.last_bytes, t.last_sent) * 1e3 / 1024);
 }
 
 }  // namespace sssp
