@@ -99,7 +99,7 @@ struct App {
   //           client remote); 0 before the first
   // Ships (doorbells) come in seq order, from the local thread's core.
   // Deliveries, from the core of the connection a record arrived on, may
-  // come out of order when a pair's two batches take two connections: each
+  // come out of order when a pair's batches take several connections: each
   // lane has at most one, so no two cores write the same word at once, but
   // they read each other's: every access is an atomic (get/set; relaxed
   // unless a caller orders it). The in-flight counts change on two cores
@@ -116,10 +116,14 @@ struct App {
   // The last request seq shipped to trustee g: the later of its lanes'
   // (serial arithmetic: seqs wrap at 2^32).
   std::uint32_t last_shipped(std::uint32_t local_i, std::uint32_t g) {
-    const std::uint32_t l0 = get(out_req, local_i, g, 0), l1 = get(out_req, local_i, g, 1);
-    return std::int32_t(l0 - l1) > 0 ? l0 : l1;
+    std::uint32_t last = get(out_req, local_i, g, 0);
+    for (std::uint32_t lane = 1; lane < abi::kLanes; ++lane) {
+      const std::uint32_t l = get(out_req, local_i, g, lane);
+      if (std::int32_t(l - last) > 0) last = l;
+    }
+    return last;
   }
-  // Request q to trustee g is the one its lane shipped last (either lane's
+  // Request q to trustee g is the one its lane shipped last (any lane's
   // answer may come first): a response to anything else is stale or
   // forged. Before the first, a lane's last is 0; a response numbered 0
   // then finds its slot's seq 0 as well, i.e. a duplicate (deliver.cpp).
@@ -159,14 +163,14 @@ struct App {
 
   bool is_local(std::uint32_t g) const { return g >= first && g < first + local; }
   // Request `q` may go into its lane, whose last was `last` (0: none yet):
-  // the lane's next (two batches on), or the lane's first (batch 1 or 2).
+  // the lane's next (kLanes batches on), or the lane's first (batch 1 to kLanes).
   static constexpr bool next_in_lane(std::uint32_t last, std::uint32_t q) {
     return q == last + abi::kLanes || (last == 0 && q != 0 && q <= abi::kLanes);
   }
   std::uint32_t& at(std::vector<std::uint32_t>& v, std::uint32_t local_i, std::uint32_t g, std::uint32_t lane) {
-    return v[(std::size_t(lane & 1) * local + local_i) * total + g];
+    return v[(std::size_t(lane % abi::kLanes) * local + local_i) * total + g];
   }
-  // Batch seq of a pair uses lane seq & 1 (abi::kLanes, attach.hpp).
+  // Batch seq of a pair uses lane seq % abi::kLanes (attach.hpp).
   std::size_t cell(std::uint32_t lane, std::uint32_t major, std::uint32_t minor) const {
     return abi::slot_cell(total, lane, major, minor);
   }

@@ -276,6 +276,14 @@ void Dataplane::attach(int fd) {
   a->base = static_cast<std::uint8_t*>(base);
   a->bytes = layout.bytes;
   a->layout = layout;
+  // Before the bookkeeping below (kLanes words per pair and lane).
+  if (apps_.size() >= cfg_.dataplane.max_applications) {
+    ::munmap(base, layout.bytes);
+    a->base = nullptr;
+    close_fds();
+    return refuse(fd, "this dataplane has " + std::to_string(apps_.size()) +
+                          " applications attached, its limit (dataplane.max_applications)");
+  }
   a->tail.assign(a->local, 0);
   for (std::uint32_t i = 0; i < a->local; ++i)
     a->tail[i] = load_acquire<std::uint32_t>(&a->ring(i)->tail);
@@ -290,13 +298,6 @@ void Dataplane::attach(int fd) {
   a->trustee_out.assign(cells, 0);
   a->client_epoch.assign(cells, 0);
   a->trustee_epoch.assign(cells, 0);
-  if (apps_.size() >= cfg_.dataplane.max_applications) {
-    ::munmap(base, layout.bytes);
-    a->base = nullptr;
-    close_fds();
-    return refuse(fd, "this dataplane has " + std::to_string(apps_.size()) +
-                          " applications attached, its limit (dataplane.max_applications)");
-  }
   for (const auto& other : apps_)
     if (other->key == a->key) {
       ::munmap(base, layout.bytes);

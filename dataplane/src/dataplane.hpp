@@ -217,7 +217,7 @@ class Dataplane {
     // Exchanges with it that are open here (coalescing, Connection::set_batching):
     // pairs of threads with a request slot we sent that is not answered yet,
     // and pairs with a request slot it sent that we have not answered (each
-    // pair once, whether one or two of its batches are out:
+    // pair once, however many of its batches are out:
     // App::client_out, trustee_out). More than the requests still queued:
     // more slots are coming, a short frame may wait for them. The count is
     // open's low 32 bits; the high 32 count the peer's restarts (its

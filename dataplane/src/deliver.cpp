@@ -82,9 +82,9 @@ void Dataplane::deliver_request(Core& k, App& a, std::uint32_t src, const wire::
   const std::uint32_t q = r.slot_seq;
   const std::uint32_t last = a.get(a.in_req, li, r.client, q);
   std::uint8_t* primary = a.request_primary(r.trustee, r.client, q);
-  // The next batch of its lane (two batches on; the first of each lane is
-  // 1 or 2), and the trustee has answered the lane's previous one. The
-  // other lane's batch may come before or after it: the trustee serves
+  // The next batch of its lane (kLanes batches on; the first of each lane
+  // is 1 to kLanes), and the trustee has answered the lane's previous one.
+  // The other lanes' batches may come before or after it: the trustee serves
   // them in seq order.
   if (!App::next_in_lane(last, q) ||
       load_acquire<std::uint32_t>(a.response_primary(r.client, r.trustee, q)) != last) {
@@ -117,7 +117,7 @@ void Dataplane::deliver_response(Core& k, App& a, std::uint32_t src, const wire:
   const std::uint32_t q = r.slot_seq;
   std::uint8_t* primary = a.response_primary(r.client, r.trustee, q);
   // Answers the request its lane shipped last, and only once (the lane's
-  // slot holds the previous answer until then). Either lane's may come
+  // slot holds the previous answer until then). Any lane's may come
   // first. The lane is free: the client took its previous answer before it
   // published the request this answers.
   if (!a.lane_shipped(li, r.trustee, q) || load_acquire<std::uint32_t>(primary) == q) {

@@ -114,7 +114,7 @@ void Dataplane::doorbell(Core& k, App& a, std::uint32_t li, std::uint32_t entry)
     w.slot_flags = h.flags & abi::kResponseMore;
   }
   // Any usable connection will do: a pair has at most one batch in flight
-  // per lane, and the receiver takes a pair's two lanes in either order
+  // per lane, and the receiver takes a pair's lanes in any order
   // (deliver.cpp).
   App::Flow& f = a.flow(host, li);
   const std::size_t body = std::size_t(w.primary_len) + w.overflow_len;

@@ -173,9 +173,15 @@ bool Worker::flush_and_poll(std::uint32_t min_batch) {
     ThreadId to = dirty_[i];
     Channel& ch = channels_[to];
     // The checks inline: a channel still waiting for its response costs one
-    // load of the response's ready word here, not two calls.
-    if (ch.inflight && response_ready(ch)) worked |= poll_responses(to, min_batch);
-    if (ch.inflight < ch.max_out && would_flush(to, ch, min_batch))
+    // load of the response's ready word here, not two calls. Across hosts
+    // every answered batch is taken, and every free lane takes a batch, in
+    // the same pass (a body larger than a slot goes as a batch per lane):
+    // max_out of each at most. Same host: one of each.
+    for (std::uint32_t k = 0; k < ch.max_out && ch.inflight && response_ready(ch); ++k) {
+      if (!poll_responses(to, min_batch)) break;  // a body still on its way over TCP
+      worked = true;
+    }
+    for (std::uint32_t k = 0; k < ch.max_out && ch.inflight < ch.max_out && would_flush(to, ch, min_batch); ++k)
       worked |= flush(to);
     if (ch.inflight == 0 && ch.queued == 0 && !ch.need_fetch) {
       is_dirty_[to] = 0;

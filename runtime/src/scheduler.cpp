@@ -61,7 +61,7 @@ Worker::Worker(Runtime& rt, ThreadId id)
   std::uint32_t n = rt.size();
   served_seq_.assign(n, 0);
   // Where each client's next batch will be: lane 0 on this host; across
-  // hosts batch 1's lane (then seq & 1, abi::kLanes).
+  // hosts batch 1's lane (then seq % abi::kLanes).
   for (ThreadId c = 0; c < n; ++c)
     request_words_.push_back(
         reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, rt.is_local(c) ? 0 : 1)));

@@ -7,10 +7,11 @@
 namespace gossamer::detail {
 
 Square::Square(std::uint32_t n) : n_(n) {
-  if (!abi::segment_layout(n, n, &layout_)) throw std::bad_alloc();
+  if (!abi::segment_layout(n, n, &layout_, 1)) throw std::bad_alloc();
   anon_bytes_ = layout_.bytes;
   // Anonymous pages: zeroed and page-aligned (so every block is cache-line
-  // aligned), laid out like a rack segment.
+  // aligned), laid out like a rack segment of one lane (every pair is on
+  // this host: lane 0 only).
   void* p = ::mmap(nullptr, anon_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   anon_ = static_cast<std::byte*>(p);

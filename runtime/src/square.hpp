@@ -1,5 +1,5 @@
 // The square (papers 001 §4.7, Fig. 21): every (client, trustee) pair of the
-// rack has one request slot and one response slot (two of each across
+// rack has one request slot and one response slot (kLanes of each across
 // hosts: lanes, gossamer/abi/attach.hpp). Request slots are laid
 // out trustee-major, so a trustee scans its clients' primary blocks in one
 // contiguous run of 128 B blocks; response slots are client-major, so a
@@ -29,7 +29,7 @@ class Square {
   Square& operator=(const Square&) = delete;
 
   std::uint32_t size() const { return n_; }
-  // Lane 0 unless given: pairs across hosts use lane seq & 1 (abi::kLanes).
+  // Lane 0 unless given: pairs across hosts use lane seq % abi::kLanes.
   std::byte* request_primary(std::uint32_t trustee, std::uint32_t client, std::uint32_t lane = 0) {
     return req_primary_ + cell(lane, trustee, client) * abi::kPrimaryBytes;
   }

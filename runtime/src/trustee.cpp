@@ -242,24 +242,34 @@ bool Worker::serve_requests() {
   std::uint32_t n = rt_.size();
   for (ThreadId c = 0; c < n; ++c) {
     // The slot of the client's next batch (lane 0, or its lane across
-    // hosts): served once it holds that batch, so in seq order.
-    const std::uint32_t next = served_seq_[c] + 1;
-    std::byte* primary = reinterpret_cast<std::byte*>(const_cast<std::uint32_t*>(request_words_[c]));
-    std::uint32_t seq = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
-                            .load(std::memory_order_acquire);
-    if (seq != next) continue;
-    if (!t0) t0 = __builtin_ia32_rdtsc();
-    abi::RequestSlotHeader h;
-    std::memcpy(&h, primary, sizeof h);  // copy, then validate
-    h.seq = seq;
-    if (rt_.is_local(c)) {
-      serve_slot(c, h);
-    } else {
-      if (!serve_remote_slot(c, h)) continue;  // its payload is on its way (TCP)
+    // hosts): served once it holds that batch, so in seq order. Across
+    // hosts, the next lanes' batches too if they are in, one lap of the
+    // lanes at most (the client refills a lane as soon as its answer is
+    // back): a body larger than a slot comes as a batch per lane, and a
+    // thread that computes between passes would otherwise take a pass for
+    // each.
+    const std::uint32_t lap = rt_.is_local(c) ? 1 : abi::kLanes;
+    for (std::uint32_t k = 0; k < lap; ++k) {
+      const std::uint32_t next = served_seq_[c] + 1;
+      std::byte* primary = reinterpret_cast<std::byte*>(const_cast<std::uint32_t*>(request_words_[c]));
+      std::uint32_t seq = std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(primary))
+                              .load(std::memory_order_acquire);
+      if (seq != next) break;
+      if (!t0) t0 = __builtin_ia32_rdtsc();
+      abi::RequestSlotHeader h;
+      std::memcpy(&h, primary, sizeof h);  // copy, then validate
+      h.seq = seq;
+      if (rt_.is_local(c)) {
+        serve_slot(c, h);
+        served_seq_[c] = seq;
+        worked = true;
+        break;
+      }
+      if (!serve_remote_slot(c, h)) break;  // its payload is on its way (TCP)
       request_words_[c] = reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, next + 1));
+      served_seq_[c] = seq;
+      worked = true;
     }
-    served_seq_[c] = seq;
-    worked = true;
   }
   if (t0) serve_cycles_ += __builtin_ia32_rdtsc() - t0;
   return worked;

@@ -90,7 +90,7 @@ constexpr abi::SegmentLayout kLayout8x4 = [] {
   return l;
 }();
 static_assert(kLayout8x4.request_primary == abi::kPage);
-static_assert(kLayout8x4.doorbell_entries == 16);
+static_assert(kLayout8x4.doorbell_entries == 16 * abi::kLanes);  // 2 * kLanes * 8, a power of two
 static_assert(kLayout8x4.bytes % abi::kPage == 0);
 
 TEST(AttachAbi, Sizes) {
@@ -108,7 +108,7 @@ void check_layout(std::uint32_t t, std::uint32_t l) {
   SCOPED_TRACE("T=" + std::to_string(t) + " L=" + std::to_string(l));
   abi::SegmentLayout s{};
   ASSERT_TRUE(abi::segment_layout(t, l, &s));
-  const std::uint64_t cells = std::uint64_t(abi::kLanes) * t * t;  // both lanes of every pair
+  const std::uint64_t cells = std::uint64_t(abi::kLanes) * t * t;  // every lane of every pair
   // Regions in order, with the size each must hold at least.
   const std::pair<std::uint64_t, std::uint64_t> regions[] = {
       {s.request_primary, cells * abi::kPrimaryBytes},
@@ -132,11 +132,12 @@ void check_layout(std::uint32_t t, std::uint32_t l) {
   EXPECT_GE(s.bytes, prev_end);
   EXPECT_EQ(s.bytes % abi::kPage, 0u);
   EXPECT_LT(s.bytes - prev_end, abi::kPage);  // no more than rounding
-  // Doorbell rings: a power of two of at least 2T entries (and the smallest
-  // such), cache-line strided, large enough for the ring and its entries.
+  // Doorbell rings: a power of two of at least 2 * kLanes * T entries (a
+  // request and a response per lane of every pair; the smallest such),
+  // cache-line strided, large enough for the ring and its entries.
   EXPECT_EQ(s.doorbell_entries & (s.doorbell_entries - 1), 0u);
-  EXPECT_GE(s.doorbell_entries, 2 * t);
-  EXPECT_LT(s.doorbell_entries, 4 * t > 2 ? 4 * t : 4);
+  EXPECT_GE(s.doorbell_entries, 2 * abi::kLanes * t);
+  EXPECT_LT(s.doorbell_entries, 4 * abi::kLanes * t);
   EXPECT_EQ(s.doorbell_stride % 64, 0u);
   EXPECT_GE(s.doorbell_stride, sizeof(abi::DoorbellRing) + 4ull * s.doorbell_entries);
   // The header's offsets fit their fields.

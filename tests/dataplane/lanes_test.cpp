@@ -1,4 +1,4 @@
-// The dataplane's order of a pair's two lanes (dataplane/src/app.hpp,
+// The dataplane's order of a pair's lanes (dataplane/src/app.hpp,
 // deliver.cpp; gossamer/abi/attach.hpp "Lanes").
 #include <gtest/gtest.h>
 
@@ -9,34 +9,41 @@
 namespace gossamer::dataplane {
 namespace {
 
+constexpr std::uint32_t K = abi::kLanes;
+static_assert(K >= 2);
+
 // Which request a lane takes next (deliver.cpp): batch seq of a pair uses
-// lane seq & 1, so a lane takes every second seq, starting at 1 or 2.
+// lane seq % K, so a lane takes every K-th seq, starting at 1 to K.
 TEST(Lanes, NextInLane) {
   EXPECT_TRUE(App::next_in_lane(0, 1));   // lane 1's first
-  EXPECT_TRUE(App::next_in_lane(0, 2));   // lane 0's first, before or after batch 1
+  EXPECT_TRUE(App::next_in_lane(0, 2));   // lane 2's first, before or after batch 1
+  EXPECT_TRUE(App::next_in_lane(0, K));   // lane 0's first
   EXPECT_FALSE(App::next_in_lane(0, 0));  // nothing is batch 0
-  EXPECT_FALSE(App::next_in_lane(0, 3));  // lane 1, but batch 1 first
-  EXPECT_FALSE(App::next_in_lane(0, 4));
-  EXPECT_TRUE(App::next_in_lane(1, 3));
+  EXPECT_FALSE(App::next_in_lane(0, K + 1));  // lane 1, but batch 1 first
+  EXPECT_FALSE(App::next_in_lane(0, 2 * K));
+  EXPECT_TRUE(App::next_in_lane(1, K + 1));
   EXPECT_FALSE(App::next_in_lane(1, 1));  // a repeat
-  EXPECT_FALSE(App::next_in_lane(1, 2));  // the other lane's
-  EXPECT_FALSE(App::next_in_lane(1, 5));  // a skip
-  EXPECT_TRUE(App::next_in_lane(2, 4));
-  EXPECT_FALSE(App::next_in_lane(4, 2));  // an old one
-  // Across the wrap of the 32-bit seq (2^32 is even: the lanes alternate on).
-  EXPECT_TRUE(App::next_in_lane(0xffff'fffeu, 0));
-  EXPECT_TRUE(App::next_in_lane(0xffff'ffffu, 1));
-  EXPECT_TRUE(App::next_in_lane(0, 2));  // lane 0 after the wrap took 0
+  EXPECT_FALSE(App::next_in_lane(1, 2));  // another lane's
+  EXPECT_FALSE(App::next_in_lane(1, K + 2));  // another lane's next
+  EXPECT_FALSE(App::next_in_lane(1, 2 * K + 1));  // a skip
+  EXPECT_TRUE(App::next_in_lane(2, K + 2));
+  EXPECT_FALSE(App::next_in_lane(K + 2, 2));  // an old one
+  // Across the wrap of the 32-bit seq (2^32 is a multiple of K: each seq
+  // keeps its lane).
+  EXPECT_TRUE(App::next_in_lane(0u - K, 0));
+  EXPECT_TRUE(App::next_in_lane(0u - K + 1, 1));
+  EXPECT_TRUE(App::next_in_lane(0, K));  // lane 0 after the wrap took 0
   EXPECT_FALSE(App::next_in_lane(0xffff'ffffu, 0xffff'ffffu));
 }
 
-// A slot's block index: lane-major, and a seq names its lane by its low bit.
+// A slot's block index: lane-major, and a seq names its lane (seq % K).
 TEST(Lanes, SlotCell) {
   EXPECT_EQ(abi::slot_cell(4, 0, 0, 0), 0u);
   EXPECT_EQ(abi::slot_cell(4, 0, 2, 3), 11u);
   EXPECT_EQ(abi::slot_cell(4, 1, 2, 3), 16u + 11u);
-  EXPECT_EQ(abi::slot_cell(4, 7, 2, 3), abi::slot_cell(4, 1, 2, 3));
-  EXPECT_EQ(abi::slot_cell(4, 0xffff'fffeu, 2, 3), abi::slot_cell(4, 0, 2, 3));
+  EXPECT_EQ(abi::slot_cell(4, K - 1, 2, 3), (K - 1) * 16u + 11u);
+  EXPECT_EQ(abi::slot_cell(4, K + 1, 2, 3), abi::slot_cell(4, 1, 2, 3));
+  EXPECT_EQ(abi::slot_cell(4, 0u - K, 2, 3), abi::slot_cell(4, 0, 2, 3));
 }
 
 // Thread 0 of one host, a client of trustee 1 on the other: the
@@ -57,7 +64,7 @@ struct Pair {
 };
 
 // Which responses deliver_response takes: the one its lane shipped last,
-// in either order across the two lanes; nothing before the first ship.
+// in any order across the lanes; nothing before the first ship.
 TEST(Lanes, ResponseAnswersItsLanesLastShip) {
   Pair p;
   App& a = p.a;
@@ -67,24 +74,24 @@ TEST(Lanes, ResponseAnswersItsLanesLastShip) {
   p.ship(1);
   EXPECT_TRUE(a.lane_shipped(0, 1, 1));
   EXPECT_FALSE(a.lane_shipped(0, 1, 2));
-  EXPECT_FALSE(a.lane_shipped(0, 1, 3));
-  p.ship(2);
-  // Both out: 2's answer may come first, and 1's is still taken after it.
-  EXPECT_TRUE(a.lane_shipped(0, 1, 2));
-  EXPECT_TRUE(a.lane_shipped(0, 1, 1));
+  EXPECT_FALSE(a.lane_shipped(0, 1, K + 1));
+  for (std::uint32_t q = 2; q <= K; ++q) p.ship(q);
+  // All K out: any answer may come first, and 1's is still taken after K's.
+  for (std::uint32_t q = 1; q <= K; ++q) EXPECT_TRUE(a.lane_shipped(0, 1, q)) << q;
   EXPECT_FALSE(a.lane_shipped(0, 1, 0xffff'ffffu));
-  p.ship(3);
+  p.ship(K + 1);
   EXPECT_FALSE(a.lane_shipped(0, 1, 1));  // lane 1 moved on: 1's answer is stale
-  EXPECT_TRUE(a.lane_shipped(0, 1, 3));
-  EXPECT_EQ(a.last_shipped(0, 1), 3u);
+  EXPECT_TRUE(a.lane_shipped(0, 1, 2));   // the others did not
+  EXPECT_TRUE(a.lane_shipped(0, 1, K + 1));
+  EXPECT_EQ(a.last_shipped(0, 1), K + 1);
 }
 
 TEST(Lanes, LastShippedAcrossTheWrap) {
   Pair p;
   App& a = p.a;
   EXPECT_EQ(a.last_shipped(0, 1), 0u);
-  a.set(a.out_req, 0, 1, 0xffff'fffeu, 0);
-  a.set(a.out_req, 0, 1, 0xffff'fffdu, 1);
+  // Every lane shipped once, the last of them 2^32 - 2 (lane K - 2).
+  for (std::uint32_t q = 0xffff'fffeu - (K - 1); q != 0xffff'ffffu; ++q) a.set(a.out_req, 0, 1, q, q);
   EXPECT_EQ(a.last_shipped(0, 1), 0xffff'fffeu);
   p.ship(0xffff'ffffu);
   EXPECT_EQ(a.last_shipped(0, 1), 0xffff'ffffu);
@@ -99,10 +106,10 @@ TEST(Lanes, LastShippedAcrossTheWrap) {
 TEST(Lanes, APairOpensOneExchange) {
   Pair p;
   App& a = p.a;
-  EXPECT_TRUE(a.batch_out(a.client_out, 0, 1));   // 0 -> 1: opens
-  EXPECT_FALSE(a.batch_out(a.client_out, 0, 1));  // 1 -> 2: already open
-  EXPECT_FALSE(a.batch_back(a.client_out, 0, 1));  // 2 -> 1: still open
-  EXPECT_TRUE(a.batch_back(a.client_out, 0, 1));   // 1 -> 0: closes
+  EXPECT_TRUE(a.batch_out(a.client_out, 0, 1));  // 0 -> 1: opens
+  for (std::uint32_t n = 2; n <= K; ++n) EXPECT_FALSE(a.batch_out(a.client_out, 0, 1)) << n;  // already open
+  for (std::uint32_t n = K; n > 1; --n) EXPECT_FALSE(a.batch_back(a.client_out, 0, 1)) << n;  // still open
+  EXPECT_TRUE(a.batch_back(a.client_out, 0, 1));  // 1 -> 0: closes
   EXPECT_FALSE(a.batch_back(a.client_out, 0, 1));  // stays 0
   EXPECT_EQ(a.get(a.client_out, 0, 1), 0u);
   EXPECT_TRUE(a.batch_out(a.client_out, 0, 1));   // opens again

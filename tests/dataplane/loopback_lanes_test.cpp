@@ -24,13 +24,14 @@ bool eventually(F ok, std::chrono::milliseconds limit) {
   return true;
 }
 
-// Client 0 (host a) has batches 1 and 2 out to trustee 2 (host b), one per
-// lane, and rings batch 3 into lane 1 before batch 1's answer came: the
-// lane is not free. Shipped, it counted a third batch in flight for the
-// pair (client_out beyond kLanes), took lane 1 from batch 1, whose answer
+// Client 0 (host a) has batches 1 to K out to trustee 2 (host b), one per
+// lane, and rings batch K + 1 into lane 1 before batch 1's answer came:
+// the lane is not free. Shipped, it counted a batch beyond kLanes in
+// flight for the pair (client_out), took lane 1 from batch 1, whose answer
 // was then rejected after its frame was acked, and left the exchange open
-// for good (host b rejects batch 3 as well: its trustee has not answered
-// 1). Dropped at the doorbell, the pair goes on as if it was never rung.
+// for good (host b rejects batch K + 1 as well: its trustee has not
+// answered 1). Dropped at the doorbell, the pair goes on as if it was
+// never rung.
 TEST(LoopbackLanes, RequestIntoABusyLaneIsDropped) {
   LoopbackRack rack({1, 1, 1, ""});
   const std::string key = fresh_id();
@@ -40,28 +41,32 @@ TEST(LoopbackLanes, RequestIntoABusyLaneIsDropped) {
   auto body = [&](std::uint32_t seq, bool response) {
     return pattern(client, trustee, seq, response, size_of(seq, response));
   };
-  a.request(0, trustee, 1, body(1, false));
-  a.request(0, trustee, 2, body(2, false));
-  ASSERT_TRUE(eventually([&] { return b.request_seq(0, client, 1) == 1 && b.request_seq(0, client, 2) == 2; },
-                         std::chrono::seconds(10)));
-  a.request(0, trustee, 3, body(3, false));  // lane 1 still waits for 1's answer
+  constexpr std::uint32_t K = abi::kLanes, extra = K + 1;  // `extra`: lane 1's second batch
+  for (std::uint32_t q = 1; q <= K; ++q) a.request(0, trustee, q, body(q, false));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (std::uint32_t q = 1; q <= K; ++q)
+          if (b.request_seq(0, client, q) != q) return false;
+        return true;
+      },
+      std::chrono::seconds(10)));
+  a.request(0, trustee, extra, body(extra, false));  // lane 1 still waits for 1's answer
   ASSERT_TRUE(eventually([&] { return a.doorbells_taken(0); }, std::chrono::seconds(10)));
-  b.respond(0, client, 1, body(1, true));
-  b.respond(0, client, 2, body(2, true));
-  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, 2) == 2; }, std::chrono::seconds(10)));
+  for (std::uint32_t q = 1; q <= K; ++q) b.respond(0, client, q, body(q, true));
+  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, K) == K; }, std::chrono::seconds(10)));
   EXPECT_TRUE(eventually([&] { return a.response_seq(0, trustee, 1) == 1; }, std::chrono::seconds(10)))
-      << "batch 1's answer was dropped: the out-of-turn batch 3 took its lane";
+      << "batch 1's answer was dropped: the out-of-turn batch " << extra << " took its lane";
   EXPECT_EQ(a.response_body(0, trustee, 1), body(1, true));
   ASSERT_TRUE(eventually([&] { return rack.exchanges_open(0) == 0 && rack.exchanges_open(1) == 0; },
                          std::chrono::seconds(5)))
       << "exchanges open: host a " << rack.exchanges_open(0) << ", host b " << rack.exchanges_open(1);
-  // Rung again now that its lane is free, batch 3 goes, and is answered.
-  a.request(0, trustee, 3, body(3, false));
-  ASSERT_TRUE(eventually([&] { return b.request_seq(0, client, 3) == 3; }, std::chrono::seconds(10)))
-      << "batch 3 never reached its trustee";
-  EXPECT_EQ(b.request_body(0, client, 3), body(3, false));
-  b.respond(0, client, 3, body(3, true));
-  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, 3) == 3; }, std::chrono::seconds(10)));
+  // Rung again now that its lane is free, the batch goes, and is answered.
+  a.request(0, trustee, extra, body(extra, false));
+  ASSERT_TRUE(eventually([&] { return b.request_seq(0, client, extra) == extra; }, std::chrono::seconds(10)))
+      << "batch " << extra << " never reached its trustee";
+  EXPECT_EQ(b.request_body(0, client, extra), body(extra, false));
+  b.respond(0, client, extra, body(extra, true));
+  ASSERT_TRUE(eventually([&] { return a.response_seq(0, trustee, extra) == extra; }, std::chrono::seconds(10)));
   EXPECT_TRUE(eventually([&] { return rack.exchanges_open(0) == 0 && rack.exchanges_open(1) == 0; },
                          std::chrono::seconds(5)));
   rack.stop();

@@ -104,7 +104,7 @@ class FakeApp {
   std::uint32_t local() const { return local_; }
 
   // Client side: local thread `li` publishes batch `seq` to remote trustee
-  // `trustee` (in the slots of lane seq & 1, abi::kLanes) and rings its
+  // `trustee` (in the slots of lane seq % abi::kLanes) and rings its
   // doorbell. The readers take the seq whose lane they read.
   void request(std::uint32_t li, std::uint32_t trustee, std::uint32_t seq, const std::vector<std::uint8_t>& body);
   std::uint32_t response_seq(std::uint32_t li, std::uint32_t trustee, std::uint32_t lane_of) const;

@@ -41,8 +41,8 @@ inline std::uint16_t flags_of(std::uint32_t seq) { return seq % 5 == 0 ? abi::kR
 // until each client has had `rounds` answers from each remote trustee.
 class Traffic {
  public:
-  // window: batches a client keeps out per trustee (1, or 2 as the runtime
-  // does across hosts: both lanes).
+  // window: batches a client keeps out per trustee (1, or kLanes as the
+  // runtime does across hosts: every lane).
   Traffic(FakeApp& a, FakeApp& b, std::uint32_t rounds, std::uint32_t window = abi::kLanes)
       : apps_{&a, &b}, rounds_(rounds), window_(window) {
     for (int h = 0; h < 2; ++h) {

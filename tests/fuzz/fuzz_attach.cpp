@@ -86,7 +86,7 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
           hdr.doorbells == l.doorbells && hdr.doorbell_stride == l.doorbell_stride &&
           hdr.counters == l.counters);
   // Regions in order, not overlapping, inside the segment.
-  const std::uint64_t cells = abi::kLanes * t * t;  // both lanes of every pair
+  const std::uint64_t cells = abi::kLanes * t * t;  // every lane of every pair
   require(l.request_primary >= sizeof(abi::SegmentHeader));
   require(l.request_primary + cells * abi::kPrimaryBytes <= l.response_primary);
   require(l.response_primary + cells * abi::kPrimaryBytes <= l.request_overflow);
@@ -96,7 +96,7 @@ void check_accepted(const std::uint8_t* msg, std::size_t msg_len, const abi::Seg
   require(l.doorbells + std::uint64_t(local) * l.doorbell_stride <= l.counters);
   require(l.counters + std::uint64_t(local) * sizeof(abi::ThreadCounters) <= l.bytes);
   require(l.doorbell_stride >= sizeof(abi::DoorbellRing) + std::uint64_t(l.doorbell_entries) * 4);
-  require(l.doorbell_entries >= 2 * t && (l.doorbell_entries & (l.doorbell_entries - 1)) == 0);
+  require(l.doorbell_entries >= 2 * abi::kLanes * t && (l.doorbell_entries & (l.doorbell_entries - 1)) == 0);
 }
 
 // Calls check_attach on an exactly sized copy of the message (ASan sees a

@@ -12,26 +12,30 @@
 // Segment layout (all offsets from the segment start, 4 KiB aligned):
 //
 //   SegmentHeader                                   at 0, one page
-//   request primary blocks   [lane][trustee][client]  2*T*T * kPrimaryBytes
-//   response primary blocks  [lane][client][trustee]  2*T*T * kPrimaryBytes
-//   request overflow blocks  [lane][trustee][client]  2*T*T * kOverflowBytes
-//   response overflow blocks [lane][client][trustee]  2*T*T * kOverflowBytes
+//   request primary blocks   [lane][trustee][client]  K*T*T * kPrimaryBytes
+//   response primary blocks  [lane][client][trustee]  K*T*T * kPrimaryBytes
+//   request overflow blocks  [lane][trustee][client]  K*T*T * kOverflowBytes
+//   response overflow blocks [lane][client][trustee]  K*T*T * kOverflowBytes
 //   wake words               [local thread]         L * kWakeStride
 //   doorbell rings           [local thread]         L * doorbell_stride
 //   thread counters          [local thread]         L * sizeof(ThreadCounters)
 //
-// T is the rack's thread count (global thread ids), L this host's share. A
+// T is the rack's thread count (global thread ids), L this host's share, K
+// the lanes (kLanes; 1 for a single process's square, segment_layout). A
 // request slot (trustee r, client c) with c local and r remote is written by
 // client c and read by the dataplane; with c remote and r local it is written
 // by the dataplane and served by trustee r. Response slots mirror that.
 // Thread counters are written by their thread and only read by the
 // dataplane, which copies them into its metrics file (abi/metrics.hpp).
 //
-// Lanes: a pair on two hosts may have two batches in flight, so that the
-// next batch crosses while the trustee serves the one before. Batch `seq`
-// uses the request and response slots of lane `seq & 1` (kLanes); the
-// trustee serves them in seq order whichever arrives first. A pair on one
-// host uses lane 0 only, one batch at a time.
+// Lanes: a pair on two hosts may have kLanes batches in flight, so that
+// the next batches cross while the trustee serves the one before, and a
+// request body larger than a slot (a piece or two a batch) crosses in one
+// round trip up to kLanes slots (a response larger than a slot still
+// comes a slot per round trip: the client fetches each rest). Batch `seq`
+// uses the request and response slots of lane `seq % kLanes`; the trustee
+// serves them in seq order whichever arrives first. A pair on one host
+// uses lane 0 only, one batch at a time.
 #pragma once
 
 #include <cstddef>
@@ -44,8 +48,13 @@
 namespace gossamer::abi {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31524d4153534f47ull;  // "GOSSAMR1"
-inline constexpr std::uint32_t kAttachVersion = 4;  // 2: thread counters; 3: run id and token; 4: lanes
-inline constexpr std::uint32_t kLanes = 2;          // slot pairs per (client, trustee) pair
+inline constexpr std::uint32_t kAttachVersion = 5;  // 2: thread counters; 3: run id and token; 4: lanes; 5: 8 lanes
+// Slot pairs per (client, trustee) pair; a power of two (seqs wrap at 2^32).
+// 2 until 2026-11-29: a thread that computes between its loop's passes
+// moved 32 KiB a round trip to another host (tools/apps/sssp/SCALING.md,
+// "Eight lanes").
+inline constexpr std::uint32_t kLanes = 8;
+static_assert((kLanes & (kLanes - 1)) == 0);
 inline constexpr std::uint32_t kMaxRackThreads = 4096;
 inline constexpr std::uint32_t kMaxRackHosts = 64;
 inline constexpr std::size_t kPage = 4096;
@@ -53,7 +62,7 @@ inline constexpr std::size_t kWakeStride = 64;  // one futex word per cache line
 
 // Index of a slot block in its region: [lane][major][minor], T x T per lane
 // (requests: major trustee, minor client; responses the other way round).
-// `lane` may be a batch's seq: its low bit names the lane.
+// `lane` may be a batch's seq: seq % kLanes names the lane.
 constexpr std::size_t slot_cell(std::uint32_t total, std::uint32_t lane, std::uint32_t major, std::uint32_t minor) {
   return (std::size_t(lane % kLanes) * total + major) * total + minor;
 }
@@ -113,7 +122,7 @@ struct SegmentHeader {
   std::uint32_t local_threads;       // L
   std::uint32_t host_index;
   std::uint32_t host_count;
-  std::uint32_t doorbell_entries;    // power of two, >= 2 * T
+  std::uint32_t doorbell_entries;    // power of two, >= 2 * kLanes * T
   std::uint64_t request_primary;     // offsets, see above
   std::uint64_t response_primary;
   std::uint64_t request_overflow;
@@ -146,11 +155,17 @@ struct SegmentLayout {
 
 constexpr std::uint64_t page_round(std::uint64_t n) { return (n + kPage - 1) & ~std::uint64_t(kPage - 1); }
 
-constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentLayout* out) {
+// `lanes`: kLanes for a rack's segment; 1 for the square of a process
+// that is alone (every pair on one host uses lane 0 only).
+constexpr bool segment_layout(std::uint32_t total, std::uint32_t local, SegmentLayout* out,
+                              std::uint32_t lanes = kLanes) {
   if (total == 0 || total > kMaxRackThreads || local == 0 || local > total) return false;
+  if (lanes != 1 && lanes != kLanes) return false;
+  // Every doorbell a thread may owe at once: a request and a response per
+  // lane of each pair it is in.
   std::uint32_t entries = 2;
-  while (entries < 2 * total) entries *= 2;
-  std::uint64_t cells = std::uint64_t(kLanes) * total * total;
+  while (entries < 2 * kLanes * total) entries *= 2;
+  std::uint64_t cells = std::uint64_t(lanes) * total * total;
   SegmentLayout l{};
   l.request_primary = kPage;
   l.response_primary = l.request_primary + page_round(cells * kPrimaryBytes);
