@@ -248,7 +248,8 @@ bool Worker::serve_requests() {
     // back): a body larger than a slot comes as a batch per lane, and a
     // thread that computes between passes would otherwise take a pass for
     // each.
-    const std::uint32_t lap = rt_.is_local(c) ? 1 : abi::kLanes;
+    const bool local = rt_.is_local(c);
+    const std::uint32_t lap = local ? 1 : abi::kLanes;
     for (std::uint32_t k = 0; k < lap; ++k) {
       const std::uint32_t next = served_seq_[c] + 1;
       std::byte* primary = reinterpret_cast<std::byte*>(const_cast<std::uint32_t*>(request_words_[c]));
@@ -259,14 +260,12 @@ bool Worker::serve_requests() {
       abi::RequestSlotHeader h;
       std::memcpy(&h, primary, sizeof h);  // copy, then validate
       h.seq = seq;
-      if (rt_.is_local(c)) {
+      if (local) {
         serve_slot(c, h);
-        served_seq_[c] = seq;
-        worked = true;
-        break;
+      } else {
+        if (!serve_remote_slot(c, h)) break;  // its payload is on its way (TCP)
+        request_words_[c] = reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, next + 1));
       }
-      if (!serve_remote_slot(c, h)) break;  // its payload is on its way (TCP)
-      request_words_[c] = reinterpret_cast<const std::uint32_t*>(square_.request_primary(id_, c, next + 1));
       served_seq_[c] = seq;
       worked = true;
     }
