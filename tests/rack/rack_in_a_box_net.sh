@@ -248,6 +248,16 @@ EOF
 chmod +x "$stub/dataplane/gossamer-dataplane"
 
 pid_of() { cat "$GOSSAMER_RACK_DIR/h$1/dataplane.pid"; }
+# The CPUs PID may run on (a list as taskset prints it), and what a pinned
+# host I's processes get: its polling core's CPU (up without --cores).
+cpus_of() { awk '/^Cpus_allowed_list:/ {print $2}' "/proc/$1/status"; }
+all_cpus=$(cpus_of $$)
+host_cpu() { echo $(($1 % $(nproc))); }
+# PID runs on host I's CPU (what `up` pins a host's processes to).
+pinned() {
+  [ "$(cpus_of "$1")" = "$(host_cpu "$2")" ] ||
+    fail "pid $1 (host $2) may run on CPUs $(cpus_of "$1"), not its host's CPU $(host_cpu "$2")"
+}
 # True if PID runs and is not a zombie (an orphaned dataplane stays a zombie
 # until init reaps it).
 alive() {
@@ -257,9 +267,12 @@ alive() {
   [ "${stat%% *}" != Z ]
 }
 
-"$rack" up --hosts 2 --no-gossamerd --build "$stub" || fail "up --no-gossamerd with the stub dataplane failed"
+"$rack" up --hosts 2 --no-gossamerd --float --build "$stub" || fail "up --no-gossamerd with the stub dataplane failed"
 p0=$(pid_of 0)
 p1=$(pid_of 1)
+# --float: the hosts' processes may run anywhere, as this shell.
+[ "$(cpus_of "$p0")" = "$all_cpus" ] && [ "$(cpus_of "$p1")" = "$all_cpus" ] ||
+  fail "--float: the dataplanes may run on CPUs $(cpus_of "$p0") and $(cpus_of "$p1"), not all of $all_cpus"
 stub_pids+=("$p0" "$p1")
 alive "$p0" || fail "dataplane 0 (pid $p0) is not running"
 alive "$p1" || fail "dataplane 1 (pid $p1) is not running"
@@ -310,7 +323,12 @@ if [ "$have_gd" = 1 ]; then
   "$rack" status | grep -E "^h0 .* $g0 alive +all-up +$d0 alive" >/dev/null ||
     fail "status does not show h0's gossamerd and dataplane: $("$rack" status)"
   "$rack" exec 1 -- "$ctl" status >"$tmp/ctl.out" || fail "gossamerctl status on host 1: $(cat "$tmp/ctl.out")"
-  ok "gossamerd on every host, supervising its dataplane"
+  # Each host's gossamerd and its dataplane run on the host's CPU (not with
+  # --float); exec does not pin.
+  pinned "$g0" 0; pinned "$d0" 0; pinned "$g1" 1; pinned "$d1" 1
+  [ "$("$rack" exec 1 -- awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)" = "$all_cpus" ] ||
+    fail "exec pinned its command"
+  ok "gossamerd on every host, supervising its dataplane, each host on its CPU"
 
   for a in start stop; do
     if "$rack" dataplane 0 "$a" >"$tmp/dp.out" 2>&1; then fail "dataplane 0 $a succeeded under gossamerd"; fi
@@ -366,6 +384,7 @@ if [ "$have_gd" = 1 ]; then
   g0=$(rack_pid 0 gossamerd)
   d0=$(rack_pid 0 dataplane)
   stub_pids+=("$g0" "$d0")
+  pinned "$g0" 0; pinned "$d0" 0; pinned "$g1" 1; pinned "$d1" 1  # started again: on their CPUs again
   ok "gossamerd stop (paused or not), start, restart"
 
   # down: gossamerds first (one paused, one whose pid file is lost).

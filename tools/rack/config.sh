@@ -40,9 +40,7 @@ write_config() {
     # Hosts spread over the machine's CPUs, core by core (DPDK alone would
     # put every polling core of every host on the first CPU).
     if [ "$CORES" -le "$NCPUS" ]; then
-      local cpus=() c
-      for ((c = 0; c < CORES; c++)); do cpus+=("$(( (i * CORES + c) % NCPUS ))"); done
-      echo "  cpus: [$(IFS=,; echo "${cpus[*]}" | sed 's/,/, /g')]"
+      echo "  cpus: [$(host_cpus "$i" | sed 's/,/, /g')]"
     fi
     [ "$AUTH" -eq 1 ] || echo "  authenticate: false"
     echo
@@ -66,6 +64,18 @@ write_config() {
       cat "$CONFIG_EXTRA"
     fi
   } >"$f"
+  # The host's processes run on those CPUs too (up without --float):
+  # gd_launch and dp_start read this file (pin_argv, procs.sh).
+  rm -f "$STATE/h$i.cpus"
+  if [ "$PIN" -eq 1 ] && [ "$CORES" -le "$NCPUS" ]; then host_cpus "$i" >"$STATE/h$i.cpus"; fi
+}
+
+# Host I's CPUs, comma-separated: those of its dataplane's polling cores,
+# core c on CPU (I * CORES + c) mod NCPUS.
+host_cpus() {
+  local i=$1 c cpus=()
+  for ((c = 0; c < CORES; c++)); do cpus+=("$(( (i * CORES + c) % NCPUS ))"); done
+  (IFS=,; echo "${cpus[*]}")
 }
 
 check_configs() {

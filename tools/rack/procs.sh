@@ -133,6 +133,18 @@ log_tail() {
 
 # ---------------------------------------------------------------- dataplanes (direct)
 
+# Sets PIN_ARGV to the argv prefix that runs a process of host I on the
+# host's CPUs ($STATE/hI.cpus, written by `up` unless --float): empty when
+# the host is not pinned. taskset execs, so $! stays the process's own pid.
+pin_argv() {
+  local f=$STATE/h$1.cpus cpus
+  PIN_ARGV=()
+  [ -r "$f" ] || return 0
+  cpus=$(cat "$f")
+  [[ $cpus =~ ^[0-9]+(,[0-9]+)*$ ]] || die "$f: not a CPU list ('$cpus'); run: $prog down && $prog up ..."
+  PIN_ARGV=(taskset -c "$cpus")
+}
+
 dp_start() {
   local i=$1 ns exe sock log pid waited=0
   ns=$(host_ns "$i")
@@ -148,7 +160,8 @@ dp_start() {
   mkdir -p "$STATE/h$i"
   rm -f "$sock"
   # `ip netns exec` execs the dataplane, so $! is the dataplane's own pid.
-  ip netns exec "$ns" "$exe" --config "$STATE/h$i.yaml" </dev/null >"$log" 2>&1 &
+  pin_argv "$i"
+  ${PIN_ARGV[@]+"${PIN_ARGV[@]}"} ip netns exec "$ns" "$exe" --config "$STATE/h$i.yaml" </dev/null >"$log" 2>&1 &
   pid=$!
   echo "$pid" >"$STATE/h$i/dataplane.pid"
   while [ ! -S "$sock" ]; do
@@ -206,8 +219,10 @@ gd_launch() {
   mkdir -p "$STATE/h$i"
   offset=$(stat -c %s "$log" 2>/dev/null || echo 0)
   # `ip netns exec` execs gossamerd, so $! is gossamerd's own pid. Its
-  # dataplane writes to the same log (it inherits gossamerd's stderr).
-  ip netns exec "$ns" "$exe" "${args[@]}" </dev/null >>"$log" 2>&1 &
+  # dataplane writes to the same log (it inherits gossamerd's stderr), and
+  # it and the instances it starts inherit its CPUs (pin_argv).
+  pin_argv "$i"
+  ${PIN_ARGV[@]+"${PIN_ARGV[@]}"} ip netns exec "$ns" "$exe" "${args[@]}" </dev/null >>"$log" 2>&1 &
   pid=$!
   echo "$pid" >"$STATE/h$i/gossamerd.pid"
   echo "$offset"

@@ -5,7 +5,7 @@
 
 cmd_up() {
   local n="" build="${GOSSAMER_BUILD:-$repo/build}" dataplane=1 gossamerd=1 vdev=af_packet i
-  CONFIG_EXTRA="" LARGE_THRESHOLD="" CORES=1 SOCKET_GROUP="" AUTH=1 NCPUS=$(nproc) MTU=1500
+  CONFIG_EXTRA="" LARGE_THRESHOLD="" CORES=1 SOCKET_GROUP="" AUTH=1 NCPUS=$(nproc) MTU=1500 PIN=1
   YIELD_US="" RUNTIME_YIELD_US=""
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -27,6 +27,7 @@ cmd_up() {
       --socket-group) [ $# -ge 2 ] || die "--socket-group needs a group"; SOCKET_GROUP=$2; shift 2 ;;
       --socket-group=*) SOCKET_GROUP=${1#*=}; shift ;;
       --no-auth) AUTH=0; shift ;;
+      --float) PIN=0; shift ;;
       --yield-us) [ $# -ge 2 ] || die "--yield-us needs a value"; YIELD_US=$2; shift 2 ;;
       --yield-us=*) YIELD_US=${1#*=}; shift ;;
       --runtime-yield-us) [ $# -ge 2 ] || die "--runtime-yield-us needs a value"; RUNTIME_YIELD_US=$2; shift 2 ;;
@@ -55,6 +56,7 @@ cmd_up() {
   require_root up
   need_tool ip iproute2
   need_tool ethtool ethtool
+  [ "$PIN" -eq 0 ] || need_tool taskset util-linux
   [ -d "$build" ] || die "up: build directory '$build' does not exist (build first, or pass --build DIR)"
   build=$(cd "$build" && pwd)
   [[ $build =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "up: build directory '$build' must be a path of [A-Za-z0-9._/+-]"
