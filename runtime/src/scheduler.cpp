@@ -123,7 +123,11 @@ void Worker::loop() {
   // one; serve_requests times the batches it serves.
   std::uint64_t last = cycles();
   while (!rt_.stopping()) {
-    bool worked = run_ready_fibers();   // every fiber that is ready now, once
+    bool worked = false;
+    // After a yield to the dataplane (yield_to_dataplane), what it brought
+    // meanwhile first: the fibers may compute for a while.
+    if (std::exchange(serve_first_, false)) worked = serve_requests() | flush_and_poll();
+    worked |= run_ready_fibers();       // every fiber that is ready now, once
     worked |= serve_requests();         // trustee: requests from every client
     worked |= flush_and_poll();         // client: responses in, requests out
     if (li_ == 0 && rt_.main_done) rt_.check_done(*this);  // all done?
@@ -138,7 +142,7 @@ void Worker::loop() {
     // before a sleep found some, doing it was busy (serve_cycles counts the
     // batches it served, and must stay within busy_cycles).
     const bool found = idle_backoff(worked);
-    if (!worked || std::exchange(ring_yielded_, false)) {
+    if (!worked || std::exchange(dp_yielded_, false)) {
       last = cycles();
       (found ? busy_cycles_ : idle_cycles_) += last - now;
     }
@@ -182,7 +186,7 @@ bool Worker::idle_backoff(bool worked) {
   // that rack probes, which are served like requests, leave it unchanged.
   if (worked) {
     idle_streak_ = 0;
-    if (rang_ && !rt_.busy_polling()) yield_after_ring();
+    if (shared_wake_ && !rt_.busy_polling()) yield_to_dataplane();
     return false;
   }
   ++idle_streak_;
@@ -229,24 +233,39 @@ bool Worker::idle_backoff(bool worked) {
   return false;
 }
 
-// A pass that worked, with a doorbell rung since the last yield for one
-// (rang_, this pass or an earlier one). The idle pass below yields to
-// the dataplane after a ring; a thread whose fibers are always ready (an
-// event loop that yields every round, as Hydra's; a computation that yields
-// now and then) never has one, and a dataplane on this CPU then waits with
-// what we rang for until the kernel preempts us. So yield here too, at
-// most every kRingYield: a switch costs ~1.5 us on this VM, and a Hydra
-// that yielded after every round with batches for another host lost 11 %
-// of its pipelined GETs on a rack (tools/apps/kvstore/README.md, "Yielding
-// to the dataplane"). Until it yields, rang_ stays set for the idle pass.
+// A pass that worked, in a rack (whose dataplane shares the CPUs with the
+// applications), gives the CPU to the dataplane now and then:
+// - after a ring (rang_, this pass or an earlier one), at most every
+//   kRingYield. The idle pass below yields to the dataplane after a ring;
+//   a thread whose fibers are always ready (an event loop that yields every
+//   round, as Hydra's; a computation that yields now and then) never has
+//   one, and a dataplane on this CPU then waits with what we rang for
+//   until the kernel preempts us. A switch costs ~1.5 us on this VM, and a
+//   Hydra that yielded after every round with batches for another host lost
+//   11 % of its pipelined GETs on a rack (tools/apps/kvstore/README.md,
+//   "Yielding to the dataplane"). Until it yields, rang_ stays set for the
+//   idle pass.
+// - without a ring, at most every kRackYield while the dataplane is awake:
+//   frames for this host (requests for our trustee, answers for our
+//   clients) wait in the port until the dataplane runs, and a dataplane in
+//   its yield phase is runnable but never preempts a thread that computes
+//   (the kernel let SSSP's partitions compute for milliseconds before it;
+//   a chunk of updates took 0.8-1 ms to reach the other host, 0.25 ms
+//   between two threads of one host: tools/apps/sssp/SCALING.md, "A CPU
+//   per host"). A sleeping dataplane needs no yield: the frame's wake-up
+//   preempts us.
+// Then the next pass serves what came in before its fibers run (serve_first_).
 // The time the yield gives away counts as idle (loop()).
-void Worker::yield_after_ring() {
+void Worker::yield_to_dataplane() {
   constexpr auto kRingYield = std::chrono::microseconds(50);
+  constexpr auto kRackYield = std::chrono::microseconds(120);
+  if (!rang_ && std::atomic_ref<std::uint32_t>(*dataplane_sleeping_).load(std::memory_order_relaxed)) return;
   const auto now = std::chrono::steady_clock::now();
-  if (now - ring_yield_ < kRingYield) return;
-  ring_yield_ = now;
+  if (now - dp_yield_ < (rang_ ? kRingYield : kRackYield)) return;
+  dp_yield_ = now;
   rang_ = false;
-  ring_yielded_ = true;
+  dp_yielded_ = true;
+  serve_first_ = true;
   ::sched_yield();
 }
 

@@ -328,9 +328,10 @@ class Worker {
   std::uint32_t* dataplane_sleeping_ = nullptr;
   // We rang a doorbell: the next pass that finds nothing yields at once
   // instead of spinning (scheduler.cpp, idle_backoff), and so does one
-  // that worked, at most every 50 us (yield_after_ring).
+  // that worked, at most every 50 us (yield_to_dataplane).
   bool rang_ = false;
-  bool ring_yielded_ = false;  // this pass's yield_after_ring yielded: its time is idle
+  bool dp_yielded_ = false;  // this pass's yield_to_dataplane yielded: its time is idle
+  bool serve_first_ = false;  // and the next pass serves what came in meanwhile before the fibers run
   bool control_send_ = false;
   std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 
@@ -349,8 +350,8 @@ class Worker {
   std::size_t sched_stack_size_ = 0;
   std::uint32_t idle_streak_ = 0;
   std::chrono::steady_clock::time_point yield_until_{};  // end of the yield phase (idle_backoff)
-  std::chrono::steady_clock::time_point ring_yield_{};   // the last yield_after_ring
-  void yield_after_ring();
+  std::chrono::steady_clock::time_point dp_yield_{};     // the last yield_to_dataplane
+  void yield_to_dataplane();
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger
   // than bulk_threshold_ (UINT32_MAX: never)
