@@ -69,8 +69,13 @@ struct Tuning {
   // the other partitions (README.md, "Chunks"), and of the heavy phase
   // between two yields. At scale 20 on 2
   // partitions (4 roots): 4 Ki 144.7 M relaxations, 16 Ki 137.1 M, 64 Ki
-  // 138.1 M; 1 partition 135.0 M, and one send at the end 149.5 M.
-  std::uint64_t chunk = std::uint64_t(1) << 14;
+  // 138.1 M; 1 partition 135.0 M, and one send at the end 149.5 M. 8 Ki
+  // since 2026-11-29: on 2 hosts a partition's pass (what serves the other
+  // host's chunks) then comes twice as often, and 2 hosts / 1 host went
+  // from 0.90x to 0.95x at scale 18; at scale 20 (16 roots, 2 partitions)
+  // 8 Ki and 16 Ki relax the same 541 M (tools/apps/sssp/SCALING.md, "A
+  // CPU per host").
+  std::uint64_t chunk = std::uint64_t(1) << 13;
   std::uint64_t message_cost = kMessageCost;  // Summary::path's price of waiting for a message
 };
 

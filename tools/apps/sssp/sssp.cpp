@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--window 1] [--chunk 16384] [--message-cost 10000]
+//        [--delta 0.05] [--window 1] [--chunk 8192] [--message-cost 10000]
 //        [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
