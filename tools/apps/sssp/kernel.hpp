@@ -62,20 +62,24 @@ struct Deliver {
   }
 };
 
+// --chunk's defaults. On one host: at scale 20 on 2 partitions (4 roots),
+// 4 Ki 144.7 M relaxations, 16 Ki 137.1 M, 64 Ki 138.1 M; 1 partition
+// 135.0 M, and one send at the end 149.5 M. Across hosts half of that
+// (2026-11-29): a partition's pass, which hands the other host's pieces to
+// it and lets the dataplane sharing its CPU run, comes twice as often, and
+// 2 hosts / 1 host went from 0.90x to 0.95x at scale 18, where on one host
+// 8 Ki was 0.98x of 16 Ki and at scale 20 about 0.95x with the same 541 M
+// relaxations (tools/apps/sssp/SCALING.md, "A CPU per host").
+inline constexpr std::uint64_t kChunk = std::uint64_t(1) << 14;
+inline constexpr std::uint64_t kChunkRack = std::uint64_t(1) << 13;
+
 // How a run goes; the same on every partition.
 struct Tuning {
   std::uint32_t window = 1;  // light buckets a round processes (Partition::light)
   // Relaxations of the light phase between two sends of its updates to
   // the other partitions (README.md, "Chunks"), and of the heavy phase
-  // between two yields. At scale 20 on 2
-  // partitions (4 roots): 4 Ki 144.7 M relaxations, 16 Ki 137.1 M, 64 Ki
-  // 138.1 M; 1 partition 135.0 M, and one send at the end 149.5 M. 8 Ki
-  // since 2026-11-29: on 2 hosts a partition's pass (what serves the other
-  // host's chunks) then comes twice as often, and 2 hosts / 1 host went
-  // from 0.90x to 0.95x at scale 18; at scale 20 (16 roots, 2 partitions)
-  // 8 Ki and 16 Ki relax the same 541 M (tools/apps/sssp/SCALING.md, "A
-  // CPU per host").
-  std::uint64_t chunk = std::uint64_t(1) << 13;
+  // between two yields: kChunk, or kChunkRack across hosts (sssp.cpp).
+  std::uint64_t chunk = kChunk;
   std::uint64_t message_cost = kMessageCost;  // Summary::path's price of waiting for a message
 };
 

@@ -8,7 +8,7 @@
 // rounds that the partitions synchronize among themselves (kernel.hpp).
 //
 //   sssp [--scale 14] [--edgefactor 16] [--seed 1] [--roots 64 | --root V]
-//        [--delta 0.05] [--window 1] [--chunk 8192] [--message-cost 10000]
+//        [--delta 0.05] [--window 1] [--chunk 16384 | 8192] [--message-cost 10000]
 //        [--threads 4] [--skip-validation]
 // prints on host 0 one summary line (README.md lists the fields), then the
 // block:
@@ -49,7 +49,7 @@ struct Params {
   Corrupt corrupt = Corrupt::none;
   float delta = 0;  // 0: kDelta (below)
   std::size_t threads = 4;
-  std::uint64_t chunk = Tuning{}.chunk;  // light relaxations between sends (kernel.hpp)
+  std::uint64_t chunk = 0;  // light relaxations between sends; 0: kChunk or kChunkRack (kernel.hpp)
   std::uint64_t message_cost = kMessageCost;  // path='s price of a message, in relaxations
   std::uint32_t window = 0;  // light buckets per round; 0: kWindow (below)
   gossamer::Polling polling = gossamer::Polling::adaptive;
@@ -149,6 +149,7 @@ int drive(Params prm) {
   const std::size_t nparts = gossamer::thread_count();
   if (prm.delta == 0) prm.delta = kDelta;
   if (prm.window == 0) prm.window = kWindow;
+  if (prm.chunk == 0) prm.chunk = gossamer::host_count() > 1 ? kChunkRack : kChunk;
   const GraphSpec& spec = prm.spec;
   const std::uint64_t n = spec.vertices();
   if (nparts > kMaxParts) {
@@ -277,8 +278,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Number & (CLI::IsMember({0.0f}) | CLI::Range(0.001, 1e9)));
   app.add_option("--window", p.window, "light buckets a round processes (0: the default, 1)")
       ->check(CLI::Range(0, 64));
-  app.add_option("--chunk", p.chunk, "relaxations between two sends of the light phase's updates (and two yields of the heavy phase)")
-      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
+  app.add_option("--chunk", p.chunk,
+                 "relaxations between two sends of the light phase's updates (and two yields of the heavy phase); "
+                 "0: the default, 16384 on one host, 8192 across hosts")
+      ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1) << 40));
   app.add_option("--message-cost", p.message_cost, "what waiting for a message adds to path=, in relaxations")
       ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1) << 40));
   app.add_option("--threads", p.threads, "runtime threads in the whole rack, one partition each")
