@@ -253,7 +253,8 @@ bool Worker::idle_backoff(bool worked) {
 //   a chunk of updates took 0.8-1 ms to reach the other host, 0.25 ms
 //   between two threads of one host: tools/apps/sssp/SCALING.md, "A CPU
 //   per host"). A sleeping dataplane needs no yield: the frame's wake-up
-//   preempts us.
+//   preempts us. (The word has a bit per sleeping polling core: with
+//   several cores, one asleep stops these yields for every thread.)
 // Then the next pass serves what came in before its fibers run (serve_first_).
 // The time the yield gives away counts as idle (loop()).
 void Worker::yield_to_dataplane() {

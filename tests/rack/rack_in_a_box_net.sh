@@ -97,8 +97,24 @@ if "$rack" exec 0 -- true >/dev/null 2>&1; then fail "exec succeeded with no rac
 [ -z "$(our_namespaces)" ] || fail "argument errors left namespaces: $(our_namespaces)"
 ok "usage and argument errors"
 
+# The CPUs PID may run on (a list as taskset prints it), and what a pinned
+# host I's processes get: its polling core's CPU (up without --cores).
+cpus_of() { awk '/^Cpus_allowed_list:/ {print $2}' "/proc/$1/status"; }
+all_cpus=$(cpus_of $$)
+# This shell's CPUs one by one (the list may be 0-1, or 2-3,6 in a cpuset);
+# host i gets the (i mod count)-th.
+mine=()
+IFS=, read -ra ranges <<<"$all_cpus"
+for r in "${ranges[@]}"; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do mine+=("$c"); done; done
+host_cpu() { echo "${mine[$(($1 % ${#mine[@]}))]}"; }
+# PID runs on host I's CPU (what `up` pins a host's processes to).
+pinned() {
+  [ "$(cpus_of "$1")" = "$(host_cpu "$2")" ] ||
+    fail "pid $1 (host $2) may run on CPUs $(cpus_of "$1"), not its host's CPU $(host_cpu "$2")"
+}
+
 # -- up
-"$rack" up --hosts 3 --no-dataplane "${nogd[@]}" --build "$build" || fail "up --hosts 3 --no-dataplane failed"
+"$rack" up --hosts 3 --no-dataplane "${nogd[@]}" --float --build "$build" || fail "up --hosts 3 --no-dataplane failed"
 want="$prefix-h0 $prefix-h1 $prefix-h2 $prefix-sw "
 [ "$(our_namespaces)" = "$want" ] || fail "namespaces are '$(our_namespaces)', want '$want'"
 [ "$(cat "$GOSSAMER_RACK_DIR/hosts")" = 3 ] || fail "hosts file does not say 3"
@@ -175,12 +191,13 @@ if [ "$have_gd" = 1 ]; then
     [ "$(readlink "/proc/$gp/ns/net")" = "$(ip netns exec "$prefix-h$i" readlink /proc/self/ns/net)" ] ||
       fail "host $i's gossamerd is not in namespace $prefix-h$i"
     tr '\0' ' ' <"/proc/$gp/cmdline" | grep -q -- "--no-dataplane" || fail "host $i's gossamerd lacks --no-dataplane"
+    [ "$(cpus_of "$gp")" = "$all_cpus" ] || fail "--float: host $i's gossamerd may run on CPUs $(cpus_of "$gp"), not all of $all_cpus"
     "$rack" exec "$i" -- "$ctl" status >"$tmp/ctl.out" 2>&1 ||
       fail "gossamerctl status on host $i exits non-zero: $(cat "$tmp/ctl.out")"
   done
   "$rack" status | grep -E "^h2 .* $gp alive +all-up" >/dev/null || fail "status does not show h2's gossamerd: $("$rack" status)"
   if "$rack" pid 0 dataplane >/dev/null; then fail "pid 0 dataplane found a dataplane on a --no-dataplane rack"; fi
-  ok "gossamerd --no-dataplane on every host, all hosts up"
+  ok "gossamerd --no-dataplane on every host, all hosts up, floating (--float)"
 fi
 
 # -- netem
@@ -248,16 +265,6 @@ EOF
 chmod +x "$stub/dataplane/gossamer-dataplane"
 
 pid_of() { cat "$GOSSAMER_RACK_DIR/h$1/dataplane.pid"; }
-# The CPUs PID may run on (a list as taskset prints it), and what a pinned
-# host I's processes get: its polling core's CPU (up without --cores).
-cpus_of() { awk '/^Cpus_allowed_list:/ {print $2}' "/proc/$1/status"; }
-all_cpus=$(cpus_of $$)
-host_cpu() { echo $(($1 % $(nproc))); }
-# PID runs on host I's CPU (what `up` pins a host's processes to).
-pinned() {
-  [ "$(cpus_of "$1")" = "$(host_cpu "$2")" ] ||
-    fail "pid $1 (host $2) may run on CPUs $(cpus_of "$1"), not its host's CPU $(host_cpu "$2")"
-}
 # True if PID runs and is not a zombie (an orphaned dataplane stays a zombie
 # until init reaps it).
 alive() {
@@ -267,12 +274,10 @@ alive() {
   [ "${stat%% *}" != Z ]
 }
 
-"$rack" up --hosts 2 --no-gossamerd --float --build "$stub" || fail "up --no-gossamerd with the stub dataplane failed"
+"$rack" up --hosts 2 --no-gossamerd --build "$stub" || fail "up --no-gossamerd with the stub dataplane failed"
 p0=$(pid_of 0)
 p1=$(pid_of 1)
-# --float: the hosts' processes may run anywhere, as this shell.
-[ "$(cpus_of "$p0")" = "$all_cpus" ] && [ "$(cpus_of "$p1")" = "$all_cpus" ] ||
-  fail "--float: the dataplanes may run on CPUs $(cpus_of "$p0") and $(cpus_of "$p1"), not all of $all_cpus"
+pinned "$p0" 0; pinned "$p1" 1  # started directly, on their hosts' CPUs too
 stub_pids+=("$p0" "$p1")
 alive "$p0" || fail "dataplane 0 (pid $p0) is not running"
 alive "$p1" || fail "dataplane 1 (pid $p1) is not running"

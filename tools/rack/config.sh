@@ -71,11 +71,26 @@ write_config() {
 }
 
 # Host I's CPUs, comma-separated: those of its dataplane's polling cores,
-# core c on CPU (I * CORES + c) mod NCPUS.
+# core c on the ((I * CORES + c) mod NCPUS)-th CPU this process may use.
 host_cpus() {
   local i=$1 c cpus=()
-  for ((c = 0; c < CORES; c++)); do cpus+=("$(( (i * CORES + c) % NCPUS ))"); done
+  for ((c = 0; c < CORES; c++)); do cpus+=("${ALLOWED_CPUS[$(( (i * CORES + c) % NCPUS ))]}"); done
   (IFS=,; echo "${cpus[*]}")
+}
+
+# Sets ALLOWED_CPUS to the CPUs this process may run on, in order (its
+# Cpus_allowed_list, e.g. 0-1 or 2-3,6).
+allowed_cpus() {
+  local list r lo hi c
+  list=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)
+  [[ $list =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] || die "cannot read this process's CPUs (Cpus_allowed_list '$list')"
+  ALLOWED_CPUS=()
+  local -a ranges
+  IFS=, read -ra ranges <<<"$list"
+  for r in "${ranges[@]}"; do
+    lo=${r%-*} hi=${r#*-}
+    for ((c = lo; c <= hi; c++)); do ALLOWED_CPUS+=("$c"); done
+  done
 }
 
 check_configs() {

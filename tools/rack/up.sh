@@ -5,7 +5,11 @@
 
 cmd_up() {
   local n="" build="${GOSSAMER_BUILD:-$repo/build}" dataplane=1 gossamerd=1 vdev=af_packet i
-  CONFIG_EXTRA="" LARGE_THRESHOLD="" CORES=1 SOCKET_GROUP="" AUTH=1 NCPUS=$(nproc) MTU=1500 PIN=1
+  CONFIG_EXTRA="" LARGE_THRESHOLD="" CORES=1 SOCKET_GROUP="" AUTH=1 MTU=1500 PIN=1
+  # The CPUs this process may run on (not 0..nproc-1: a cpuset may start
+  # elsewhere); host_cpus (config.sh) hands them out.
+  allowed_cpus
+  NCPUS=${#ALLOWED_CPUS[@]}
   YIELD_US="" RUNTIME_YIELD_US=""
   while [ $# -gt 0 ]; do
     case "$1" in
