@@ -142,7 +142,9 @@ void Worker::loop() {
     // before a sleep found some, doing it was busy (serve_cycles counts the
     // batches it served, and must stay within busy_cycles).
     const bool found = idle_backoff(worked);
-    if (!worked || std::exchange(dp_yielded_, false)) {
+    // serve_first_ is set here only by this pass's yield_to_dataplane (the
+    // pass cleared it first): the time that yield gave away is idle.
+    if (!worked || serve_first_) {
       last = cycles();
       (found ? busy_cycles_ : idle_cycles_) += last - now;
     }
@@ -265,7 +267,6 @@ void Worker::yield_to_dataplane() {
   if (now - dp_yield_ < (rang_ ? kRingYield : kRackYield)) return;
   dp_yield_ = now;
   rang_ = false;
-  dp_yielded_ = true;
   serve_first_ = true;
   ::sched_yield();
 }

@@ -330,8 +330,9 @@ class Worker {
   // instead of spinning (scheduler.cpp, idle_backoff), and so does one
   // that worked, at most every 50 us (yield_to_dataplane).
   bool rang_ = false;
-  bool dp_yielded_ = false;  // this pass's yield_to_dataplane yielded: its time is idle
-  bool serve_first_ = false;  // and the next pass serves what came in meanwhile before the fibers run
+  // This pass's yield_to_dataplane yielded: its time is idle, and the next
+  // pass serves what came in meanwhile before the fibers run.
+  bool serve_first_ = false;
   bool control_send_ = false;
   std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 
