@@ -133,7 +133,10 @@ void Worker::loop() {
     if (li_ == 0 && rt_.main_done) rt_.check_done(*this);  // all done?
 
     std::uint64_t now = cycles();
-    (worked ? busy_cycles_ : idle_cycles_) += now - last;
+    // The fibers' yields to the dataplane (remote_eager_flush) were idle.
+    const std::uint64_t gave = std::exchange(eager_yield_cycles_, 0);
+    idle_cycles_ += gave;
+    (worked ? busy_cycles_ : idle_cycles_) += now - last - gave;
     last = now;
     // Everything quiescence reads changes only in an iteration that worked;
     // idle ones publish the cycle counters every kIdlePublish iterations.
@@ -269,6 +272,22 @@ void Worker::yield_to_dataplane() {
   rang_ = false;
   serve_first_ = true;
   ::sched_yield();
+}
+
+// A fiber queued kRemoteEagerBatch records for a trustee on another host
+// with none of the channel's batches out: publish them now, and in a rack
+// whose dataplane may share this CPU, let it carry them before the fiber
+// queues more, so that the other host works on them meanwhile. Not from a closure or a
+// completion (delegated_depth): poll_remote_responses flushes only after
+// its completions have run, and a trustee's closure runs inside a serve.
+void Worker::remote_eager_flush(ThreadId to) {
+  if (!tl_state.fiber || tl_state.delegated_depth > 0 || !flush(to)) return;
+  if (!shared_wake_ || rt_.busy_polling()) return;
+  const std::uint64_t t0 = cycles();
+  rang_ = false;  // the yield the next idle pass owes the dataplane is this one
+  dp_yield_ = std::chrono::steady_clock::now();
+  ::sched_yield();
+  eager_yield_cycles_ += cycles() - t0;
 }
 
 void Worker::wake() {

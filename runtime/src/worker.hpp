@@ -35,6 +35,22 @@ class Runtime;
 // trustee and the client a cache-line round trip each for little work.
 constexpr std::uint32_t kEagerBatch = 16;
 
+// Requests queued to a trustee on another host that a fiber sends in the
+// middle of a pass when none of the channel's batches is out, handing the
+// CPU to the dataplane at once (remote_eager_flush): the other host, which
+// has nothing of ours to work on, serves them while this one queues the
+// rest, instead of receiving the whole pass's requests in one batch after
+// it. A 2-host echo (64 fibers, the hosts' processes pinned to one CPU
+// each) keeps two batches of 32 in flight instead of one of 64: memif
+// 2.7-3.2 M requests/s against 2.5-2.7 M before, in alternating runs; the
+// flush without the yield gave 2.5-2.7 M, the dataplane carrying both halves
+// in one frame after the pass (runtime/PERFORMANCE.md, "Two batches in flight
+// to another host"). Only the first part of a pass: while a batch is out the
+// other host has work, and more eager flushes cost a pipelined Hydra their
+// yields. 24 and 48 did as well as 32; smaller batches pay more of a
+// batch's fixed cost (a slot's rx and tx, two context switches) per request.
+constexpr std::uint32_t kRemoteEagerBatch = 32;
+
 // A fiber that suspends mid-pass hands the core straight to the next ready
 // fiber; only every kSuspendCheck-th such handoff first looks whether the
 // loop has work between fibers (loop_has_work: a load of every request
@@ -333,6 +349,9 @@ class Worker {
   // This pass's yield_to_dataplane yielded: its time is idle, and the next
   // pass serves what came in meanwhile before the fibers run.
   bool serve_first_ = false;
+  // Cycles that remote_eager_flush's yields gave away during this pass's
+  // fibers: idle, not busy (loop()).
+  std::uint64_t eager_yield_cycles_ = 0;
   bool control_send_ = false;
   std::uint32_t control_pending_ = 0;  // control requests awaiting responses
 
@@ -353,6 +372,13 @@ class Worker {
   std::chrono::steady_clock::time_point yield_until_{};  // end of the yield phase (idle_backoff)
   std::chrono::steady_clock::time_point dp_yield_{};     // the last yield_to_dataplane
   void yield_to_dataplane();
+
+ public:
+  // From a fiber (encode.cpp): sends the remote channel's queue now, and
+  // yields to the dataplane (kRemoteEagerBatch).
+  void remote_eager_flush(ThreadId to);
+
+ private:
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger
   // than bulk_threshold_ (UINT32_MAX: never)
