@@ -28,8 +28,6 @@ constexpr std::uint64_t kEventToken = ~std::uint64_t(0);
 constexpr int kExitBulkLost = 75;
 // A transfer's first buffer; it doubles as its bytes arrive.
 constexpr std::size_t kFirstChunk = 64 * 1024;
-// The largest body a sending worker writes itself (send()).
-constexpr std::size_t kDirectMax = 16 * 1024;
 
 // The bytes of a header or payload, as the tags take them.
 std::string_view bytes_of(const void* p, std::size_t n) { return {static_cast<const char*>(p), n}; }
@@ -194,7 +192,7 @@ std::uint64_t Bulk::send(std::uint32_t host, Kind kind, std::uint32_t from, std:
   // the reference back for longer than the hand-over costs (measured: 1
   // outstanding 64 KiB echo, p50 731-750 us handed over, 906-929 us written
   // here), while the I/O thread writes it in parallel with the slot.
-  if (o.payload.size() <= kDirectMax && p.send_mu.try_lock()) {
+  if (o.payload.size() <= Bulk::kDirectMax && p.send_mu.try_lock()) {
     std::unique_lock<std::mutex> s(p.send_mu, std::adopt_lock);
     bool idle;
     {

@@ -78,6 +78,9 @@ class Bulk {
 
   // Bodies larger than this go over TCP.
   std::uint32_t threshold() const { return threshold_; }
+  // The largest body a sending worker writes itself, on its own stack
+  // (send()); larger ones the I/O thread writes.
+  static constexpr std::size_t kDirectMax = 16 * 1024;
   // A connection to that host is open.
   bool usable(std::uint32_t host) const;
   // Queues a payload for host `host`; returns the id to name in the slot.

@@ -38,8 +38,8 @@ inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
     dirty_.push_back(to);
   }
   if (remote) {  // batches to other hosts: at the loop's pace (flush_and_poll), but
-    // the first kRemoteEagerBatch for an idle channel now.
-    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] remote_eager_flush(to);
+    // the first kRemoteEagerBatch for an idle channel when a fiber blocks.
+    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] eager_to_ = to;
     return;
   }
   if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
@@ -158,7 +158,7 @@ inline void put_record(std::byte* rec, std::uint32_t invoker, PropertyHandle pro
 // batch in the slot, the look at its response. To another host the same,
 // without the eager flush and the look (batches to other hosts leave at
 // the loop's pace, except the first kRemoteEagerBatch records for an idle
-// channel: record_closed).
+// channel when a fiber blocks: record_closed).
 void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const std::byte* body, std::uint32_t len,
                  const Completion& done) {
   Worker* w = tl_state.worker;
@@ -180,7 +180,7 @@ void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const 
   ch.push_into_room(done);
   if (remote) {
     w->count_sent_remote();
-    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] w->remote_eager_flush(to);
+    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] w->eager_to_ = to;
     return;
   }
   w->count_sent();

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -134,7 +135,8 @@ void Worker::loop() {
 
     std::uint64_t now = cycles();
     // The fibers' yields to the dataplane (remote_eager_flush) were idle.
-    const std::uint64_t gave = std::exchange(eager_yield_cycles_, 0);
+    // (Clamped: a thread that moved between CPUs may read a skewed TSC.)
+    const std::uint64_t gave = std::min(std::exchange(eager_yield_cycles_, 0), now - last);
     idle_cycles_ += gave;
     (worked ? busy_cycles_ : idle_cycles_) += now - last - gave;
     last = now;
@@ -274,18 +276,27 @@ void Worker::yield_to_dataplane() {
   ::sched_yield();
 }
 
-// A fiber queued kRemoteEagerBatch records for a trustee on another host
-// with none of the channel's batches out: publish them now, and in a rack
-// whose dataplane may share this CPU, let it carry them before the fiber
-// queues more, so that the other host works on them meanwhile. Not from a closure or a
-// completion (delegated_depth): poll_remote_responses flushes only after
-// its completions have run, and a trustee's closure runs inside a serve.
-void Worker::remote_eager_flush(ThreadId to) {
-  if (!tl_state.fiber || tl_state.delegated_depth > 0 || !flush(to)) return;
+// A fiber is about to block (suspend_current) while kRemoteEagerBatch
+// records wait for a trustee on another host with none of the channel's
+// batches out: publish them now, and in a rack whose dataplane may share
+// this CPU, let it carry them before the other fibers queue more, so that
+// the other host works on them meanwhile (with busy polling the dataplane
+// has a CPU of its own: no yield). Only when a fiber blocks: a fiber that
+// goes on queueing (Hydra's loop, apply_then) has work without the
+// answers, and splitting its batches cost a pipelined 2-host Hydra 5-8 %
+// (runtime/PERFORMANCE.md, "Two batches in flight to another host"). Not
+// in delegated context (a closure or completion that blocks is an error
+// anyway), and not when a body of the batch may go over TCP written by
+// this thread (a large-request threshold below Bulk::kDirectMax): that
+// write, its iovecs and its tag would run on the fiber's stack.
+void Worker::remote_eager_flush() {
+  const ThreadId to = std::exchange(eager_to_, kNoEager);
+  const Channel& ch = channels_[to];
+  if (ch.queued < kRemoteEagerBatch || ch.inflight) return;  // sent since
+  if (!tl_state.fiber || tl_state.delegated_depth > 0 || bulk_threshold_ < Bulk::kDirectMax || !flush(to)) return;
   if (!shared_wake_ || rt_.busy_polling()) return;
   const std::uint64_t t0 = cycles();
-  rang_ = false;  // the yield the next idle pass owes the dataplane is this one
-  dp_yield_ = std::chrono::steady_clock::now();
+  rang_ = false;  // this yield is the one the ring asked for
   ::sched_yield();
   eager_yield_cycles_ += cycles() - t0;
 }
@@ -485,7 +496,11 @@ void Worker::suspend() {
 // How a blocking call (wait_for) suspends its fiber: Worker::suspend
 // inlined, so that one call frame fewer lies between the fiber's code and
 // its context switch (each is a return that the resumed fiber takes).
-[[gnu::flatten]] void suspend_current() { tl_state.worker->suspend(); }
+[[gnu::flatten]] void suspend_current() {
+  Worker* w = tl_state.worker;
+  if (w->eager_to_ != Worker::kNoEager) [[unlikely]] w->remote_eager_flush();
+  w->suspend();
+}
 
 void Worker::yield() {
   make_ready(tl_state.fiber);

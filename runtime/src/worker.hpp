@@ -35,20 +35,22 @@ class Runtime;
 // trustee and the client a cache-line round trip each for little work.
 constexpr std::uint32_t kEagerBatch = 16;
 
-// Requests queued to a trustee on another host that a fiber sends in the
-// middle of a pass when none of the channel's batches is out, handing the
-// CPU to the dataplane at once (remote_eager_flush): the other host, which
-// has nothing of ours to work on, serves them while this one queues the
-// rest, instead of receiving the whole pass's requests in one batch after
-// it. A 2-host echo (64 fibers, the hosts' processes pinned to one CPU
-// each) keeps two batches of 32 in flight instead of one of 64: memif
-// 2.7-3.2 M requests/s against 2.5-2.7 M before, in alternating runs; the
-// flush without the yield gave 2.5-2.7 M, the dataplane carrying both halves
-// in one frame after the pass (runtime/PERFORMANCE.md, "Two batches in flight
-// to another host"). Only the first part of a pass: while a batch is out the
-// other host has work, and more eager flushes cost a pipelined Hydra their
-// yields. 24 and 48 did as well as 32; smaller batches pay more of a
-// batch's fixed cost (a slot's rx and tx, two context switches) per request.
+// Requests queued to a trustee on another host that go in the middle of a
+// pass, when a fiber blocks while that many wait and none of the channel's
+// batches is out; in a rack (unless polling is busy) the thread then hands
+// the CPU to the dataplane at once (remote_eager_flush). The other host,
+// which has nothing of ours to work on, serves them while this one runs
+// the fibers that queue the rest, instead of receiving the whole pass's
+// requests in one batch after it. A 2-host echo (64 blocking fibers, the
+// hosts' processes pinned to one CPU each) keeps two batches of 32 in
+// flight instead of one of 64: memif 3.2-3.5 M requests/s against 2.6-2.8 M
+// before, in alternating runs; the flush without the yield gave 2.5-2.7 M,
+// the dataplane carrying both halves in one frame after the pass
+// (runtime/PERFORMANCE.md, "Two batches in flight to another host"). A
+// fiber that goes on queueing (Hydra's loop) does not split its batches:
+// that cost a pipelined 2-host Hydra 5-8 %. With a first version, 24 and 48
+// did as well as 32; smaller batches pay more of a batch's fixed cost (a
+// slot's rx and tx, two context switches) per request.
 constexpr std::uint32_t kRemoteEagerBatch = 32;
 
 // A fiber that suspends mid-pass hands the core straight to the next ready
@@ -374,9 +376,12 @@ class Worker {
   void yield_to_dataplane();
 
  public:
-  // From a fiber (encode.cpp): sends the remote channel's queue now, and
-  // yields to the dataplane (kRemoteEagerBatch).
-  void remote_eager_flush(ThreadId to);
+  // A remote channel that reached kRemoteEagerBatch records with none of
+  // its batches out (encode.cpp notes it; kNoEager: none). A fiber that
+  // then blocks (suspend_current) sends it first: remote_eager_flush.
+  static constexpr ThreadId kNoEager = ~ThreadId{0};
+  ThreadId eager_to_ = kNoEager;
+  void remote_eager_flush();
 
  private:
 

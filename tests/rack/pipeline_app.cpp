@@ -4,9 +4,11 @@
 // trustee, so that every pass of host 0's loop queues up to 64 requests
 // for that one trustee. Checks the counter's total and prints
 //   pipeline requests=N
-// The test divides N by the slot records host 0's dataplane
-// sent (kRemoteEagerBatch, runtime/src/worker.hpp: a fiber sends a remote
-// channel's queue once 32 records wait, so no batch carries 64).
+// The test divides N by the slot records host 0's dataplane sent
+// (kRemoteEagerBatch, runtime/src/worker.hpp: a thread sends an idle
+// remote channel's queue when a fiber blocks with 32 records waiting, so
+// the batches carry 32 requests on average, where the build before sent
+// one batch of 64 per pass).
 //   pipeline_app [ROUNDS]
 #include <cstdio>
 #include <cstdlib>

@@ -24,29 +24,38 @@ record_dataplanes 2
 run_everywhere 2 4 300 two-hosts
 
 # Two batches in flight to another host (kRemoteEagerBatch): 64 fibers'
-# blocking applies to one remote trustee leave host 0 in batches of at most
-# 32 records, not one batch of 64 per pass. Requests per slot record that
-# host 0's dataplane sent during the run (the rack is otherwise quiet; its
-# probes only lower the mean).
+# blocking applies to one remote trustee leave host 0 in batches of 32 on
+# average (a batch above 32 forms only while another is out, and the two
+# sum to at most 64), not one batch of 64 per pass. Requests per slot
+# record that host 0's dataplane sent during the run (the rack is
+# otherwise quiet; its probes only lower the mean).
 pipeline="$build/tests/rack/pipeline_app"
-sleep 1.5  # the dataplanes write their stats every second
-sent0=$(stat_of 0 requests_sent)
+settled_sent() {  # host 0's requests_sent once two writes of its stats file agree
+  local a b
+  b=$(stat_of 0 requests_sent)
+  for _ in 1 2 3 4 5 6; do
+    sleep 1.1  # the dataplanes write their stats every second
+    a=$b b=$(stat_of 0 requests_sent)
+    [ "$a" = "$b" ] && break
+  done
+  echo "$b"
+}
+sent0=$(settled_sent)
 id="pipeline-$$-$RANDOM"
 GOSSAMER_RUN_ID=$id timeout 120 "$rib" exec 1 -- "$pipeline" >"$GOSSAMER_RACK_DIR/out.pipeline.1" 2>&1 &
 p1=$!
 GOSSAMER_RUN_ID=$id timeout 120 "$rib" exec 0 -- "$pipeline" >"$GOSSAMER_RACK_DIR/out.pipeline.0" 2>&1
 r0=$?
 wait "$p1"; r1=$?
-sleep 1.5
-slots=$(( $(stat_of 0 requests_sent) - sent0 ))
+slots=$(( $(settled_sent) - sent0 ))
 reqs=$(sed -n 's/^pipeline requests=\([0-9]*\)$/\1/p' "$GOSSAMER_RACK_DIR/out.pipeline.0")
 if [ $r0 -ne 0 ] || [ $r1 -ne 0 ] || [ -z "$reqs" ]; then
   fail "pipeline: exited $r0 on host 0, $r1 on host 1"
   for h in 0 1; do sed "s/^/    h$h: /" "$GOSSAMER_RACK_DIR/out.pipeline.$h" | tail -10; done
 elif [ "$slots" -le 0 ] || [ $((reqs)) -gt $((slots * 33)) ]; then
-  fail "pipeline: $reqs requests from 64 fibers in $slots slot records: more than 32 per batch to the other host"
+  fail "pipeline: $reqs requests from 64 fibers in $slots slot records: more than 32 per batch on average"
 else
-  pass "pipeline: $reqs requests from 64 fibers in $slots slot records ($(awk -v r="$reqs" -v s="$slots" 'BEGIN { printf "%.1f", r / s }') per batch, at most 32), exact total"
+  pass "pipeline: $reqs requests from 64 fibers in $slots slot records ($(awk -v r="$reqs" -v s="$slots" 'BEGIN { printf "%.1f", r / s }') per batch on average, at most 33 allowed), exact total"
 fi
 
 # Faults: tc netem where the kernel has it, else the dataplanes inject them.
