@@ -39,7 +39,7 @@ inline void Worker::record_closed(ThreadId to, Channel& ch, bool remote) {
   }
   if (remote) {  // batches to other hosts: at the loop's pace (flush_and_poll), but
     // the first kRemoteEagerBatch for an idle channel when a fiber blocks.
-    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] eager_to_ = to;
+    note_remote_queued(to, ch);
     return;
   }
   if (ch.queued < kEagerBatch) return;  // smaller batches: at the end of the pass
@@ -180,7 +180,7 @@ void send_record(ThreadId to, std::uint32_t invoker, PropertyHandle prop, const 
   ch.push_into_room(done);
   if (remote) {
     w->count_sent_remote();
-    if (ch.queued >= kRemoteEagerBatch && !ch.inflight) [[unlikely]] w->eager_to_ = to;
+    w->note_remote_queued(to, ch);
     return;
   }
   w->count_sent();

@@ -291,9 +291,8 @@ void Worker::yield_to_dataplane() {
 // write, its iovecs and its tag would run on the fiber's stack.
 void Worker::remote_eager_flush() {
   const ThreadId to = std::exchange(eager_to_, kNoEager);
-  const Channel& ch = channels_[to];
-  if (ch.queued < kRemoteEagerBatch || ch.inflight) return;  // sent since
-  if (!tl_state.fiber || tl_state.delegated_depth > 0 || bulk_threshold_ < Bulk::kDirectMax || !flush(to)) return;
+  if (!eager_due(channels_[to])) return;  // sent since
+  if (tl_state.delegated_depth > 0 || bulk_threshold_ < Bulk::kDirectMax || !flush(to)) return;
   if (!shared_wake_ || rt_.busy_polling()) return;
   const std::uint64_t t0 = cycles();
   rang_ = false;  // this yield is the one the ring asked for
@@ -498,7 +497,7 @@ void Worker::suspend() {
 // its context switch (each is a return that the resumed fiber takes).
 [[gnu::flatten]] void suspend_current() {
   Worker* w = tl_state.worker;
-  if (w->eager_to_ != Worker::kNoEager) [[unlikely]] w->remote_eager_flush();
+  w->before_block();
   w->suspend();
 }
 

@@ -376,14 +376,24 @@ class Worker {
   void yield_to_dataplane();
 
  public:
-  // A remote channel that reached kRemoteEagerBatch records with none of
-  // its batches out (encode.cpp notes it; kNoEager: none). A fiber that
-  // then blocks (suspend_current) sends it first: remote_eager_flush.
+  // A remote channel whose queue remote_eager_flush sends: kRemoteEagerBatch
+  // records, none of its batches out.
+  static bool eager_due(const Channel& ch) { return ch.queued >= kRemoteEagerBatch && !ch.inflight; }
+  // A record for the remote channel `to` was queued (encode.cpp).
+  void note_remote_queued(ThreadId to, const Channel& ch) {
+    if (eager_due(ch)) [[unlikely]] eager_to_ = to;
+  }
+  // A fiber is about to block (suspend_current).
+  void before_block() {
+    if (eager_to_ != kNoEager) [[unlikely]] remote_eager_flush();
+  }
+
+ private:
+  // The channel note_remote_queued saw due (kNoEager: none); the next
+  // fiber that blocks sends it first (remote_eager_flush).
   static constexpr ThreadId kNoEager = ~ThreadId{0};
   ThreadId eager_to_ = kNoEager;
   void remote_eager_flush();
-
- private:
 
   // large payloads over TCP (rack, started by gossamerd): bodies larger
   // than bulk_threshold_ (UINT32_MAX: never)
