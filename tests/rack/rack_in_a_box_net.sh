@@ -195,6 +195,8 @@ if [ "$have_gd" = 1 ]; then
     "$rack" exec "$i" -- "$ctl" status >"$tmp/ctl.out" 2>&1 ||
       fail "gossamerctl status on host $i exits non-zero: $(cat "$tmp/ctl.out")"
   done
+  got=$("$rack" exec --pin 2 -- awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)
+  [ "$got" = "$all_cpus" ] || fail "--float: exec --pin 2 ran on CPUs '$got', not all of $all_cpus"
   "$rack" status | grep -E "^h2 .* $gp alive +all-up" >/dev/null || fail "status does not show h2's gossamerd: $("$rack" status)"
   if "$rack" pid 0 dataplane >/dev/null; then fail "pid 0 dataplane found a dataplane on a --no-dataplane rack"; fi
   ok "gossamerd --no-dataplane on every host, all hosts up, floating (--float)"
@@ -329,10 +331,12 @@ if [ "$have_gd" = 1 ]; then
     fail "status does not show h0's gossamerd and dataplane: $("$rack" status)"
   "$rack" exec 1 -- "$ctl" status >"$tmp/ctl.out" || fail "gossamerctl status on host 1: $(cat "$tmp/ctl.out")"
   # Each host's gossamerd and its dataplane run on the host's CPU (not with
-  # --float); exec does not pin.
+  # --float); exec does not pin, exec --pin does.
   pinned "$g0" 0; pinned "$d0" 0; pinned "$g1" 1; pinned "$d1" 1
   [ "$("$rack" exec 1 -- awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)" = "$all_cpus" ] ||
     fail "exec pinned its command"
+  got=$("$rack" exec --pin 1 -- awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)
+  [ "$got" = "$(host_cpu 1)" ] || fail "exec --pin 1 ran on CPUs '$got', not host 1's CPU $(host_cpu 1)"
   ok "gossamerd on every host, supervising its dataplane, each host on its CPU"
 
   for a in start stop; do

@@ -7,17 +7,21 @@
 cmd_exec() {
   require_root exec
   load_state
-  [ $# -ge 1 ] || die "exec: usage: $prog exec H -- CMD [ARGS...]"
+  local pin=0
+  if [ "${1:-}" = "--pin" ]; then pin=1; shift; fi
+  [ $# -ge 1 ] || die "exec: usage: $prog exec [--pin] H -- CMD [ARGS...]"
   local h=$1
   shift
   check_host_arg "$h"
   h=$((10#$h))
-  [ "${1:-}" = "--" ] || die "exec: usage: $prog exec H -- CMD [ARGS...] (the -- is required)"
+  [ "${1:-}" = "--" ] || die "exec: usage: $prog exec [--pin] H -- CMD [ARGS...] (the -- is required)"
   shift
   [ $# -ge 1 ] || die "exec: no command given after --"
   ns_exists "$(host_ns "$h")" || die "exec: namespace $(host_ns "$h") does not exist; run: $prog down"
   export GOSSAMER_CONFIG="$STATE/h$h.yaml"
-  exec ip netns exec "$(host_ns "$h")" "$@"
+  PIN_ARGV=()
+  [ "$pin" -eq 0 ] || pin_argv "$h"
+  exec ${PIN_ARGV[@]+"${PIN_ARGV[@]}"} ip netns exec "$(host_ns "$h")" "$@"
 }
 
 cmd_dataplane() {
