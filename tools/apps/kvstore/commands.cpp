@@ -533,6 +533,8 @@ std::string Loop::info_text(std::uint16_t sections, std::int64_t keys, std::int6
     line("used_cpu_user", seconds(self.ru_utime));
     line("used_cpu_sys_children", seconds(children.ru_stime));
     line("used_cpu_user_children", seconds(children.ru_utime));
+    line("hydra_fold_cpus", std::to_string(fold_cpus()));  // 0: not folding (fold.cpp)
+    line("hydra_fold_changes", std::to_string(fold_changes()));
   }
   if (want("commandstats")) {  // this host's; Hydra does not time commands or count their failures
     header("Commandstats");

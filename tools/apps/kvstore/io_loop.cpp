@@ -66,6 +66,7 @@ Loop::Loop(const ShardTable& shards) : shards_(shards), nshards_(shards.count), 
   local_index_ = gossamer::thread_index() - first_local_;
   g_order[local_index_].epoll.store(epoll_, std::memory_order_relaxed);  // asked during naps (order.cpp)
   setup_wake();  // idle.cpp
+  setup_fold();  // fold.cpp
 }
 
 Loop* Loop::current() { return tl_loop; }
@@ -137,6 +138,7 @@ void Loop::run() {
     bool worked = false, periodic = false;
     kick_sleepers();                            // loops waiting for what the last pass published (idle.cpp)
     tick_lru_clock();                           // the keys' access clock (shard.hpp)
+    if (fold_.on) fold_round();                 // the CPUs the loops run on (fold.cpp)
     if (!tl_inbox.empty()) {                    // sockets dealt to this thread
       std::vector<int> fds;
       fds.swap(tl_inbox);

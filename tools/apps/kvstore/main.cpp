@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_flag("--idle-kicks", g_config.idle_kicks,
                "adaptive, one host: an idle thread naps at once and the thread that gives it work wakes it "
                "(for a machine whose cores other work needs; slower on an otherwise idle one, see README)");
+  app.add_flag("--fold,!--no-fold", g_config.fold,
+               "adaptive, one host: while other processes want the cores (clients on this machine), run the "
+               "threads on fewer CPUs and give the rest back (default on, see README)");
   app.add_option("--seconds", g_config.seconds, "stop after this many seconds (0: until SIGINT or SIGTERM)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--maxclients", g_config.maxclients, "connections per host")->check(CLI::Range(std::size_t(1), std::size_t(1000000)));

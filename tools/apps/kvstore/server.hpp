@@ -29,6 +29,7 @@
 #include <gossamer/gossamer.hpp>
 
 #include "command_spec.hpp"
+#include "fold.hpp"
 #include "idle.hpp"
 #include "order.hpp"
 #include "resp.hpp"
@@ -49,6 +50,7 @@ struct Config {
   bool busy_polling = false;
   int idle_nap_ms = 1;              // 0: never nap (see Loop::idle)
   bool idle_kicks = false;          // nap at once and kick (idle.cpp); off: spin, yield, nap when quiet
+  bool fold = true;                 // one host: fewer CPUs while other processes want the cores (fold.cpp)
   double seconds = 0;               // stop after this long; 0: until SIGINT/SIGTERM
   std::size_t maxclients = 10000;   // per host
   std::size_t max_pending = 1024;   // requests in flight per connection
@@ -274,6 +276,8 @@ class Loop {
   // idle.cpp: rounds with nothing to do, naps, and kicks between loops
   void setup_wake(), drain_wake(), kick_sleepers(), busy(), withdraw(), sample_contention();
   bool idle(std::uint64_t& idle_rounds);
+  // fold.cpp: fewer CPUs while other processes want the cores
+  void setup_fold(), fold_sample(), fold_round();
   std::uint64_t trustee_activity();
   bool trustee_quiet();
   void accept_all(), adopt(int fd);
@@ -554,6 +558,7 @@ class Loop {
   std::chrono::steady_clock::time_point next_evict_{};         // memory.cpp: this loop's shard evicts without writes
   std::int64_t now_ms_ = 0;            // wall clock, refreshed each round that had socket events
   IdleState idle_;                     // idle.cpp
+  FoldState fold_;                     // fold.cpp
   ArrivalOrder order_;                 // order.cpp
   // A connection was left owing >= 64 KiB after a flush: check
   // --max-reply-memory this round, not at the next 1024-round tick.

@@ -1,0 +1,189 @@
+// Folding: the I/O loops of one host give cores back while other processes
+// want them (README, How it works: Folding).
+//
+// A loop's fiber is always ready, so each of the host's threads stays
+// runnable while it has anything to do, and a 2-thread Hydra with its
+// clients on a 2-core machine is three busy tasks on two cores: the
+// scheduler shares both cores among all three, and every command for the
+// other thread's shard waits for that thread's turn on a core that the
+// clients also need. Pinned by hand to one CPU, the two threads (which
+// then take turns at each round's yield) left the other to redis-benchmark
+// and served more in every row: pipelined GET on 16 keys 1.18-1.20 M/s
+// against 0.96-1.07 M, 1 M keys SET 0.93-0.94 M against 0.81-0.84 M,
+// unpipelined 91-97 k against 70-84 k (README, Performance: Folding).
+//
+// So the host's first loop measures, every 50 ms, how much CPU the rest of
+// the machine used meanwhile (/proc/stat's busy ticks less this process's
+// from /proc/self/stat), smooths it, and leaves the others the CPUs they
+// use: with C CPUs of which the loops have D, one CPU fewer for the loops
+// when the others used at least half a CPU more than their C - D, one
+// more when they used 0.7 of a CPU less. One step at a time, 200 ms apart,
+// at least one CPU, at most C: the gap between the two thresholds keeps a
+// task that comes and goes from moving the loops at every sample. (A count
+// of runnable tasks, /proc/loadavg's, was tried first: sampled at an
+// instant, it caught this process's own wake-ups and folded an idle
+// Hydra.) Each loop applies the set at its next round (sched_setaffinity
+// on its own thread). The CPU kept first is the one the deciding loop
+// runs on.
+//
+// Only on one host (on a rack, rack-in-a-box places each host's processes),
+// with several loops, adaptive polling, and a process allowed on every
+// online CPU (a process pinned by its user stays as it was put), of at
+// most 64 CPUs. --no-fold turns it off.
+#include "fold.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "server.hpp"
+
+namespace hydra {
+
+namespace {
+constexpr std::uint32_t kSampleMs = 50, kHoldMs = 200;
+constexpr float kFoldAbove = 0.5f, kSpreadBelow = 0.7f, kWeight = 0.5f;
+
+// The loops' CPU set: written by the host's first loop, then the epoch;
+// each loop reads the epoch, then the set.
+std::atomic<std::uint64_t> g_mask{0};
+std::atomic<std::uint32_t> g_epoch{0};
+std::atomic<std::uint32_t> g_cpus{0};      // INFO: hydra_fold_cpus
+std::atomic<std::uint64_t> g_changes{0};   // INFO: hydra_fold_changes
+}  // namespace
+
+std::uint32_t fold_cpus() { return g_cpus.load(std::memory_order_relaxed); }
+std::uint64_t fold_changes() { return g_changes.load(std::memory_order_relaxed); }
+
+void Loop::setup_fold() {
+  if (!g_config.fold || g_config.busy_polling || gossamer::host_count() != 1 || local_count_ < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const int count = CPU_COUNT(&set);
+  if (count < 2 || count != online || online > 64) return;
+  std::uint64_t allowed = 0;
+  for (int c = 0; c < CPU_SETSIZE && std::popcount(allowed) < count; ++c)
+    if (CPU_ISSET(c, &set)) {
+      if (c >= 64) return;
+      allowed |= std::uint64_t(1) << c;
+    }
+  fold_.on = true;
+  fold_.allowed = allowed;
+  fold_.allowed_count = std::uint32_t(count);
+  fold_.cpus = fold_.allowed_count;
+  if (!leader_) return;
+  fold_.leader = true;
+  fold_.stat_fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  fold_.self_fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  fold_.hz = ::sysconf(_SC_CLK_TCK);
+  if (fold_.stat_fd < 0 || fold_.self_fd < 0 || fold_.hz <= 0) {  // never decides: the loops keep every CPU
+    if (fold_.stat_fd >= 0) ::close(fold_.stat_fd);
+    if (fold_.self_fd >= 0) ::close(fold_.self_fd);
+    fold_.stat_fd = fold_.self_fd = -1;
+    return;
+  }
+  g_cpus.store(fold_.cpus, std::memory_order_relaxed);
+}
+
+namespace {
+// Busy ticks of the whole machine's tasks (/proc/stat's first line: user,
+// nice and system), or -1. Not irq and softirq: this process's own traffic
+// costs those (a server's clients elsewhere, its packets), and they are not
+// in its own ticks; not idle, iowait or steal.
+long long machine_busy_ticks(int fd) {
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  long long user = 0, nice = 0, system = 0;
+  if (std::sscanf(buf, "cpu %lld %lld %lld", &user, &nice, &system) != 3) return -1;
+  return user + nice + system;
+}
+
+// This process's user and system ticks, all threads (/proc/self/stat's
+// fields 14 and 15), or -1.
+long long own_ticks(int fd) {
+  char buf[1024];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  // "PID (COMM) S PPID ...": COMM may hold spaces and parentheses; field 3 follows the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  for (int field = 2; p && field < 14; ++field) {
+    p = std::strchr(p + 1, ' ');
+  }
+  long long utime = 0, stime = 0;
+  if (!p || std::sscanf(p, " %lld %lld", &utime, &stime) != 2) return -1;
+  return utime + stime;
+}
+}  // namespace
+
+// The host's first loop, every round: every 50 ms, how much CPU the rest
+// of the machine used meanwhile (its busy ticks less this process's), and
+// a step when that has moved far enough from the CPUs left to it.
+void Loop::fold_sample() {
+  const std::uint32_t now = tl_lru_clock;  // ms, this round's (io_loop.cpp)
+  if (fold_.stat_fd < 0 || std::int32_t(now - fold_.next_sample_ms) < 0) return;
+  const long long busy = machine_busy_ticks(fold_.stat_fd), own = own_ticks(fold_.self_fd);
+  if (busy < 0 || own < 0) return;
+  const std::uint32_t elapsed = now - fold_.last_sample_ms;
+  const long long others_ticks = (busy - fold_.busy_ticks) - (own - fold_.own_ticks);
+  const bool first = fold_.last_sample_ms == 0;
+  fold_.next_sample_ms = now + kSampleMs;
+  fold_.last_sample_ms = now;
+  fold_.busy_ticks = busy;
+  fold_.own_ticks = own;
+  if (first || elapsed == 0) return;
+  // Ticks are 1/USER_HZ s of one CPU: CPUs used = ticks / (seconds * USER_HZ).
+  const float others = std::max(0.0f, float(others_ticks) * 1000.0f / (float(elapsed) * float(fold_.hz)));
+  fold_.others += kWeight * (others - fold_.others);
+  if (std::int32_t(now - fold_.hold_until_ms) < 0) return;
+  // With C CPUs and D of them for the loops, the others have C - D: one
+  // fewer for the loops when the others use half a CPU more than that,
+  // one more when they use 0.7 of a CPU less.
+  const float left = float(fold_.allowed_count - fold_.cpus);
+  std::uint32_t cpus = fold_.cpus;
+  if (cpus > 1 && fold_.others >= left + kFoldAbove) --cpus;
+  else if (cpus < fold_.allowed_count && fold_.others <= left - kSpreadBelow) ++cpus;
+  if (cpus == fold_.cpus) return;
+  // The CPU this loop runs on first (the others' tasks have moved off it
+  // least), then the lowest of the rest.
+  std::uint64_t mask = 0;
+  const int here = ::sched_getcpu();
+  if (here >= 0 && here < 64 && (fold_.allowed >> here & 1)) mask |= std::uint64_t(1) << here;
+  for (std::uint64_t rest = fold_.allowed & ~mask; std::uint32_t(std::popcount(mask)) < cpus && rest; rest &= rest - 1)
+    mask |= rest & -rest;
+  fold_.cpus = cpus;
+  fold_.hold_until_ms = now + kHoldMs;
+  g_mask.store(mask, std::memory_order_relaxed);
+  g_epoch.fetch_add(1, std::memory_order_release);
+  g_cpus.store(cpus, std::memory_order_relaxed);
+  g_changes.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Loop::fold_round() {
+  if (fold_.leader) fold_sample();
+  const std::uint32_t epoch = g_epoch.load(std::memory_order_acquire);
+  if (epoch == fold_.seen) return;
+  fold_.seen = epoch;
+  const std::uint64_t mask = g_mask.load(std::memory_order_relaxed);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (std::uint64_t m = mask; m; m &= m - 1) CPU_SET(std::countr_zero(m), &set);
+  if (fold_.follow && ::sched_setaffinity(0, sizeof set, &set) != 0) {  // a cpuset changed under us
+    std::fprintf(stderr, "hydra: thread %zu: cannot move onto %d CPUs: %s; it stays where it is\n",
+                 gossamer::thread_index(), CPU_COUNT(&set), std::strerror(errno));
+    fold_.follow = false;
+  }
+}
+
+}  // namespace hydra

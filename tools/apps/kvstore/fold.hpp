@@ -1,0 +1,31 @@
+// Folding (fold.cpp): on one host, while other processes of the machine want
+// its cores (the clients, most often), the I/O loops run on fewer CPUs and
+// give the rest back; when they stop wanting them, the loops spread out
+// again (README, How it works: Folding).
+#pragma once
+
+#include <cstdint>
+
+namespace hydra {
+
+struct FoldState {
+  bool on = false;                 // this host folds (Loop::setup_fold)
+  bool follow = true;              // false: this thread could not move (fold_round)
+  std::uint32_t seen = 0;          // the fold epoch this loop's affinity follows
+  // The host's first loop decides; these are its own.
+  bool leader = false;
+  std::uint64_t allowed = 0;       // the CPUs the process started with (bit i: CPU i)
+  std::uint32_t allowed_count = 0;
+  std::uint32_t cpus = 0;          // the loops' CPUs now
+  std::uint32_t next_sample_ms = 0, last_sample_ms = 0, hold_until_ms = 0;
+  long long busy_ticks = 0, own_ticks = 0;  // at the last sample
+  float others = 0;                // the CPUs the rest of the machine used, smoothed
+  long hz = 0;                     // USER_HZ
+  int stat_fd = -1, self_fd = -1;  // /proc/stat, /proc/self/stat
+};
+
+// INFO's hydra_loop_cpus and hydra_fold_changes (0 and 0 when not folding).
+std::uint32_t fold_cpus();
+std::uint64_t fold_changes();
+
+}  // namespace hydra
