@@ -24,7 +24,7 @@ from check_log import check, finish  # noqa: E402
 from hydra_proc import free_port, local_hydra  # noqa: E402
 from resp_client import Conn  # noqa: E402
 
-WAIT = 15  # seconds for a move; it takes about 0.3 s on an idle machine
+WAIT = 15  # seconds for a move; it takes about 0.1 s on an idle machine
 
 
 def info_cpu(conn):

@@ -12,12 +12,12 @@
 // against 0.96-1.07 M, 1 M keys SET 0.93-0.94 M against 0.81-0.84 M,
 // unpipelined 91-97 k against 70-84 k (README, Performance: Folding).
 //
-// So the host's first loop measures, every 50 ms, how much CPU the rest of
+// So the host's first loop measures, every 25 ms, how much CPU the rest of
 // the machine used meanwhile (/proc/stat's busy ticks less this process's
 // from /proc/self/stat), smooths it, and leaves the others the CPUs they
 // use: with C CPUs of which the loops have D, one CPU fewer for the loops
 // when the others used at least half a CPU more than their C - D, one
-// more when they used 0.7 of a CPU less. One step at a time, 200 ms apart,
+// more when they used 0.7 of a CPU less. One step at a time, 100 ms apart,
 // at least one CPU, at most C: the gap between the two thresholds keeps a
 // task that comes and goes from moving the loops at every sample. (A count
 // of runnable tasks, /proc/loadavg's, was tried first: sampled at an
@@ -48,7 +48,11 @@
 namespace hydra {
 
 namespace {
-constexpr std::uint32_t kSampleMs = 50, kHoldMs = 200;
+// 25 ms is 2.5 ticks of each CPU at USER_HZ 100: coarse, hence the
+// smoothing; 50 ms and 200 ms folded 0.09-0.28 s after redis-benchmark
+// started, 25 ms and 100 ms 0.06-0.09 s, and an idle Hydra still never
+// moved in 30 s (README, Performance: Folding).
+constexpr std::uint32_t kSampleMs = 25, kHoldMs = 100;
 constexpr float kFoldAbove = 0.5f, kSpreadBelow = 0.7f, kWeight = 0.5f;
 
 // The loops' CPU set: written by the host's first loop, then the epoch;
@@ -127,7 +131,7 @@ long long own_ticks(int fd) {
 }
 }  // namespace
 
-// The host's first loop, every round: every 50 ms, how much CPU the rest
+// The host's first loop, every round: every 25 ms, how much CPU the rest
 // of the machine used meanwhile (its busy ticks less this process's), and
 // a step when that has moved far enough from the CPUs left to it.
 void Loop::fold_sample() {
