@@ -24,7 +24,7 @@ struct FoldState {
   int stat_fd = -1, self_fd = -1;  // /proc/stat, /proc/self/stat
 };
 
-// INFO's hydra_loop_cpus and hydra_fold_changes (0 and 0 when not folding).
+// INFO's hydra_fold_cpus (0 when this host does not fold) and hydra_fold_changes.
 std::uint32_t fold_cpus();
 std::uint64_t fold_changes();
 

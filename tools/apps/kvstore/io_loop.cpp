@@ -76,6 +76,8 @@ Loop::~Loop() {
     g_order[local_index_].epoll.store(-1, std::memory_order_relaxed);  // no other loop polls it now (order.cpp)
     ::close(epoll_);
   }
+  for (int fd : {fold_.stat_fd, fold_.self_fd})  // fold.cpp's, on the host's first loop
+    if (fd >= 0) ::close(fd);
 }
 
 void Loop::hand_in(int fd) {
