@@ -32,26 +32,38 @@ def info_cpu(conn):
     return dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
 
 
+def cpu_list(text):
+    """A Cpus_allowed_list ("0-3,8") as a set of CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def thread_cpus(pid):
-    """Each thread's Cpus_allowed_list."""
+    """Each thread's allowed CPUs among the online ones (a VM may list
+    possible CPUs that are offline; Hydra moves among the online ones)."""
+    online = os.sched_getaffinity(0)
     out = []
     for tid in sorted(os.listdir(f"/proc/{pid}/task")):
         try:
             with open(f"/proc/{pid}/task/{tid}/status") as f:
-                out += [line.split()[1] for line in f if line.startswith("Cpus_allowed_list:")]
+                out += [frozenset(cpu_list(line.split()[1]) & online) for line in f
+                        if line.startswith("Cpus_allowed_list:")]
         except FileNotFoundError:
             pass  # a thread that ended
     return out
 
 
 def spread(cpus, every):
-    """Every thread may run on every CPU."""
+    """Every thread may run on every online CPU."""
     return bool(cpus) and all(c == every for c in cpus)
 
 
 def folded(cpus):
     """Every thread on one CPU, the same."""
-    return bool(cpus) and len(set(cpus)) == 1 and cpus[0].isdigit()
+    return bool(cpus) and len(set(cpus)) == 1 and len(cpus[0]) == 1
 
 
 def wait_for(what, fn, timeout=WAIT):
@@ -84,15 +96,18 @@ def main():
         print(f"SKIP: {online} online CPUs, this process may run on {len(os.sched_getaffinity(0))}: "
               "Hydra folds only with several CPUs, all of them allowed")
         sys.exit(77)
-    every = thread_cpus(os.getpid())[0]  # this process's list: every CPU
+    every = frozenset(os.sched_getaffinity(0))
     port = free_port()
     with local_hydra(hydra, port, threads=online, seconds=120) as p:
         conn = wait_for(lambda c: c is not None, lambda: _connect(port), timeout=30)
-        check(conn is not None, "hydra answers")
-        time.sleep(1)
-        info = info_cpu(conn)
-        check(info.get("hydra_fold_cpus") == str(online) and spread(thread_cpus(p.pid), every),
-              f"idle: {online} loops on all {online} CPUs", f"{info} {thread_cpus(p.pid)}")
+        if not check(conn is not None, "hydra answers"):
+            return finish()
+        # Idle, nothing moves them (waited for: another process's burst just
+        # before would fold them for a moment).
+        info = wait_for(lambda i: i.get("hydra_fold_cpus") == str(online), lambda: info_cpu(conn))
+        cpus = wait_for(lambda c: spread(c, every), lambda: thread_cpus(p.pid))
+        check(info.get("hydra_fold_cpus") == str(online) and spread(cpus, every),
+              f"idle: {online} loops on all {online} CPUs", f"{info} {cpus}")
         hogs = busy(online - 1, 60)
         try:
             info = wait_for(lambda i: i.get("hydra_fold_cpus") == "1", lambda: info_cpu(conn))
@@ -114,6 +129,8 @@ def main():
     port = free_port()
     with local_hydra(hydra, port, "--no-fold", threads=online, seconds=60) as p:
         conn = wait_for(lambda c: c is not None, lambda: _connect(port), timeout=30)
+        if not check(conn is not None, "--no-fold: hydra answers"):
+            return finish()
         hogs = busy(online - 1, 30)
         try:
             time.sleep(2)

@@ -10,21 +10,22 @@
 // then take turns at each round's yield) left the other to redis-benchmark
 // and served more in every row: pipelined GET on 16 keys 1.18-1.20 M/s
 // against 0.96-1.07 M, 1 M keys SET 0.93-0.94 M against 0.81-0.84 M,
-// unpipelined 91-97 k against 70-84 k (README, Performance: Folding).
+// unpipelined 91-97 k against 70-83 k (README, Performance: Folding).
 //
 // So the host's first loop measures, every 25 ms, how much CPU the rest of
-// the machine used meanwhile (/proc/stat's busy ticks less this process's
-// from /proc/self/stat), smooths it, and leaves the others the CPUs they
-// use: with C CPUs of which the loops have D, one CPU fewer for the loops
-// when the others used at least half a CPU more than their C - D, one
-// more when they used 0.7 of a CPU less. One step at a time, 100 ms apart,
-// at least one CPU, at most C: the gap between the two thresholds keeps a
-// task that comes and goes from moving the loops at every sample. (A count
-// of runnable tasks, /proc/loadavg's, was tried first: sampled at an
+// the machine used over the last 150 ms (/proc/stat's user, nice and
+// system ticks less this process's own from /proc/self/stat), and leaves
+// the others the CPUs they use: with C CPUs of which the loops have D,
+// one CPU fewer for the loops when the others used at least half a CPU
+// more than their C - D, one more when they used 0.7 of a CPU less; 100
+// ms at least between two steps, at least one CPU, at most C (and steps
+// that leave the loops at least one CPU each are taken at once). Each
+// loop applies the set at its next round (sched_setaffinity on its own
+// thread); spreading back to C restores the set each loop started with.
+// The CPU kept first is the one the deciding loop runs on. (A count of
+// runnable tasks, /proc/loadavg's, was tried first: sampled at an
 // instant, it caught this process's own wake-ups and folded an idle
-// Hydra.) Each loop applies the set at its next round (sched_setaffinity
-// on its own thread). The CPU kept first is the one the deciding loop
-// runs on.
+// Hydra.)
 //
 // Only on one host (on a rack, rack-in-a-box places each host's processes),
 // with several loops, adaptive polling, and a process allowed on every
@@ -41,6 +42,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "server.hpp"
@@ -48,16 +50,24 @@
 namespace hydra {
 
 namespace {
-// 25 ms is 2.5 ticks of each CPU at USER_HZ 100: coarse, hence the
-// smoothing; 50 ms and 200 ms folded 0.09-0.28 s after redis-benchmark
-// started, 25 ms and 100 ms 0.06-0.09 s, and an idle Hydra still never
-// moved in 30 s (README, Performance: Folding).
-constexpr std::uint32_t kSampleMs = 25, kHoldMs = 100;
-constexpr float kFoldAbove = 0.5f, kSpreadBelow = 0.7f, kWeight = 0.5f;
+// The others' use is measured over the last kWindow samples (150 ms):
+// at USER_HZ 100 a 25 ms sample holds 2-3 ticks of each CPU, and a
+// smoothed 25 ms sample moved an idle Hydra's loops twice whenever a
+// process ran for 40-80 ms (`python3 -c pass`). Over 150 ms, a burst of
+// 40 ms never moves them, one of 80 ms did in 2 of 3 tries, one of 150
+// ms always (and they spread back about 0.1 s after it); redis-benchmark
+// at a full CPU folds them 120-140 ms after it starts (200 ms: 226-320 ms,
+// and no move for 80 ms bursts; 100 ms: 116-262 ms, a move for each).
+// Ticks are USER_HZ, so the window also bounds the error of one tick.
+constexpr std::uint32_t kSampleMs = 25, kWindow = 6, kHoldMs = 100;
+constexpr float kFoldAbove = 0.5f, kSpreadBelow = 0.7f;
+static_assert(kWindow < FoldState::kRing);
 
 // The loops' CPU set: written by the host's first loop, then the epoch;
-// each loop reads the epoch, then the set.
-std::atomic<std::uint64_t> g_mask{0};
+// each loop reads the epoch, then the set. kOriginal: the set each loop
+// started with (all CPUs, hot-added ones included).
+constexpr std::uint64_t kOriginal = ~std::uint64_t(0);
+std::atomic<std::uint64_t> g_mask{kOriginal};
 std::atomic<std::uint32_t> g_epoch{0};
 std::atomic<std::uint32_t> g_cpus{0};      // INFO: hydra_fold_cpus
 std::atomic<std::uint64_t> g_changes{0};   // INFO: hydra_fold_changes
@@ -65,6 +75,43 @@ std::atomic<std::uint64_t> g_changes{0};   // INFO: hydra_fold_changes
 
 std::uint32_t fold_cpus() { return g_cpus.load(std::memory_order_relaxed); }
 std::uint64_t fold_changes() { return g_changes.load(std::memory_order_relaxed); }
+
+namespace {
+// The calling thread's CPU set as the kernel keeps it (/proc/thread-self/
+// status, Cpus_allowed_list), offline CPUs included, which
+// sched_getaffinity leaves out: spreading back restores it exactly. Left
+// as it is (sched_getaffinity's) when that cannot be read.
+void original_from_status(cpu_set_t& set) {
+  std::FILE* f = std::fopen("/proc/thread-self/status", "re");
+  if (!f) return;
+  char line[4096];
+  cpu_set_t parsed;
+  CPU_ZERO(&parsed);
+  bool ok = false;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
+    ok = true;
+    for (char* p = line + 18; ok && *p && *p != '\n';) {  // "0-3,8,10-11"
+      while (*p == ' ' || *p == '\t' || *p == ',') ++p;
+      if (*p == '\n' || !*p) break;
+      char* end = nullptr;
+      long lo = std::strtol(p, &end, 10), hi = lo;
+      if (end == p) ok = false;
+      else if (*end == '-') {
+        p = end + 1;
+        hi = std::strtol(p, &end, 10);
+        if (end == p) ok = false;
+      }
+      if (!ok || lo < 0 || hi < lo || hi >= CPU_SETSIZE) ok = false;
+      else for (long c = lo; c <= hi; ++c) CPU_SET(int(c), &parsed);
+      p = end;
+    }
+    break;
+  }
+  std::fclose(f);
+  if (ok && CPU_COUNT(&parsed) > 0) set = parsed;
+}
+}  // namespace
 
 void Loop::setup_fold() {
   if (!g_config.fold || g_config.busy_polling || gossamer::host_count() != 1 || local_count_ < 2) return;
@@ -80,6 +127,8 @@ void Loop::setup_fold() {
       if (c >= 64) return;
       allowed |= std::uint64_t(1) << c;
     }
+  fold_.original = set;
+  original_from_status(fold_.original);
   fold_.on = true;
   fold_.allowed = allowed;
   fold_.allowed_count = std::uint32_t(count);
@@ -100,9 +149,12 @@ void Loop::setup_fold() {
 
 namespace {
 // Busy ticks of the whole machine's tasks (/proc/stat's first line: user,
-// nice and system), or -1. Not irq and softirq: this process's own traffic
-// costs those (a server's clients elsewhere, its packets), and they are not
-// in its own ticks; not idle, iowait or steal.
+// nice and system), or -1. Not irq and softirq: a server's own traffic
+// (clients elsewhere, their packets) costs those, often while no task of
+// it runs, and must not fold it. Without IRQ_TIME_ACCOUNTING (this
+// kernel) the softirq ticks that land in this process's threads count in
+// its own ticks but not here, so the others read low by that much: it
+// folds on more evidence, not less. Not idle, iowait or steal.
 long long machine_busy_ticks(int fd) {
   char buf[256];
   const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
@@ -132,39 +184,46 @@ long long own_ticks(int fd) {
 }  // namespace
 
 // The host's first loop, every round: every 25 ms, how much CPU the rest
-// of the machine used meanwhile (its busy ticks less this process's), and
-// a step when that has moved far enough from the CPUs left to it.
+// of the machine used over the last 150 ms (its busy ticks less this
+// process's), and a step when that has moved far enough from the CPUs
+// left to it.
 void Loop::fold_sample() {
-  const std::uint32_t now = tl_lru_clock;  // ms, this round's (io_loop.cpp)
-  if (fold_.stat_fd < 0 || std::int32_t(now - fold_.next_sample_ms) < 0) return;
+  const std::uint32_t now = tl_lru_clock;  // ms, coarse monotonic, this round's (io_loop.cpp)
+  if (fold_.stat_fd < 0) return;
+  if (fold_.samples > 0 && std::int32_t(now - fold_.next_sample_ms) < 0) return;
   const long long busy = machine_busy_ticks(fold_.stat_fd), own = own_ticks(fold_.self_fd);
   if (busy < 0 || own < 0) return;
-  const std::uint32_t elapsed = now - fold_.last_sample_ms;
-  const long long others_ticks = (busy - fold_.busy_ticks) - (own - fold_.own_ticks);
-  const bool first = fold_.last_sample_ms == 0;
   fold_.next_sample_ms = now + kSampleMs;
-  fold_.last_sample_ms = now;
-  fold_.busy_ticks = busy;
-  fold_.own_ticks = own;
-  if (first || elapsed == 0) return;
+  const std::uint32_t head = fold_.samples % FoldState::kRing;
+  fold_.ring[head] = {busy, own, now};
+  if (++fold_.samples <= kWindow) {
+    fold_.hold_until_ms = now;  // no decision before a full window
+    return;
+  }
+  const FoldState::Sample& old = fold_.ring[(fold_.samples - 1 - kWindow) % FoldState::kRing];
+  const std::uint32_t elapsed = now - old.ms;
+  if (elapsed == 0 || std::int32_t(now - fold_.hold_until_ms) < 0) return;
   // Ticks are 1/USER_HZ s of one CPU: CPUs used = ticks / (seconds * USER_HZ).
-  const float others = std::max(0.0f, float(others_ticks) * 1000.0f / (float(elapsed) * float(fold_.hz)));
-  fold_.others += kWeight * (others - fold_.others);
-  if (std::int32_t(now - fold_.hold_until_ms) < 0) return;
+  const long long ticks = (busy - old.busy) - (own - old.own);
+  const float others = std::max(0.0f, float(ticks) * 1000.0f / (float(elapsed) * float(fold_.hz)));
   // With C CPUs and D of them for the loops, the others have C - D: one
-  // fewer for the loops when the others use half a CPU more than that,
-  // one more when they use 0.7 of a CPU less.
+  // fewer for the loops when the others used half a CPU more than that,
+  // one more when they used 0.7 of a CPU less. A step that would leave
+  // the loops as many CPUs as there are loops, or more, changes nothing
+  // for them: folding starts below that, and spreading goes on to C.
   const float left = float(fold_.allowed_count - fold_.cpus);
   std::uint32_t cpus = fold_.cpus;
-  if (cpus > 1 && fold_.others >= left + kFoldAbove) --cpus;
-  else if (cpus < fold_.allowed_count && fold_.others <= left - kSpreadBelow) ++cpus;
+  if (cpus > 1 && others >= left + kFoldAbove) cpus = std::min(cpus, local_count_) - 1;
+  else if (cpus < fold_.allowed_count && others <= left - kSpreadBelow)
+    cpus = cpus + 1 >= local_count_ ? fold_.allowed_count : cpus + 1;
   if (cpus == fold_.cpus) return;
   // The CPU this loop runs on first (the others' tasks have moved off it
   // least), then the lowest of the rest.
-  std::uint64_t mask = 0;
-  const int here = ::sched_getcpu();
+  std::uint64_t mask = cpus == fold_.allowed_count ? kOriginal : 0;
+  const int here = mask == kOriginal ? -1 : ::sched_getcpu();
   if (here >= 0 && here < 64 && (fold_.allowed >> here & 1)) mask |= std::uint64_t(1) << here;
-  for (std::uint64_t rest = fold_.allowed & ~mask; std::uint32_t(std::popcount(mask)) < cpus && rest; rest &= rest - 1)
+  for (std::uint64_t rest = mask == kOriginal ? 0 : fold_.allowed & ~mask;
+       std::uint32_t(std::popcount(mask)) < cpus && rest; rest &= rest - 1)
     mask |= rest & -rest;
   fold_.cpus = cpus;
   fold_.hold_until_ms = now + kHoldMs;
@@ -181,12 +240,18 @@ void Loop::fold_round() {
   fold_.seen = epoch;
   const std::uint64_t mask = g_mask.load(std::memory_order_relaxed);
   cpu_set_t set;
-  CPU_ZERO(&set);
-  for (std::uint64_t m = mask; m; m &= m - 1) CPU_SET(std::countr_zero(m), &set);
-  if (fold_.follow && ::sched_setaffinity(0, sizeof set, &set) != 0) {  // a cpuset changed under us
-    std::fprintf(stderr, "hydra: thread %zu: cannot move onto %d CPUs: %s; it stays where it is\n",
+  if (mask == kOriginal) {
+    set = fold_.original;
+  } else {
+    CPU_ZERO(&set);
+    for (std::uint64_t m = mask; m; m &= m - 1) CPU_SET(std::countr_zero(m), &set);
+  }
+  // A cpuset or a CPU taken offline under us: this loop stays where it is
+  // until the next move (said once).
+  if (::sched_setaffinity(0, sizeof set, &set) != 0 && !fold_.warned) {
+    fold_.warned = true;
+    std::fprintf(stderr, "hydra: thread %zu: cannot move onto %d CPUs: %s; it stays where it is until the next move\n",
                  gossamer::thread_index(), CPU_COUNT(&set), std::strerror(errno));
-    fold_.follow = false;
   }
 }
 

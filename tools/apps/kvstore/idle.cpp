@@ -108,7 +108,11 @@ void Loop::setup_wake() {
 // 5 ms of idle rounds; `contended` follows the recent samples' majority.
 void Loop::sample_contention() {
   const std::uint32_t now = tl_lru_clock;  // ms, coarse monotonic, this round's (io_loop.cpp)
-  if (std::int32_t(now - idle_.next_sample_ms) < 0) return;
+  // (The first sample at once: against a start of 0, the difference would
+  // read negative for the half of every 49.7 days of uptime that the
+  // millisecond clock spends at or above 2^31.)
+  if (idle_.sampled && std::int32_t(now - idle_.next_sample_ms) < 0) return;
+  idle_.sampled = true;
   idle_.next_sample_ms = now + 5;
   char buf[128];
   const ssize_t n = ::pread(idle_.loadavg_fd, buf, sizeof buf - 1, 0);

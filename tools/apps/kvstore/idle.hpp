@@ -27,6 +27,7 @@ struct IdleState {
   float contention = 0;                 // the share of recent samples that found the cores wanted
   std::uint32_t sample_rounds = 0;
   std::uint32_t next_sample_ms = 0;
+  bool sampled = false;                 // next_sample_ms is set
   // A rack: nap only after 20 ms of a quiet trustee (Loop::idle).
   bool quiet = false;
   std::uint64_t last_activity = 0;
