@@ -208,14 +208,15 @@ void Loop::fold_sample() {
   const float others = std::max(0.0f, float(ticks) * 1000.0f / (float(elapsed) * float(fold_.hz)));
   // With C CPUs and D of them for the loops, the others have C - D: one
   // fewer for the loops when the others used half a CPU more than that,
-  // one more when they used 0.7 of a CPU less. A step that would leave
-  // the loops as many CPUs as there are loops, or more, changes nothing
-  // for them: folding starts below that, and spreading goes on to C.
-  const float left = float(fold_.allowed_count - fold_.cpus);
+  // one more when they used 0.7 of a CPU less. The loops use at most one
+  // CPU each, so D counts no more CPUs than loops: folding starts below
+  // that, and spreading to it goes on to C at once.
+  const std::uint32_t used = std::min(fold_.cpus, local_count_);
+  const float left = float(fold_.allowed_count - used);
   std::uint32_t cpus = fold_.cpus;
-  if (cpus > 1 && others >= left + kFoldAbove) cpus = std::min(cpus, local_count_) - 1;
+  if (used > 1 && others >= left + kFoldAbove) cpus = used - 1;
   else if (cpus < fold_.allowed_count && others <= left - kSpreadBelow)
-    cpus = cpus + 1 >= local_count_ ? fold_.allowed_count : cpus + 1;
+    cpus = used + 1 >= local_count_ ? fold_.allowed_count : used + 1;
   if (cpus == fold_.cpus) return;
   // The CPU this loop runs on first (the others' tasks have moved off it
   // least), then the lowest of the rest.
