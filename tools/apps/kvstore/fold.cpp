@@ -14,7 +14,7 @@
 //
 // So the host's first loop measures, every 25 ms, how much CPU the rest of
 // the machine used over the last 150 ms (/proc/stat's user, nice and
-// system ticks less this process's own from /proc/self/stat), and leaves
+// system ticks less this process's own CPU time from getrusage), and leaves
 // the others the CPUs they use: with C CPUs of which the loops have D,
 // one CPU fewer for the loops when the others used at least half a CPU
 // more than their C - D, one more when they used 0.7 of a CPU less; 100
@@ -35,6 +35,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,12 +137,10 @@ void Loop::setup_fold() {
   if (!leader_) return;
   fold_.leader = true;
   fold_.stat_fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
-  fold_.self_fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
   fold_.hz = ::sysconf(_SC_CLK_TCK);
-  if (fold_.stat_fd < 0 || fold_.self_fd < 0 || fold_.hz <= 0) {  // never decides: the loops keep every CPU
+  if (fold_.stat_fd < 0 || fold_.hz <= 0) {  // never decides: the loops keep every CPU
     if (fold_.stat_fd >= 0) ::close(fold_.stat_fd);
-    if (fold_.self_fd >= 0) ::close(fold_.self_fd);
-    fold_.stat_fd = fold_.self_fd = -1;
+    fold_.stat_fd = -1;
     return;
   }
   g_cpus.store(fold_.cpus, std::memory_order_relaxed);
@@ -165,21 +164,13 @@ long long machine_busy_ticks(int fd) {
   return user + nice + system;
 }
 
-// This process's user and system ticks, all threads (/proc/self/stat's
-// fields 14 and 15), or -1.
-long long own_ticks(int fd) {
-  char buf[1024];
-  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  // "PID (COMM) S PPID ...": COMM may hold spaces and parentheses; field 3 follows the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  for (int field = 2; p && field < 14; ++field) {
-    p = std::strchr(p + 1, ' ');
-  }
-  long long utime = 0, stime = 0;
-  if (!p || std::sscanf(p, " %lld %lld", &utime, &stime) != 2) return -1;
-  return utime + stime;
+// This process's user and system time, all threads, in µs, as INFO's
+// used_cpu_* reads it (getrusage: the same accounting as /proc/self/stat's
+// utime and stime, finer than its ticks), or -1.
+long long own_us() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return -1;
+  return (long long)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1'000'000 + u.ru_utime.tv_usec + u.ru_stime.tv_usec;
 }
 }  // namespace
 
@@ -191,7 +182,7 @@ void Loop::fold_sample() {
   const std::uint32_t now = tl_lru_clock;  // ms, coarse monotonic, this round's (io_loop.cpp)
   if (fold_.stat_fd < 0) return;
   if (fold_.samples > 0 && std::int32_t(now - fold_.next_sample_ms) < 0) return;
-  const long long busy = machine_busy_ticks(fold_.stat_fd), own = own_ticks(fold_.self_fd);
+  const long long busy = machine_busy_ticks(fold_.stat_fd), own = own_us();
   if (busy < 0 || own < 0) return;
   fold_.next_sample_ms = now + kSampleMs;
   const std::uint32_t head = fold_.samples % FoldState::kRing;
@@ -203,9 +194,9 @@ void Loop::fold_sample() {
   const FoldState::Sample& old = fold_.ring[(fold_.samples - 1 - kWindow) % FoldState::kRing];
   const std::uint32_t elapsed = now - old.ms;
   if (elapsed == 0 || std::int32_t(now - fold_.hold_until_ms) < 0) return;
-  // Ticks are 1/USER_HZ s of one CPU: CPUs used = ticks / (seconds * USER_HZ).
-  const long long ticks = (busy - old.busy) - (own - old.own);
-  const float others = std::max(0.0f, float(ticks) * 1000.0f / (float(elapsed) * float(fold_.hz)));
+  // Ticks are 1/USER_HZ s of one CPU: CPUs used = seconds used / seconds.
+  const float used_s = float(busy - old.busy) / float(fold_.hz) - float(own - old.own) * 1e-6f;
+  const float others = std::max(0.0f, used_s * 1000.0f / float(elapsed));
   // With C CPUs and D of them for the loops, the others have C - D: one
   // fewer for the loops when the others used half a CPU more than that,
   // one more when they used 0.7 of a CPU less. The loops use at most one

@@ -21,7 +21,8 @@ struct FoldState {
   std::uint32_t allowed_count = 0;
   std::uint32_t cpus = 0;          // the loops' CPUs now
   std::uint32_t next_sample_ms = 0, hold_until_ms = 0;
-  // The last samples: the machine's busy ticks, this process's, and when.
+  // The last samples: the machine's busy ticks, this process's CPU time
+  // (µs), and when.
   struct Sample {
     long long busy = 0, own = 0;
     std::uint32_t ms = 0;
@@ -30,7 +31,7 @@ struct FoldState {
   Sample ring[kRing];
   std::uint64_t samples = 0;       // taken so far
   long hz = 0;                     // USER_HZ
-  int stat_fd = -1, self_fd = -1;  // /proc/stat, /proc/self/stat
+  int stat_fd = -1;                // /proc/stat
 };
 
 // INFO's hydra_fold_cpus (0 when this host does not fold) and hydra_fold_changes.

@@ -76,8 +76,7 @@ Loop::~Loop() {
     g_order[local_index_].epoll.store(-1, std::memory_order_relaxed);  // no other loop polls it now (order.cpp)
     ::close(epoll_);
   }
-  for (int fd : {fold_.stat_fd, fold_.self_fd})  // fold.cpp's, on the host's first loop
-    if (fd >= 0) ::close(fd);
+  if (fold_.stat_fd >= 0) ::close(fold_.stat_fd);  // fold.cpp's, on the host's first loop
 }
 
 void Loop::hand_in(int fd) {
